@@ -1,0 +1,416 @@
+"""The blocking DAT API: objects with the spec's method names, over one unix socket per IA."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import select
+import socket
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from client.core import ASYNC_EVD, Call, ClientCore, CrInfo, Event, LmrInfo, Op, Triplet
+from client.shm import Arena, Buffer
+from proto.attrs import EpAttr
+from proto.codec import hello
+from proto.constants import (
+    TIMEOUT_INFINITE,
+    CloseFlags,
+    CompletionFlags,
+    DatReturnSubtype,
+    Dtos,
+    EpState,
+    EvdFlags,
+    MemPriv,
+    MemType,
+    PspFlags,
+)
+from proto.errors import (
+    DatAbort,
+    DatInvalidHandle,
+    DatInvalidParameter,
+    DatInvalidState,
+    DatProviderNotFound,
+    DatTimeoutExpired,
+)
+from proto.frames import ROLE_CONSUMER
+
+Sub = DatReturnSubtype
+DEFAULT_SOCKET = "/tmp/datfabric/fabricd.sock"
+DEFAULT_IA_NAME = "datfabric"
+
+
+def socket_for(ia_name: str) -> str:
+    """The daemon socket an IA name stands for: a path, or the default node's socket."""
+    if "/" in ia_name:
+        return ia_name
+    if len(ia_name) >= 256:
+        raise DatInvalidParameter(Sub.INVALID_ARG1, "IA name longer than DAT_NAME_MAX_LENGTH")
+    env = os.environ.get(f"DATFABRIC_SOCKET_{ia_name.upper().replace('-', '_')}")
+    return env or os.environ.get("DATFABRIC_SOCKET", DEFAULT_SOCKET)
+
+
+class Ia:
+    """An open Interface Adapter: one consumer connection to the node's daemon (dat_ia_open)."""
+
+    def __init__(self, name: str = DEFAULT_IA_NAME, async_evd_qlen: int = 8) -> None:
+        path = socket_for(name)
+        self.name = name
+        self.core = ClientCore(async_evd_qlen)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.sock.connect(path)
+        except OSError as err:
+            self.sock.close()
+            raise DatProviderNotFound(Sub.NAME_NOT_REGISTERED, f"{name}: {path}: {err}") from None
+        self.token = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.arena = Arena(self.token)
+        self.closed = False
+        self._send(hello(ROLE_CONSUMER, self.token))
+        deadline = time.monotonic() + 10.0
+        while not self.core.ready:
+            if self.core.catastrophic or time.monotonic() > deadline:
+                self.close()
+                raise DatProviderNotFound(Sub.NAME_NOT_REGISTERED, f"{name}: no HELLO from {path}")
+            self._pump(1.0)
+        self.async_evd = Evd(self, ASYNC_EVD)
+        atexit.register(self.close)
+
+    # -- transport -----------------------------------------------------------------------------
+
+    def _send(self, data: bytes) -> None:
+        if self.closed or self.core.catastrophic:
+            raise DatAbort(message="the IA is closed or its daemon is gone")
+        try:
+            self.sock.sendall(data)
+        except OSError as err:
+            self.core.lost(str(err))
+            raise DatAbort(message=f"daemon connection lost: {err}") from None
+
+    def _pump(self, timeout: float | None) -> None:
+        """Read whatever the daemon sent within ``timeout`` seconds (0: only what is there)."""
+        if self.closed or self.core.catastrophic:
+            return
+        ready, _, _ = select.select([self.sock], [], [], timeout)
+        while ready:
+            reader = self.core.reader
+            buf = reader.get_buffer(-1)
+            try:
+                n = self.sock.recv_into(buf, len(buf), socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                break
+            except OSError as err:
+                self.core.lost(str(err))
+                return
+            if n == 0:
+                self.core.lost("the daemon closed the connection")
+                return
+            reader.buffer_updated(n)
+            self.core.drain()
+            if n < len(buf):
+                break
+
+    def run(self, op: Op) -> Any:
+        """Drive an operation of the core: send each call, wait for its reply."""
+        try:
+            call = next(op)
+            while True:
+                call = op.send(self._roundtrip(call))
+        except StopIteration as stop:
+            return stop.value
+
+    def _roundtrip(self, call: Call) -> list[Any]:
+        req_id, data = self.core.call_frame(call)
+        self._send(data)
+        while True:
+            result = self.core.take_reply(req_id)
+            if result is not None:
+                return result
+            if self.core.catastrophic:
+                raise DatAbort(message="the daemon went away during the call")
+            self._pump(None)
+
+    # -- DAT calls -----------------------------------------------------------------------------
+
+    def query(self) -> dict[str, Any]:
+        """dat_ia_query."""
+        result: dict[str, Any] = self.run(self.core.ia_query())
+        return result
+
+    def close(self, flags: int = CloseFlags.ABRUPT) -> None:
+        """dat_ia_close: the daemon tears down every object of this IA."""
+        if self.closed:
+            return
+        if flags == CloseFlags.GRACEFUL and (self.core.eps or self.core.lmrs):
+            raise DatInvalidState(Sub.INVALID_STATE_IA_IN_USE, "the IA still has objects")
+        self.closed = True
+        atexit.unregister(self.close)
+        self.sock.close()
+        self.arena.close()
+
+    def alloc(self, size: int) -> Buffer:
+        """Registrable memory from the IA's shared-memory arena."""
+        return self.arena.alloc(size)
+
+    def mem_free(self, buf: Buffer) -> None:
+        """Return memory from alloc."""
+        self.arena.free(buf)
+
+    def pz_create(self) -> Pz:
+        """dat_pz_create."""
+        return Pz(self, self.run(self.core.pz_create()))
+
+    def evd_create(self, min_qlen: int, flags: int = EvdFlags.DEFAULT) -> Evd:
+        """dat_evd_create."""
+        return Evd(self, self.core.evd_create(min_qlen, flags))
+
+    def lmr_create(
+        self,
+        mem_type: int,
+        region: Buffer | int,
+        length: int,
+        pz: Pz,
+        privileges: int,
+    ) -> Lmr:
+        """dat_lmr_create; VIRTUAL memory must come from :meth:`alloc`."""
+        if isinstance(region, Buffer):
+            region = region.address
+        op = self.core.lmr_create(
+            mem_type, region, length, pz.handle, privileges, self.arena.locate
+        )
+        return Lmr(self, self.run(op))
+
+    def ep_create(
+        self,
+        pz: Pz,
+        recv_evd: Evd | None,
+        request_evd: Evd | None,
+        connect_evd: Evd | None,
+        attr: EpAttr | None = None,
+    ) -> Ep:
+        """dat_ep_create."""
+        recv, req, conn = (e.handle if e else 0 for e in (recv_evd, request_evd, connect_evd))
+        return Ep(self, self.run(self.core.ep_create(pz.handle, recv, req, conn, attr)))
+
+    def psp_create(self, conn_qual: int, evd: Evd, flags: int = PspFlags.CONSUMER) -> Psp:
+        """dat_psp_create: listen on ``conn_qual``; requests arrive on ``evd``."""
+        return Psp(self, self.run(self.core.psp_create(conn_qual, evd.handle, flags)))
+
+    def rsp_create(self, conn_qual: int, ep: Ep, evd: Evd) -> Rsp:
+        """dat_rsp_create: one request, for ``ep``."""
+        return Rsp(self, self.run(self.core.rsp_create(conn_qual, ep.handle, evd.handle)))
+
+    def cr(self, event: Event) -> Cr:
+        """The CR of a CONNECTION_REQUEST event."""
+        return Cr(self, event.cr)
+
+    def __enter__(self) -> Ia:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Handle:
+    def __init__(self, ia: Ia, handle: int) -> None:
+        self.ia = ia
+        self.handle = handle
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.handle}>"
+
+
+class Pz(_Handle):
+    """A protection zone."""
+
+    def free(self) -> None:
+        """dat_pz_free."""
+        self.ia.run(self.ia.core.pz_free(self.handle))
+
+
+class Evd(_Handle):
+    """An event dispatcher."""
+
+    def dequeue(self) -> Event:
+        """dat_evd_dequeue: DAT_QUEUE_EMPTY when nothing is queued."""
+        self.ia._pump(0)
+        return self.ia.core.evd_dequeue(self.handle)
+
+    def wait(self, timeout: int = TIMEOUT_INFINITE, threshold: int = 1) -> tuple[Event, int]:
+        """dat_evd_wait: (event, nmore); DAT_TIMEOUT_EXPIRED carries ``nmore`` too."""
+        evd = self.ia.core.evd(self.handle)
+        if type(threshold) is not int or threshold <= 0 or threshold > evd.qlen:
+            raise DatInvalidParameter(Sub.INVALID_ARG3, f"bad threshold {threshold!r}")
+        deadline = None if timeout == TIMEOUT_INFINITE else time.monotonic() + timeout / 1e6
+        self.ia._pump(0)
+        while True:
+            if len(evd.queue) >= threshold:
+                event = evd.queue.popleft()
+                return event, len(evd.queue)
+            if self.ia.core.catastrophic and self.handle != ASYNC_EVD:
+                raise DatAbort(message="the IA's daemon is gone")
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                err = DatTimeoutExpired(message=f"no {threshold} events within {timeout} us")
+                err.nmore = len(evd.queue)  # type: ignore[attr-defined]
+                raise err
+            if self.ia.core.catastrophic:
+                time.sleep(min(remaining or 0.05, 0.05))
+            self.ia._pump(remaining)
+
+    def free(self) -> None:
+        """dat_evd_free."""
+        self.ia.core.evd_free(self.handle)
+
+
+class Lmr(_Handle):
+    """A registered local memory region."""
+
+    def __init__(self, ia: Ia, info: LmrInfo) -> None:
+        super().__init__(ia, info.handle)
+        self.info = info
+        self.lmr_context = info.lmr_context
+        self.rmr_context = info.rmr_context
+        self.registered_size = info.registered_size
+        self.registered_address = info.registered_address
+
+    def triplet(self, offset: int = 0, length: int | None = None) -> list[int]:
+        """An LMR triplet [virtual_address, segment_length, lmr_context] into this region."""
+        if length is None:
+            length = self.registered_size - offset
+        return [self.registered_address + offset, length, self.lmr_context]
+
+    def remote(self, offset: int = 0, length: int | None = None) -> list[int]:
+        """The RMR triplet a peer needs to reach this region."""
+        if length is None:
+            length = self.registered_size - offset
+        return [self.registered_address + offset, length, self.rmr_context]
+
+    def query(self) -> LmrInfo:
+        """dat_lmr_query."""
+        return self.info
+
+    def free(self) -> None:
+        """dat_lmr_free."""
+        self.ia.run(self.ia.core.lmr_free(self.handle))
+
+
+class Ep(_Handle):
+    """An endpoint."""
+
+    @property
+    def state(self) -> EpState:
+        """The endpoint state as last reported (dat_ep_get_status)."""
+        self.ia._pump(0)
+        return self.ia.core.ep_mirror(self.handle).state
+
+    @property
+    def attr(self) -> EpAttr:
+        """The endpoint attributes granted at creation (dat_ep_query)."""
+        return self.ia.core.ep_mirror(self.handle).attr
+
+    def connect(
+        self,
+        remote_addr: Any,
+        conn_qual: int,
+        timeout: int = TIMEOUT_INFINITE,
+        private_data: bytes = b"",
+    ) -> None:
+        """dat_ep_connect."""
+        self.ia.run(
+            self.ia.core.ep_connect(self.handle, remote_addr, conn_qual, timeout, private_data)
+        )
+
+    def disconnect(self, flags: int = CloseFlags.ABRUPT) -> None:
+        """dat_ep_disconnect."""
+        self.ia.run(self.ia.core.ep_disconnect(self.handle, flags))
+
+    def reset(self) -> None:
+        """dat_ep_reset."""
+        self.ia.run(self.ia.core.ep_reset(self.handle))
+
+    def free(self) -> None:
+        """dat_ep_free."""
+        self.ia.run(self.ia.core.ep_free(self.handle))
+
+    def _post(
+        self,
+        kind: Dtos,
+        local_iov: Sequence[Triplet],
+        cookie: int,
+        remote: Triplet | None,
+        flags: int,
+    ) -> None:
+        self.ia._send(self.ia.core.post_frame(kind, self.handle, local_iov, cookie, remote, flags))
+
+    def post_send(
+        self, local_iov: Sequence[Triplet], cookie: int = 0, flags: int = CompletionFlags.DEFAULT
+    ) -> None:
+        """dat_ep_post_send."""
+        self._post(Dtos.SEND, local_iov, cookie, None, flags)
+
+    def post_recv(
+        self, local_iov: Sequence[Triplet], cookie: int = 0, flags: int = CompletionFlags.DEFAULT
+    ) -> None:
+        """dat_ep_post_recv."""
+        self._post(Dtos.RECEIVE, local_iov, cookie, None, flags)
+
+    def post_rdma_write(
+        self,
+        local_iov: Sequence[Triplet],
+        cookie: int,
+        remote: Triplet,
+        flags: int = CompletionFlags.DEFAULT,
+    ) -> None:
+        """dat_ep_post_rdma_write."""
+        self._post(Dtos.RDMA_WRITE, local_iov, cookie, remote, flags)
+
+    def post_rdma_read(
+        self,
+        local_iov: Sequence[Triplet],
+        cookie: int,
+        remote: Triplet,
+        flags: int = CompletionFlags.DEFAULT,
+    ) -> None:
+        """dat_ep_post_rdma_read."""
+        self._post(Dtos.RDMA_READ, local_iov, cookie, remote, flags)
+
+
+class Psp(_Handle):
+    """A public service point."""
+
+    def free(self) -> None:
+        """dat_psp_free."""
+        self.ia.run(self.ia.core.psp_free(self.handle))
+
+
+class Rsp(_Handle):
+    """A reserved service point."""
+
+    def free(self) -> None:
+        """dat_rsp_free."""
+        self.ia.run(self.ia.core.rsp_free(self.handle))
+
+
+class Cr(_Handle):
+    """A connection request."""
+
+    def query(self) -> CrInfo:
+        """dat_cr_query."""
+        info = self.ia.core.crs.get(self.handle)
+        if info is None:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_CR, f"no connection request {self.handle}")
+        return info
+
+    def accept(self, ep: Ep | None, private_data: bytes = b"") -> None:
+        """dat_cr_accept."""
+        self.ia.run(self.ia.core.cr_accept(self.handle, ep.handle if ep else None, private_data))
+
+    def reject(self, private_data: bytes = b"") -> None:
+        """dat_cr_reject."""
+        self.ia.run(self.ia.core.cr_reject(self.handle, private_data))
+
+
+__all__ = ["Cr", "Ep", "Evd", "Ia", "Lmr", "MemPriv", "MemType", "Psp", "Pz", "Rsp"]

@@ -1,0 +1,548 @@
+"""The consumer library's sans-IO core: DAT objects, local checks, event routing.
+
+Operations that need the daemon are generators: they yield one ``Call`` and receive its result,
+so the blocking API (client.api) and the asyncio API (client.aio) drive the same code. Posts need
+no reply: they are checked here against local mirrors of the endpoints and LMRs (giving the
+spec's synchronous return codes) and leave as one frame each; their outcome comes back as events.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from proto import ep_states
+from proto.attrs import MAX_PRIVATE_DATA, EpAttr
+from proto.checks import Region, check_local_iov, is_int, parse_triplet
+from proto.codec import Frame, FrameReader, encode
+from proto.constants import (
+    TIMEOUT_INFINITE,
+    CloseFlags,
+    CompletionFlags,
+    DatReturnSubtype,
+    Dtos,
+    EpState,
+    EvdFlags,
+    EventNumber,
+    MemPriv,
+    MemType,
+)
+from proto.errors import (
+    DatError,
+    DatInsufficientResources,
+    DatInvalidHandle,
+    DatInvalidParameter,
+    DatInvalidState,
+    DatLengthError,
+    DatQueueEmpty,
+    UnexpectedFrame,
+    error_from_code,
+)
+from proto.frames import FrameType
+
+Sub = DatReturnSubtype
+Triplet = Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One request to the daemon: a method name and its arguments."""
+
+    method: str
+    args: list[Any]
+
+
+Op = Generator[Call, list[Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A DAT_EVENT: the number, the EVD it was queued on, and the fields of its kind."""
+
+    event_number: EventNumber
+    evd: int
+    ep: int = 0
+    cookie: int = 0
+    status: int = 0
+    transfered_length: int = 0
+    operation: int = 0
+    private_data: bytes = b""
+    sp: int = 0
+    conn_qual: int = 0
+    cr: int = 0
+    remote_address: str = ""
+    handle: int = 0
+    reason: int = 0
+
+
+@dataclass(eq=False)
+class EvdState:
+    """An event dispatcher's queue (EVDs live in the consumer, fed by the daemon's pushes)."""
+
+    handle: int
+    qlen: int
+    flags: EvdFlags
+    queue: deque[Event] = field(default_factory=deque)
+    overflowed: bool = False
+
+
+@dataclass(eq=False)
+class EpMirror:
+    """What the consumer knows of an endpoint, enough to answer posts synchronously."""
+
+    handle: int
+    pz: int
+    recv_evd: int
+    request_evd: int
+    connect_evd: int
+    attr: EpAttr
+    state: EpState = EpState.UNCONNECTED
+    requests: int = 0  # outstanding send/RDMA/bind DTOs
+    recvs: int = 0  # outstanding receives
+
+
+@dataclass(frozen=True, slots=True)
+class CrInfo:
+    """dat_cr_query's answer: who asked, on which conn_qual, with which private data."""
+
+    handle: int
+    sp: int
+    conn_qual: int
+    remote_address: str
+    private_data: bytes
+    ep: int
+
+
+@dataclass(frozen=True, slots=True)
+class LmrInfo:
+    """dat_lmr_create's outputs (and dat_lmr_query's answer)."""
+
+    handle: int
+    lmr_context: int
+    rmr_context: int
+    registered_size: int
+    registered_address: int
+    pz: int
+    privileges: MemPriv
+
+
+ASYNC_EVD = 1
+"""The handle of the IA's async EVD (created with the IA)."""
+
+
+class ClientCore:
+    """State of one open IA, without I/O."""
+
+    def __init__(self, async_evd_qlen: int = 8) -> None:
+        self.reader = FrameReader()
+        self._req = 0
+        self._handles = ASYNC_EVD
+        self.replies: dict[int, Frame] = {}
+        self.evds: dict[int, EvdState] = {
+            ASYNC_EVD: EvdState(ASYNC_EVD, max(async_evd_qlen, 1), EvdFlags.ASYNC)
+        }
+        self.eps: dict[int, EpMirror] = {}
+        self.lmrs: dict[int, LmrInfo] = {}
+        self.regions: dict[int, Region] = {}  # lmr_context -> region
+        self.crs: dict[int, CrInfo] = {}
+        self.catastrophic = False
+        self.ready = False  # the daemon's HELLO arrived
+
+    # -- frames in and out ---------------------------------------------------------------------
+
+    def call_frame(self, call: Call) -> tuple[int, bytes]:
+        """Encode a call; returns its request id and bytes."""
+        self._req += 1
+        return self._req, encode(FrameType.CALL, self._req, call.method, call.args)
+
+    def feed(self, data: bytes | memoryview) -> None:
+        """Take bytes from the daemon: replies are kept, events are queued on their EVDs."""
+        self.reader.feed(data)
+        self.drain()
+
+    def drain(self) -> None:
+        """Process every complete frame in the reader."""
+        while (frame := self.reader.next_event()) is not None:
+            if frame.type == FrameType.REPLY:
+                self.replies[frame.fields[0]] = frame
+            elif frame.type == FrameType.EVENTS:
+                for ev in frame.fields[0]:
+                    self._event(ev)
+            elif frame.type == FrameType.ERROR:
+                self.lost(f"daemon reported: {frame.fields[0]}")
+            elif frame.type == FrameType.HELLO:
+                self.ready = True
+            else:
+                raise UnexpectedFrame(f"{frame.type.name} from the daemon")
+
+    def take_reply(self, req_id: int) -> list[Any] | None:
+        """The result of call ``req_id`` if it has arrived (raising its DatError if it failed)."""
+        frame = self.replies.pop(req_id, None)
+        if frame is None:
+            return None
+        _, code, message, result = frame.fields
+        if code:
+            raise error_from_code(code, message)
+        return list(result)
+
+    def lost(self, reason: str) -> None:
+        """The daemon is gone: IA_CATASTROPHIC on the async EVD (once)."""
+        if not self.catastrophic:
+            self.catastrophic = True
+            self._enqueue(Event(EventNumber.ASYNC_ERROR_IA_CATASTROPHIC, ASYNC_EVD, reason=0))
+
+    # -- events --------------------------------------------------------------------------------
+
+    def _event(self, ev: list[Any]) -> None:
+        number = EventNumber(ev[0])
+        if number == EventNumber.DTO_COMPLETION_EVENT:
+            _, evd, ep, cookie, status, length, op = ev
+            mirror = self.eps.get(ep)
+            if mirror is not None:
+                if op == Dtos.RECEIVE:
+                    mirror.recvs -= 1
+                else:
+                    mirror.requests -= 1
+            if evd:
+                self._enqueue(Event(number, evd, ep, cookie, status, length, op))
+        elif number == EventNumber.CONNECTION_REQUEST_EVENT:
+            _, evd, sp, conn_qual, cr, remote, pdata, ep = ev
+            self.crs[cr] = CrInfo(cr, sp, conn_qual, remote, bytes(pdata), ep)
+            if ep in self.eps:
+                self.eps[ep].state = EpState.PASSIVE_CONNECTION_PENDING
+            self._enqueue(
+                Event(
+                    number,
+                    evd,
+                    ep=ep,
+                    sp=sp,
+                    conn_qual=conn_qual,
+                    cr=cr,
+                    remote_address=remote,
+                    private_data=bytes(pdata),
+                )
+            )
+        elif number & 0xFF000 == 0x04000:  # connection events
+            _, evd, ep, pdata, state = ev
+            if ep in self.eps:
+                self.eps[ep].state = EpState(state)
+            if evd:
+                self._enqueue(Event(number, evd, ep=ep, private_data=bytes(pdata)))
+        else:
+            _, evd, handle, reason = ev
+            self._enqueue(Event(number, evd or ASYNC_EVD, handle=handle, reason=reason))
+
+    def _enqueue(self, event: Event) -> None:
+        evd = self.evds.get(event.evd)
+        if evd is None:
+            return
+        if len(evd.queue) >= evd.qlen:
+            if not evd.overflowed:
+                evd.overflowed = True
+                if evd.handle != ASYNC_EVD:
+                    self._enqueue(
+                        Event(EventNumber.ASYNC_ERROR_EVD_OVERFLOW, ASYNC_EVD, handle=evd.handle)
+                    )
+            return
+        evd.queue.append(event)
+
+    # -- objects kept here ---------------------------------------------------------------------
+
+    def new_handle(self) -> int:
+        """A consumer-side handle (EVDs live in the consumer)."""
+        self._handles += 1
+        return self._handles
+
+    def evd_create(self, min_qlen: int, flags: int) -> int:
+        """dat_evd_create: a local event queue of at least ``min_qlen`` entries."""
+        if not is_int(min_qlen) or min_qlen <= 0:
+            raise DatInvalidParameter(Sub.INVALID_ARG2, "min_qlen must be positive")
+        if not is_int(flags) or flags & ~int(EvdFlags.DEFAULT | EvdFlags.SOFTWARE):
+            raise DatInvalidParameter(Sub.INVALID_ARG4, f"bad EVD flags {flags!r}")
+        handle = self.new_handle()
+        self.evds[handle] = EvdState(handle, min_qlen, EvdFlags(flags))
+        return handle
+
+    def evd(self, handle: Any) -> EvdState:
+        """An EVD by handle, or DAT_INVALID_HANDLE."""
+        evd = self.evds.get(handle) if type(handle) is int else None
+        if evd is None:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_EVD_REQUEST, f"no EVD {handle!r}")
+        return evd
+
+    def evd_free(self, handle: int) -> None:
+        """dat_evd_free: refused while an endpoint uses it."""
+        self.evd(handle)
+        if handle == ASYNC_EVD:
+            raise DatInvalidState(Sub.INVALID_STATE_EVD_IN_USE, "the IA's async EVD")
+        for ep in self.eps.values():
+            if handle in (ep.recv_evd, ep.request_evd, ep.connect_evd):
+                raise DatInvalidState(Sub.INVALID_STATE_EVD_IN_USE, f"EP {ep.handle} uses it")
+        del self.evds[handle]
+
+    def evd_dequeue(self, handle: int) -> Event:
+        """dat_evd_dequeue: the oldest event, or DAT_QUEUE_EMPTY."""
+        evd = self.evd(handle)
+        if not evd.queue:
+            raise DatQueueEmpty(message="no event queued")
+        return evd.queue.popleft()
+
+    def ep_mirror(self, handle: Any) -> EpMirror:
+        """An endpoint by handle, or DAT_INVALID_HANDLE."""
+        ep = self.eps.get(handle) if type(handle) is int else None
+        if ep is None:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_EP, f"no endpoint {handle!r}")
+        return ep
+
+    # -- operations that ask the daemon (generators) -------------------------------------------
+
+    def ia_query(self) -> Op:
+        """dat_ia_query: IA and provider attributes."""
+        (attrs,) = yield Call("ia_query", [])
+        return dict(attrs)
+
+    def pz_create(self) -> Op:
+        """dat_pz_create."""
+        (pz,) = yield Call("pz_create", [])
+        return pz
+
+    def pz_free(self, pz: int) -> Op:
+        """dat_pz_free."""
+        yield Call("pz_free", [pz])
+
+    def lmr_create(
+        self,
+        mem_type: int,
+        region: Any,
+        length: int,
+        pz: int,
+        privileges: int,
+        locate: Any,
+    ) -> Op:
+        """dat_lmr_create; ``locate(address, length)`` names the shm segment of VIRTUAL memory."""
+        if mem_type == MemType.VIRTUAL:
+            if not is_int(region) or not is_int(length):
+                raise DatInvalidParameter(Sub.INVALID_ARG3, "region must be a virtual address")
+            where = locate(region, max(length, 1))
+            if where is None:
+                raise DatInvalidParameter(
+                    Sub.INVALID_ARG3, "memory must come from the IA's allocator (ia.alloc)"
+                )
+            description: Any = [where[0], where[1], region]
+        else:
+            description = region
+        handle, lmr_ctx, rmr_ctx, size, address = yield Call(
+            "lmr_create", [int(mem_type), description, length, pz, privileges]
+        )
+        info = LmrInfo(handle, lmr_ctx, rmr_ctx, size, address, pz, MemPriv(privileges))
+        self.lmrs[handle] = info
+        self.regions[lmr_ctx] = Region(address, size, pz, MemPriv(privileges))
+        return info
+
+    def lmr_free(self, handle: int) -> Op:
+        """dat_lmr_free."""
+        yield Call("lmr_free", [handle])
+        info = self.lmrs.pop(handle, None)
+        if info is not None:
+            self.regions.pop(info.lmr_context, None)
+
+    def ep_create(
+        self, pz: int, recv_evd: int, request_evd: int, connect_evd: int, attr: EpAttr | None
+    ) -> Op:
+        """dat_ep_create: an RC endpoint in UNCONNECTED."""
+        for evd, sub in (
+            (recv_evd, Sub.INVALID_HANDLE_EVD_RECV),
+            (request_evd, Sub.INVALID_HANDLE_EVD_REQUEST),
+            (connect_evd, Sub.INVALID_HANDLE_EVD_CONN),
+        ):
+            if evd and evd not in self.evds:
+                raise DatInvalidHandle(sub, f"no EVD {evd!r}")
+        wire = (attr or EpAttr()).to_wire()
+        handle, granted = yield Call("ep_create", [pz, recv_evd, request_evd, connect_evd, wire])
+        self.eps[handle] = EpMirror(
+            handle, pz, recv_evd, request_evd, connect_evd, EpAttr.from_wire(granted)
+        )
+        return handle
+
+    def ep_free(self, handle: int) -> Op:
+        """dat_ep_free."""
+        yield Call("ep_free", [handle])
+        self.eps.pop(handle, None)
+
+    def ep_connect(
+        self,
+        handle: int,
+        remote_addr: Any,
+        conn_qual: int,
+        timeout: int,
+        private_data: bytes,
+    ) -> Op:
+        """dat_ep_connect: the outcome arrives on the connect EVD."""
+        ep = self.ep_mirror(handle)
+        host, port = parse_address(remote_addr)
+        if not is_int(timeout) or timeout <= 0:
+            raise DatInvalidParameter(Sub.INVALID_ARG4, "timeout must be positive")
+        if len(private_data) > MAX_PRIVATE_DATA:
+            raise DatInvalidParameter(Sub.INVALID_ARG6, "private data too long")
+        if ep.state != EpState.UNCONNECTED:
+            raise ep_states.state_error(ep.state, "dat_ep_connect")
+        yield Call(
+            "ep_connect",
+            [handle, host, port, conn_qual, min(timeout, TIMEOUT_INFINITE), bytes(private_data)],
+        )
+        ep.state = EpState.ACTIVE_CONNECTION_PENDING
+
+    def ep_disconnect(self, handle: int, flags: int) -> Op:
+        """dat_ep_disconnect."""
+        ep = self.ep_mirror(handle)
+        if flags not in (CloseFlags.ABRUPT, CloseFlags.GRACEFUL):
+            raise DatInvalidParameter(Sub.INVALID_ARG2, f"bad close flags {flags!r}")
+        if ep.state in (
+            EpState.UNCONNECTED,
+            EpState.RESERVED,
+            EpState.PASSIVE_CONNECTION_PENDING,
+            EpState.TENTATIVE_CONNECTION_PENDING,
+        ):
+            raise ep_states.state_error(ep.state, "dat_ep_disconnect")
+        yield Call("ep_disconnect", [handle, int(flags)])
+        if flags == CloseFlags.GRACEFUL and ep.state == EpState.CONNECTED:
+            ep.state = EpState.DISCONNECT_PENDING
+
+    def ep_reset(self, handle: int) -> Op:
+        """dat_ep_reset: back to UNCONNECTED so the EP can connect again."""
+        ep = self.ep_mirror(handle)
+        yield Call("ep_reset", [handle])
+        ep.state = EpState.UNCONNECTED
+
+    def psp_create(self, conn_qual: int, evd: int, flags: int) -> Op:
+        """dat_psp_create."""
+        self.evd(evd)
+        (psp,) = yield Call("psp_create", [conn_qual, evd, int(flags)])
+        return psp
+
+    def psp_free(self, psp: int) -> Op:
+        """dat_psp_free."""
+        yield Call("psp_free", [psp])
+
+    def rsp_create(self, conn_qual: int, ep: int, evd: int) -> Op:
+        """dat_rsp_create: the EP becomes RESERVED."""
+        mirror = self.ep_mirror(ep)
+        self.evd(evd)
+        (rsp,) = yield Call("rsp_create", [conn_qual, ep, evd])
+        mirror.state = EpState.RESERVED
+        return rsp
+
+    def rsp_free(self, rsp: int) -> Op:
+        """dat_rsp_free."""
+        yield Call("rsp_free", [rsp])
+
+    def cr_accept(self, cr: int, ep: int | None, private_data: bytes) -> Op:
+        """dat_cr_accept: ESTABLISHED (or ACCEPT_COMPLETION_ERROR) follows on the connect EVD."""
+        info = self.crs.get(cr)
+        if info is None:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_CR, f"no connection request {cr!r}")
+        if len(private_data) > MAX_PRIVATE_DATA:
+            raise DatInvalidParameter(Sub.INVALID_ARG4, "private data too long")
+        yield Call("cr_accept", [cr, ep or 0, bytes(private_data)])
+        self.crs.pop(cr, None)
+        mirror = self.eps.get(ep or info.ep)
+        if mirror is not None:
+            mirror.state = EpState.COMPLETION_PENDING
+
+    def cr_reject(self, cr: int, private_data: bytes) -> Op:
+        """dat_cr_reject (2.0: with private data for the active side's PEER_REJECTED)."""
+        info = self.crs.get(cr)
+        if info is None:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_CR, f"no connection request {cr!r}")
+        yield Call("cr_reject", [cr, bytes(private_data)])
+        self.crs.pop(cr, None)
+        if info.ep in self.eps:
+            self.eps[info.ep].state = EpState.UNCONNECTED
+
+    # -- posts (no reply) ----------------------------------------------------------------------
+
+    def post_frame(
+        self,
+        kind: Dtos,
+        handle: int,
+        local_iov: Sequence[Triplet],
+        cookie: int,
+        remote: Triplet | None,
+        flags: int,
+    ) -> bytes:
+        """Check a post as dat_ep_post_* specify and encode it; raises the spec's DatError."""
+        ep = self.ep_mirror(handle)
+        attr = ep.attr
+        if not is_int(cookie) or not 0 <= cookie < 1 << 64:
+            raise DatInvalidParameter(Sub.INVALID_ARG4, "cookie must be a u64")
+        if not is_int(flags) or flags & ~0x3F:
+            raise DatInvalidParameter(Sub.INVALID_ARG6, f"bad completion flags {flags!r}")
+        if kind == Dtos.RECEIVE:
+            if flags & CompletionFlags.SUPPRESS:
+                raise DatInvalidParameter(Sub.INVALID_ARG5, "receives cannot be suppressed")
+            if ep.recvs >= attr.max_recv_dtos:
+                raise DatInsufficientResources(Sub.RESOURCE_TEP, "receive queue is full")
+            check_local_iov(
+                local_iov, self.regions.get, ep.pz, MemPriv.LOCAL_WRITE, attr.max_recv_iov
+            )
+            ep.recvs += 1
+            return encode(FrameType.POST_RECV, handle, cookie, flags, _wire_iov(local_iov))
+        if ep.state not in ep_states.REQUEST_POST_STATES:
+            raise ep_states.state_error(ep.state, f"posting {kind.name}")
+        if flags & CompletionFlags.UNSIGNALLED and not (
+            attr.request_completion_flags & CompletionFlags.UNSIGNALLED
+        ):
+            raise DatInvalidParameter(
+                Sub.INVALID_ARG6, "UNSIGNALLED needs the EP's request_completion_flags to allow it"
+            )
+        if ep.requests >= attr.max_request_dtos:
+            raise DatInsufficientResources(Sub.RESOURCE_TEP, "request queue is full")
+        need = MemPriv.LOCAL_WRITE if kind == Dtos.RDMA_READ else MemPriv.LOCAL_READ
+        max_iov = {
+            Dtos.RDMA_READ: attr.max_rdma_read_iov,
+            Dtos.RDMA_WRITE: attr.max_rdma_write_iov,
+        }.get(kind, attr.max_request_iov)
+        used = check_local_iov(local_iov, self.regions.get, ep.pz, need, max_iov)
+        total = sum(length for _, _, length in used)
+        wire = _wire_iov(local_iov)
+        if kind == Dtos.SEND:
+            if total > attr.max_message_size:
+                raise DatLengthError(message="message larger than max_message_size")
+            frame = encode(FrameType.POST_SEND, handle, cookie, flags, wire)
+        else:
+            assert remote is not None
+            r_addr, r_len, r_ctx = parse_triplet(remote)
+            if kind == Dtos.RDMA_WRITE and total > r_len:
+                raise DatLengthError(message="the remote buffer is smaller than the local data")
+            if kind == Dtos.RDMA_READ and r_len > total:
+                raise DatLengthError(message="the local buffer is too small for the remote data")
+            if max(total, r_len) > attr.max_rdma_size:
+                raise DatLengthError(message="larger than the EP's max_rdma_size")
+            ftype = FrameType.POST_WRITE if kind == Dtos.RDMA_WRITE else FrameType.POST_READ
+            frame = encode(ftype, handle, cookie, flags, wire, [r_addr, r_len, r_ctx])
+        ep.requests += 1
+        return frame
+
+
+def _wire_iov(local_iov: Sequence[Triplet]) -> list[list[int]]:
+    return [[int(a), int(n), int(c)] for a, n, c in local_iov]
+
+
+def parse_address(addr: Any) -> tuple[str, int]:
+    """An IA address: ``(host, port)`` or ``"host:port"`` (DAT_IA_ADDRESS_PTR)."""
+    if isinstance(addr, str):
+        host, _, port = addr.rpartition(":")
+        if host and port.isdigit():
+            return host, int(port)
+    elif isinstance(addr, tuple) and len(addr) == 2:
+        host, port = addr
+        if isinstance(host, str) and type(port) is int and 0 < port < 65536:
+            return host, port
+    raise DatInvalidParameter(Sub.INVALID_ARG2, f"bad remote address {addr!r}")
+
+
+def error_code(err: BaseException) -> int:
+    """The DAT_RETURN of an exception raised by the library."""
+    return err.code if isinstance(err, DatError) else DatInvalidParameter().code

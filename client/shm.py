@@ -1,0 +1,152 @@
+"""The consumer's registered-memory allocator: an arena of POSIX shared-memory segments per IA.
+
+Every buffer has a real virtual address in this process (what DAT triplets carry), and lives in
+a segment the node's daemon can map, so RDMA lands in it without the consumer's help.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import ctypes
+import mmap
+import os
+from dataclasses import dataclass
+
+from proto.constants import OPTIMAL_ALIGNMENT
+
+SHM_DIR = "/dev/shm"
+SEGMENT_PREFIX = "datfabric-"
+DEFAULT_CHUNK = 64 << 20
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A block of registrable memory: its address, size and bytes."""
+
+    address: int
+    length: int
+    view: memoryview
+    segment: str
+    offset: int
+
+    def __len__(self) -> int:
+        return self.length
+
+
+@dataclass(eq=False)
+class _Segment:
+    name: str
+    mm: mmap.mmap
+    view: memoryview
+    base: int
+    free: list[tuple[int, int]]  # sorted (offset, length) holes
+
+
+def _address_of(mm: mmap.mmap) -> int:
+    anchor = ctypes.c_char.from_buffer(mm)
+    try:
+        return ctypes.addressof(anchor)
+    finally:
+        del anchor
+
+
+class Arena:
+    """Sub-allocates shared-memory segments (first fit, 256-byte aligned)."""
+
+    def __init__(self, token: str, chunk: int = DEFAULT_CHUNK) -> None:
+        self.token = token
+        self.chunk = chunk
+        self._segments: list[_Segment] = []
+        self._by_base: list[int] = []
+        self._n = 0
+
+    def _new_segment(self, size: int) -> _Segment:
+        self._n += 1
+        name = f"{SEGMENT_PREFIX}{self.token}-{self._n}"
+        fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, size)
+            mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        seg = _Segment(name, mm, memoryview(mm), _address_of(mm), [(0, size)])
+        i = bisect.bisect(self._by_base, seg.base)
+        self._by_base.insert(i, seg.base)
+        self._segments.insert(i, seg)
+        return seg
+
+    def alloc(self, size: int, align: int = OPTIMAL_ALIGNMENT) -> Buffer:
+        """A block of ``size`` bytes (fresh segments are zeroed; reused blocks keep old bytes)."""
+        if size <= 0:
+            raise ValueError("size must be positive")
+        need = -(-size // align) * align
+        for seg in self._segments:
+            buf = self._carve(seg, need, size)
+            if buf is not None:
+                return buf
+        seg = self._new_segment(max(self.chunk, need))
+        buf = self._carve(seg, need, size)
+        assert buf is not None
+        return buf
+
+    @staticmethod
+    def _carve(seg: _Segment, need: int, size: int) -> Buffer | None:
+        for i, (off, length) in enumerate(seg.free):
+            if length >= need:
+                if length == need:
+                    del seg.free[i]
+                else:
+                    seg.free[i] = (off + need, length - need)
+                return Buffer(seg.base + off, size, seg.view[off : off + size], seg.name, off)
+        return None
+
+    def free(self, buf: Buffer, align: int = OPTIMAL_ALIGNMENT) -> None:
+        """Return a buffer's block to its segment, merging neighbouring holes."""
+        seg = self._segment_at(buf.address)
+        if seg is None:
+            return
+        need = -(-buf.length // align) * align
+        holes = seg.free
+        bisect.insort(holes, (buf.offset, need))
+        merged: list[tuple[int, int]] = []
+        for off, length in holes:
+            if merged and merged[-1][0] + merged[-1][1] == off:
+                merged[-1] = (merged[-1][0], merged[-1][1] + length)
+            else:
+                merged.append((off, length))
+        seg.free = merged
+
+    def _segment_at(self, address: int) -> _Segment | None:
+        i = bisect.bisect(self._by_base, address) - 1
+        if i < 0:
+            return None
+        seg = self._segments[i]
+        return seg if address < seg.base + len(seg.mm) else None
+
+    def locate(self, address: int, length: int) -> tuple[str, int] | None:
+        """The (segment name, offset) holding [address, address+length), or None."""
+        seg = self._segment_at(address)
+        if seg is None or address + length > seg.base + len(seg.mm):
+            return None
+        return seg.name, address - seg.base
+
+    def view(self, address: int, length: int) -> memoryview:
+        """The bytes at [address, address+length) (which must lie in one segment)."""
+        seg = self._segment_at(address)
+        if seg is None or address + length > seg.base + len(seg.mm):
+            raise ValueError(f"{address:#x}+{length} is not in this IA's memory")
+        off = address - seg.base
+        return seg.view[off : off + length]
+
+    def close(self) -> None:
+        """Unlink and unmap every segment."""
+        for seg in self._segments:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(SHM_DIR, seg.name))
+            seg.view.release()
+            # a Buffer still referenced keeps its mapping until the process ends
+            with contextlib.suppress(BufferError):
+                seg.mm.close()
+        self._segments.clear()
+        self._by_base.clear()

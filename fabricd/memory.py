@@ -1,0 +1,110 @@
+"""Registered memory as the simulated NIC sees it: LMRs, their keys, remote-access checks.
+
+Pure: segments are mapped by an injected SegmentMapper, keys come from an injected random source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from proto.checks import Region
+from proto.constants import MemPriv
+
+REMOTE_PRIVS = MemPriv.REMOTE_READ | MemPriv.REMOTE_WRITE
+
+
+class SegmentMapper(Protocol):
+    """Maps a consumer's shared-memory segment by name (the shell supplies the real one)."""
+
+    def map(self, name: str) -> memoryview: ...
+
+    def unmap(self, name: str) -> None: ...
+
+
+@dataclass(eq=False, slots=True)
+class Lmr:
+    """One registered LMR (dat_lmr_create)."""
+
+    handle: int
+    owner: int
+    region: Region
+    segment: str
+    view: memoryview  # exactly the registered range
+    lmr_context: int
+    rmr_context: int
+    bound_rmrs: int = 0
+    children: list[Lmr] = field(default_factory=list)
+
+    def local(self, address: int, length: int) -> memoryview:
+        """The bytes of [address, address+length) (already checked to lie inside)."""
+        off = address - self.region.address
+        return self.view[off : off + length]
+
+
+class MemoryRegistry:
+    """LMRs by local and remote key; every remote access is checked here."""
+
+    def __init__(self, mapper: SegmentMapper, random_u32: Callable[[], int]) -> None:
+        self._mapper = mapper
+        self._random_u32 = random_u32
+        self.by_lmr_context: dict[int, Lmr] = {}
+        self.by_rmr_context: dict[int, Lmr] = {}
+
+    def new_key(self) -> int:
+        """A fresh non-zero 32-bit key not in use as a local or remote context."""
+        while True:
+            key = self._random_u32() & 0xFFFFFFFF
+            if key and key not in self.by_lmr_context and key not in self.by_rmr_context:
+                return key
+
+    def map_segment(self, name: str) -> memoryview:
+        """Map a consumer's segment; raises OSError or ValueError on a bad name."""
+        return self._mapper.map(name)
+
+    def unmap_segment(self, name: str) -> None:
+        """Drop one mapping reference taken by map_segment."""
+        self._mapper.unmap(name)
+
+    def register(
+        self,
+        handle: int,
+        owner: int,
+        region: Region,
+        segment: str,
+        view: memoryview,
+    ) -> Lmr:
+        """Enter an LMR; an rmr_context exists only when remote privileges were asked for."""
+        lmr_context = self.new_key()
+        rmr_context = 0
+        while region.privileges & REMOTE_PRIVS and rmr_context in (0, lmr_context):
+            rmr_context = self.new_key()
+        lmr = Lmr(handle, owner, region, segment, view, lmr_context, rmr_context)
+        self.by_lmr_context[lmr_context] = lmr
+        if rmr_context:
+            self.by_rmr_context[rmr_context] = lmr
+        return lmr
+
+    def free(self, lmr: Lmr) -> None:
+        """Forget an LMR: its keys stop working at once (dat_lmr_free)."""
+        self.by_lmr_context.pop(lmr.lmr_context, None)
+        if lmr.rmr_context:
+            self.by_rmr_context.pop(lmr.rmr_context, None)
+        lmr.view.release()
+
+    def remote(
+        self, rmr_context: int, address: int, length: int, need: MemPriv, pz: int
+    ) -> memoryview | None:
+        """The target bytes of a remote access, or None if the key, privilege, PZ or range fails."""
+        lmr = self.by_rmr_context.get(rmr_context)
+        if lmr is None:
+            return None
+        region = lmr.region
+        if not region.privileges & need or region.pz != pz:
+            return None
+        if length == 0:
+            return lmr.view[0:0]
+        if not region.contains(address, length):
+            return None
+        return lmr.local(address, length)

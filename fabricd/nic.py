@@ -1,0 +1,1124 @@
+"""The simulated NIC: the daemon's pure core.
+
+It owns the consumers' objects (PZ, LMR, EP, PSP, RSP, CR), runs connection management and the
+reliable-connection data path, and routes completions to the consumers' EVDs. It does no I/O: the
+asyncio shell hands it frames and channels, and it acts through the injected ``Shell`` (timers,
+outgoing connections) and ``Channel`` objects (send a header plus payload views, close).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from fabricd.memory import Lmr, MemoryRegistry, SegmentMapper
+from proto import ep_states
+from proto.attrs import MAX_PRIVATE_DATA, EpAttr, ia_attributes
+from proto.checks import Region, check_local_iov, parse_triplet
+from proto.codec import DISCARD, Frame, Sink, encode
+from proto.constants import CloseFlags, CompletionFlags, DatReturnSubtype, Dtos, MemPriv, MemType
+from proto.constants import DtoCompletionStatus as St
+from proto.constants import EpState as S
+from proto.constants import EventNumber as E
+from proto.ep_states import EpInput
+from proto.errors import (
+    DatConnQualInUse,
+    DatError,
+    DatInvalidHandle,
+    DatInvalidParameter,
+    DatInvalidState,
+    DatModelNotSupported,
+    MalformedFrame,
+    UnexpectedFrame,
+    VersionMismatch,
+)
+from proto.frames import (
+    MAX_PROTOCOL_VERSION,
+    MIN_PROTOCOL_VERSION,
+    PROTOCOL_VERSION,
+    ROLE_CONSUMER,
+    ROLE_PEER,
+    FrameType,
+)
+
+log = logging.getLogger("fabricd")
+Sub = DatReturnSubtype
+SILENT = CompletionFlags.SUPPRESS | CompletionFlags.UNSIGNALLED
+
+
+class Channel(Protocol):
+    """One stream as the core sees it (a consumer's unix socket or a peer's TCP stream)."""
+
+    def send(self, header: bytes, payload: Sequence[memoryview] = ()) -> None: ...
+
+    def close(self, reason: str) -> None: ...
+
+    @property
+    def peer_address(self) -> str: ...
+
+
+class Timer(Protocol):
+    """A scheduled callback that can be cancelled."""
+
+    def cancel(self) -> None: ...
+
+
+class Shell(Protocol):
+    """The effects the core asks of its I/O shell."""
+
+    def connect_peer(self, link: PeerLink, host: str, port: int) -> None: ...
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> Timer: ...
+
+    def call_soon(self, fn: Callable[[], None]) -> None: ...
+
+
+# -- objects -----------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Consumer:
+    """One open IA: a consumer process connected over the daemon's unix socket."""
+
+    id: int
+    channel: Channel
+    name: str
+    pzs: dict[int, int] = field(default_factory=dict)  # pz handle -> users
+    lmrs: dict[int, Lmr] = field(default_factory=dict)
+    eps: dict[int, Ep] = field(default_factory=dict)
+    psps: dict[int, Listener] = field(default_factory=dict)
+    crs: dict[int, Cr] = field(default_factory=dict)
+    events: list[list[Any]] = field(default_factory=list)
+    closed: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class Op:
+    """One posted request DTO (send, RDMA write or read) awaiting its completion."""
+
+    kind: Dtos
+    cookie: int
+    flags: int
+    seq: int
+    length: int
+    views: list[memoryview]
+    done: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class Recv:
+    """One posted receive buffer."""
+
+    cookie: int
+    flags: int
+    views: list[memoryview]
+    capacity: int
+
+
+@dataclass(eq=False)
+class Ep:
+    """An endpoint with its queues and connection."""
+
+    handle: int
+    consumer: Consumer
+    pz: int
+    recv_evd: int
+    request_evd: int
+    connect_evd: int
+    attr: EpAttr
+    state: S = S.UNCONNECTED
+    link: PeerLink | None = None
+    ops: deque[Op] = field(default_factory=deque)
+    recvs: deque[Recv] = field(default_factory=deque)
+    next_seq: int = 1
+    acked: int = 0
+    timer: Timer | None = None
+    rsp: Listener | None = None
+    cr: Cr | None = None
+
+
+@dataclass(eq=False)
+class Listener:
+    """A PSP (persistent) or RSP (reserved, one-shot) listening on a conn_qual."""
+
+    handle: int
+    consumer: Consumer
+    conn_qual: int
+    evd: int
+    flags: int
+    ep: Ep | None = None  # RSP only
+
+
+@dataclass(eq=False)
+class Cr:
+    """A connection request waiting for dat_cr_accept or dat_cr_reject."""
+
+    handle: int
+    consumer: Consumer
+    link: PeerLink
+    listener: Listener
+    private_data: bytes
+    rdma_read_in: int
+    rdma_read_out: int
+
+
+@dataclass(eq=False)
+class PeerLink:
+    """One daemon-to-daemon TCP stream; it carries exactly one connected EP pair."""
+
+    id: int
+    active: bool
+    channel: Channel | None = None
+    ep: Ep | None = None
+    cr: Cr | None = None
+    hello: bool = False
+    remote_name: str = ""
+    acked: int = 0  # target side: last request sequence number executed
+    ack_due: bool = False
+    fault: tuple[int, St] | None = None  # target side: a request refused while its payload drains
+    stalled: deque[Frame] = field(default_factory=deque)  # frames held behind an RNR send
+    closed: bool = False
+
+
+# -- the NIC -----------------------------------------------------------------------------------
+
+
+class Nic:
+    """The per-node simulated NIC."""
+
+    def __init__(
+        self,
+        name: str,
+        address: tuple[str, int],
+        shell: Shell,
+        mapper: SegmentMapper,
+        random_u32: Callable[[], int],
+    ) -> None:
+        self.name = name
+        self.address = address
+        self.shell = shell
+        self.memory = MemoryRegistry(mapper, random_u32)
+        self.consumers: dict[int, Consumer] = {}
+        self.listeners: dict[int, Listener] = {}  # conn_qual -> PSP or RSP
+        self.links: dict[int, PeerLink] = {}
+        self._next = 0
+        self._dirty: list[Consumer] = []
+        self._calls: dict[str, Callable[[Consumer, list[Any]], list[Any]]] = {
+            "ia_query": self._ia_query,
+            "pz_create": self._pz_create,
+            "pz_free": self._pz_free,
+            "lmr_create": self._lmr_create,
+            "lmr_free": self._lmr_free,
+            "ep_create": self._ep_create,
+            "ep_free": self._ep_free,
+            "ep_connect": self._ep_connect,
+            "ep_disconnect": self._ep_disconnect,
+            "ep_reset": self._ep_reset,
+            "psp_create": self._psp_create,
+            "psp_free": self._listener_free,
+            "rsp_create": self._rsp_create,
+            "rsp_free": self._listener_free,
+            "cr_accept": self._cr_accept,
+            "cr_reject": self._cr_reject,
+        }
+
+    @property
+    def address_text(self) -> str:
+        """This node's peer address as ``host:port``."""
+        return f"{self.address[0]}:{self.address[1]}"
+
+    def _handle(self) -> int:
+        self._next += 1
+        return self._next
+
+    # -- event delivery ------------------------------------------------------------------------
+
+    def _push(self, consumer: Consumer, event: list[Any]) -> None:
+        """Queue an event for a consumer; all queued events leave in one frame per loop turn."""
+        if consumer.closed:
+            return
+        if not consumer.events:
+            if not self._dirty:
+                self.shell.call_soon(self.flush_events)
+            self._dirty.append(consumer)
+        consumer.events.append(event)
+
+    def flush_events(self) -> None:
+        """Send every consumer its queued events (coalesced completion push)."""
+        dirty, self._dirty = self._dirty, []
+        for consumer in dirty:
+            if consumer.events and not consumer.closed:
+                consumer.channel.send(encode(FrameType.EVENTS, consumer.events))
+            consumer.events = []
+
+    def _dto_event(self, ep: Ep, evd: int, cookie: int, status: St, length: int, op: Dtos) -> None:
+        self._push(
+            ep.consumer, [E.DTO_COMPLETION_EVENT, evd, ep.handle, cookie, status, length, op]
+        )
+
+    def _conn_event(self, ep: Ep, event: E, private_data: bytes = b"") -> None:
+        self._push(ep.consumer, [event, ep.connect_evd, ep.handle, private_data, ep.state])
+
+    # -- consumers -----------------------------------------------------------------------------
+
+    def consumer_frame(
+        self, channel: Channel, consumer: Consumer | None, frame: Frame
+    ) -> Consumer | None:
+        """Handle one frame from a consumer; the first must be HELLO, which opens the IA."""
+        if consumer is None:
+            if frame.type != FrameType.HELLO:
+                raise UnexpectedFrame(f"expected HELLO, got {frame.type.name}")
+            self._check_hello(frame, ROLE_CONSUMER)
+            consumer = Consumer(self._handle(), channel, str(frame.fields[3]))
+            self.consumers[consumer.id] = consumer
+            channel.send(self._hello())
+            log.info("consumer %s opened IA %d", consumer.name, consumer.id)
+            return consumer
+        kind = frame.type
+        if kind == FrameType.CALL:
+            self._call(consumer, frame.fields)
+        elif FrameType.POST_SEND <= kind <= FrameType.POST_READ:
+            self._post(consumer, kind, frame.fields)
+        else:
+            raise UnexpectedFrame(f"{kind.name} is not a consumer request")
+        return consumer
+
+    def _hello(self) -> bytes:
+        return encode(
+            FrameType.HELLO,
+            MIN_PROTOCOL_VERSION,
+            MAX_PROTOCOL_VERSION,
+            ROLE_PEER,
+            self.address_text,
+        )
+
+    @staticmethod
+    def _check_hello(frame: Frame, role: str) -> None:
+        lo, hi, their_role, _name = frame.fields
+        if type(lo) is not int or type(hi) is not int or not lo <= PROTOCOL_VERSION <= hi:
+            raise VersionMismatch(
+                f"peer speaks versions {lo}..{hi}, this daemon speaks {PROTOCOL_VERSION}"
+            )
+        if their_role != role:
+            raise UnexpectedFrame(f"a {their_role!r} said HELLO where a {role!r} was expected")
+
+    def _call(self, consumer: Consumer, fields: list[Any]) -> None:
+        req_id, method, args = fields
+        handler = self._calls.get(method) if isinstance(method, str) else None
+        try:
+            if handler is None:
+                raise DatModelNotSupported(message=f"unknown call {method!r}")
+            if not isinstance(args, list):
+                raise DatInvalidParameter(message="call arguments must be a list")
+            result = handler(consumer, args)
+            code, message = 0, ""
+        except DatError as err:
+            code, message, result = err.code, str(err), []
+        except (TypeError, ValueError) as err:
+            code, message, result = DatInvalidParameter().code, f"bad arguments: {err}", []
+        consumer.channel.send(encode(FrameType.REPLY, req_id, code, message, result))
+
+    def consumer_lost(self, consumer: Consumer) -> None:
+        """The consumer's socket closed: free its IA abruptly, as dat_ia_close(ABRUPT) would."""
+        if consumer.closed:
+            return
+        consumer.closed = True
+        self.consumers.pop(consumer.id, None)
+        for ep in list(consumer.eps.values()):
+            self._destroy_ep(ep)
+        for listener in list(consumer.psps.values()):
+            self.listeners.pop(listener.conn_qual, None)
+        for cr in list(consumer.crs.values()):
+            self._drop_link(cr.link, "consumer went away before accepting")
+        for lmr in list(consumer.lmrs.values()):
+            self._release_lmr(consumer, lmr)
+        log.info("consumer %s closed IA %d", consumer.name, consumer.id)
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _ep(consumer: Consumer, handle: Any) -> Ep:
+        ep = consumer.eps.get(handle) if type(handle) is int else None
+        if ep is None:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_EP, f"no endpoint {handle!r}")
+        return ep
+
+    @staticmethod
+    def _pz(consumer: Consumer, handle: Any) -> int:
+        if type(handle) is not int or handle not in consumer.pzs:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_PZ, f"no protection zone {handle!r}")
+        return handle
+
+    @staticmethod
+    def _bytes(value: Any, what: str) -> bytes:
+        if value is None:
+            return b""
+        if not isinstance(value, bytes) or len(value) > MAX_PRIVATE_DATA:
+            raise DatInvalidParameter(message=f"{what} must be bytes of at most {MAX_PRIVATE_DATA}")
+        return value
+
+    # -- IA, PZ, LMR ---------------------------------------------------------------------------
+
+    def _ia_query(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        return [ia_attributes(self.name, self.address_text)]
+
+    def _pz_create(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        pz = self._handle()
+        consumer.pzs[pz] = 0
+        return [pz]
+
+    def _pz_free(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        pz = self._pz(consumer, args[0])
+        if consumer.pzs[pz]:
+            raise DatInvalidState(Sub.INVALID_STATE_PZ_IN_USE, "an EP or LMR still uses this PZ")
+        del consumer.pzs[pz]
+        return []
+
+    def _lmr_create(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        mem_type, region_description, length, pz_handle, privileges = args
+        pz = self._pz(consumer, pz_handle)
+        if type(privileges) is not int or privileges & ~int(MemPriv.ALL):
+            raise DatInvalidParameter(Sub.INVALID_ARG6, f"bad mem_privileges {privileges!r}")
+        privs = MemPriv(privileges)
+        if mem_type == MemType.VIRTUAL:
+            segment, offset, address = region_description
+            if type(length) is not int or length <= 0:
+                raise DatInvalidParameter(Sub.INVALID_ARG4, "length must be positive")
+            if not isinstance(segment, str) or type(offset) is not int or type(address) is not int:
+                raise DatInvalidParameter(Sub.INVALID_ARG3, "bad region description")
+            try:
+                whole = self.memory.map_segment(segment)
+            except (OSError, ValueError) as err:
+                raise DatInvalidParameter(
+                    Sub.INVALID_ARG3, f"cannot map {segment}: {err}"
+                ) from None
+            if offset < 0 or offset + length > len(whole):
+                self.memory.unmap_segment(segment)
+                raise DatInvalidParameter(Sub.INVALID_ARG4, "range outside the shared segment")
+            view = whole[offset : offset + length]
+        elif mem_type == MemType.LMR:
+            parent = (
+                consumer.lmrs.get(region_description) if type(region_description) is int else None
+            )
+            if parent is None:
+                raise DatInvalidHandle(Sub.INVALID_HANDLE_LMR, "region is not an LMR handle")
+            segment, address, length = parent.segment, parent.region.address, parent.region.length
+            self.memory.map_segment(segment)
+            view = parent.view[:]
+        else:
+            raise DatModelNotSupported(message=f"memory type {mem_type!r} is not offered yet")
+        region = Region(address, length, pz, privs)
+        lmr = self.memory.register(self._handle(), consumer.id, region, segment, view)
+        consumer.lmrs[lmr.handle] = lmr
+        consumer.pzs[pz] += 1
+        return [lmr.handle, lmr.lmr_context, lmr.rmr_context, length, address]
+
+    def _lmr_free(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        lmr = consumer.lmrs.get(args[0]) if type(args[0]) is int else None
+        if lmr is None:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_LMR, f"no LMR {args[0]!r}")
+        if lmr.bound_rmrs:
+            raise DatInvalidState(Sub.INVALID_STATE_LMR_IN_USE, "an RMR is bound to this LMR")
+        self._release_lmr(consumer, lmr)
+        return []
+
+    def _release_lmr(self, consumer: Consumer, lmr: Lmr) -> None:
+        consumer.lmrs.pop(lmr.handle, None)
+        if lmr.region.pz in consumer.pzs:
+            consumer.pzs[lmr.region.pz] -= 1
+        self.memory.free(lmr)
+        self.memory.unmap_segment(lmr.segment)
+
+    # -- endpoints -----------------------------------------------------------------------------
+
+    def _ep_create(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        pz_handle, recv_evd, request_evd, connect_evd, attr = args
+        pz = self._pz(consumer, pz_handle)
+        for evd in (recv_evd, request_evd, connect_evd):
+            if type(evd) is not int or evd < 0:
+                raise DatInvalidHandle(Sub.INVALID_HANDLE_EVD_CONN, f"bad EVD {evd!r}")
+        ep = Ep(
+            self._handle(), consumer, pz, recv_evd, request_evd, connect_evd, EpAttr.from_wire(attr)
+        )
+        consumer.eps[ep.handle] = ep
+        consumer.pzs[pz] += 1
+        return [ep.handle, ep.attr.to_wire()]
+
+    def _ep_free(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        ep = self._ep(consumer, args[0])
+        if ep.state in ep_states.FREE_REFUSED:
+            raise ep_states.state_error(ep.state, "dat_ep_free")
+        self._destroy_ep(ep)
+        return []
+
+    def _destroy_ep(self, ep: Ep) -> None:
+        """Implicit abrupt disconnect, then forget the EP (no events: the EP is gone)."""
+        consumer = ep.consumer
+        if ep.link is not None:
+            self._send(ep.link, encode(FrameType.DISCONNECT))
+            self._drop_link(ep.link, "endpoint freed")
+        self._cancel_timer(ep)
+        if ep.rsp is not None:
+            self._remove_listener(ep.rsp)
+        consumer.eps.pop(ep.handle, None)
+        if ep.pz in consumer.pzs:
+            consumer.pzs[ep.pz] -= 1
+        ep.ops.clear()
+        ep.recvs.clear()
+
+    def _ep_connect(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        ep_handle, host, port, conn_qual, timeout_us, private_data = args
+        ep = self._ep(consumer, ep_handle)
+        if not isinstance(host, str) or type(port) is not int or not 0 < port < 65536:
+            raise DatInvalidParameter(Sub.INVALID_ARG2, "remote address must be (host, port)")
+        if type(conn_qual) is not int or conn_qual < 0:
+            raise DatInvalidParameter(Sub.INVALID_ARG3, "bad conn_qual")
+        if type(timeout_us) is not int or timeout_us <= 0:
+            raise DatInvalidParameter(Sub.INVALID_ARG4, "timeout must be positive")
+        pdata = self._bytes(private_data, "private_data")
+        ep.state, _ = ep_states.transition(ep.state, EpInput.CONNECT)
+        link = self._new_link(active=True)
+        link.ep = ep
+        ep.link = link
+        link.stalled.append(
+            Frame(
+                FrameType.CONN_REQ,
+                [conn_qual, pdata, ep.attr.max_rdma_read_in, ep.attr.max_rdma_read_out],
+            )
+        )
+        if timeout_us != 0xFFFFFFFF:
+            ep.timer = self.shell.call_later(
+                timeout_us / 1e6, lambda: self._ep_input(ep, EpInput.CONNECT_TIMEOUT)
+            )
+        self.shell.connect_peer(link, host, port)
+        return []
+
+    def _ep_disconnect(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        ep = self._ep(consumer, args[0])
+        flags = args[1]
+        if flags not in (CloseFlags.ABRUPT, CloseFlags.GRACEFUL):
+            raise DatInvalidParameter(Sub.INVALID_ARG2, f"bad close flags {flags!r}")
+        if flags == CloseFlags.GRACEFUL and ep.state == S.CONNECTED:
+            ep.state, _ = ep_states.transition(ep.state, EpInput.DISCONNECT_GRACEFUL)
+            self._maybe_drained(ep)
+            return []
+        if flags == CloseFlags.GRACEFUL and ep.state == S.DISCONNECT_PENDING:
+            return []  # the spec: a second graceful request has no effect
+        self._ep_input(
+            ep,
+            EpInput.DISCONNECT_ABRUPT
+            if flags == CloseFlags.ABRUPT
+            else EpInput.DISCONNECT_GRACEFUL,
+            notify_peer=True,
+        )
+        return []
+
+    def _ep_reset(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        ep = self._ep(consumer, args[0])
+        ep.state, _ = ep_states.transition(ep.state, EpInput.RESET)
+        ep.next_seq, ep.acked = 1, 0
+        return []
+
+    def _ep_input(
+        self,
+        ep: Ep,
+        what: EpInput,
+        private_data: bytes = b"",
+        first_status: St | None = None,
+        notify_peer: bool = False,
+    ) -> None:
+        """Drive the EP through the state table; leaving the connection flushes its queues."""
+        if ep.handle not in ep.consumer.eps:
+            return
+        before = ep.state
+        ep.state, event = ep_states.transition(ep.state, what)
+        if ep.state == S.DISCONNECTED and before != S.DISCONNECTED:
+            self._cancel_timer(ep)
+            link, ep.link = ep.link, None
+            if link is not None:
+                if notify_peer:
+                    self._send(link, encode(FrameType.DISCONNECT))
+                link.ep = None
+                self._drop_link(link, what.name.lower())
+            self._flush(ep, first_status)
+        if event is not None:
+            self._conn_event(ep, event, private_data)
+
+    def _flush(self, ep: Ep, first_status: St | None) -> None:
+        """Complete every outstanding DTO: the failed one with its error, the rest FLUSHED."""
+        while ep.ops:
+            op = ep.ops.popleft()
+            status = first_status if first_status is not None else St.DTO_ERR_FLUSHED
+            first_status = None
+            self._complete(ep, op, status)
+        while ep.recvs:
+            recv = ep.recvs.popleft()
+            self._dto_event(ep, ep.recv_evd, recv.cookie, St.DTO_ERR_FLUSHED, 0, Dtos.RECEIVE)
+
+    def _cancel_timer(self, ep: Ep) -> None:
+        if ep.timer is not None:
+            ep.timer.cancel()
+            ep.timer = None
+
+    def _maybe_drained(self, ep: Ep) -> None:
+        if ep.state == S.DISCONNECT_PENDING and not ep.ops:
+            self._ep_input(ep, EpInput.DRAINED, notify_peer=True)
+
+    # -- listeners and connection requests -----------------------------------------------------
+
+    def _add_listener(
+        self, consumer: Consumer, conn_qual: Any, evd: Any, flags: int, ep: Ep | None
+    ) -> Listener:
+        if type(conn_qual) is not int or conn_qual < 0:
+            raise DatInvalidParameter(Sub.INVALID_ARG2, "bad conn_qual")
+        if type(evd) is not int or evd <= 0:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_EVD_CR, f"bad EVD {evd!r}")
+        if conn_qual in self.listeners:
+            raise DatConnQualInUse(message=f"conn_qual {conn_qual} already has a listener")
+        listener = Listener(self._handle(), consumer, conn_qual, evd, flags, ep)
+        self.listeners[conn_qual] = listener
+        consumer.psps[listener.handle] = listener
+        return listener
+
+    def _remove_listener(self, listener: Listener) -> None:
+        if self.listeners.get(listener.conn_qual) is listener:
+            del self.listeners[listener.conn_qual]
+        listener.consumer.psps.pop(listener.handle, None)
+        if listener.ep is not None:
+            listener.ep.rsp = None
+
+    def _psp_create(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        conn_qual, evd, flags = args
+        if flags != 0:
+            raise DatModelNotSupported(message="only DAT_PSP_CONSUMER_FLAG is offered yet")
+        return [self._add_listener(consumer, conn_qual, evd, flags, None).handle]
+
+    def _rsp_create(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        conn_qual, ep_handle, evd = args
+        ep = self._ep(consumer, ep_handle)
+        if ep.state != S.UNCONNECTED:
+            raise ep_states.state_error(ep.state, "dat_rsp_create")
+        listener = self._add_listener(consumer, conn_qual, evd, 0, ep)
+        ep.state, _ = ep_states.transition(ep.state, EpInput.RSP_CREATE)
+        ep.rsp = listener
+        return [listener.handle]
+
+    def _listener_free(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        listener = consumer.psps.get(args[0]) if type(args[0]) is int else None
+        if listener is None:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_PSP, f"no service point {args[0]!r}")
+        self._remove_listener(listener)
+        if listener.ep is not None and listener.ep.state == S.RESERVED:
+            listener.ep.state, _ = ep_states.transition(listener.ep.state, EpInput.RSP_FREE)
+        return []
+
+    def _cr(self, consumer: Consumer, handle: Any) -> Cr:
+        cr = consumer.crs.get(handle) if type(handle) is int else None
+        if cr is None:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_CR, f"no connection request {handle!r}")
+        return cr
+
+    def _cr_accept(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        cr = self._cr(consumer, args[0])
+        pdata = self._bytes(args[2], "private_data")
+        rsp_ep = cr.listener.ep
+        if args[1] in (None, 0):
+            if rsp_ep is None:
+                raise DatInvalidHandle(Sub.INVALID_HANDLE_EP, "this request carries no endpoint")
+            ep = rsp_ep
+        else:
+            ep = self._ep(consumer, args[1])
+            if rsp_ep is not None and ep is not rsp_ep:
+                raise DatInvalidHandle(Sub.INVALID_HANDLE_EP, "the RSP's request has its own EP")
+        ep.state, _ = ep_states.transition(ep.state, EpInput.ACCEPT)
+        del consumer.crs[cr.handle]
+        link = cr.link
+        link.cr = None
+        if link.closed:
+            self._ep_input(ep, EpInput.ACCEPT_FAILED)
+            return []
+        ep.link, link.ep = link, ep
+        self._send(
+            link,
+            encode(
+                FrameType.CONN_ACCEPT, pdata, ep.attr.max_rdma_read_in, ep.attr.max_rdma_read_out
+            ),
+        )
+        return []
+
+    def _cr_reject(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        cr = self._cr(consumer, args[0])
+        pdata = self._bytes(args[1], "private_data")
+        del consumer.crs[cr.handle]
+        ep = cr.listener.ep
+        if ep is not None and ep.state == S.PASSIVE_CONNECTION_PENDING:
+            ep.state, _ = ep_states.transition(ep.state, EpInput.REJECT)
+        self._send(cr.link, encode(FrameType.CONN_REJECT, True, pdata))
+        self._drop_link(cr.link, "connection request rejected")
+        return []
+
+    # -- peer links ----------------------------------------------------------------------------
+
+    def _new_link(self, active: bool) -> PeerLink:
+        link = PeerLink(self._handle(), active)
+        self.links[link.id] = link
+        return link
+
+    def peer_accepted(self, channel: Channel) -> PeerLink:
+        """A peer daemon connected to our TCP port."""
+        link = self._new_link(active=False)
+        link.channel = channel
+        return link
+
+    def link_up(self, link: PeerLink, channel: Channel) -> None:
+        """Our outgoing connection is established: say HELLO and send the queued CONN_REQ."""
+        if link.closed:
+            channel.close("endpoint gave up before the connection was made")
+            return
+        link.channel = channel
+        channel.send(
+            encode(
+                FrameType.HELLO,
+                MIN_PROTOCOL_VERSION,
+                MAX_PROTOCOL_VERSION,
+                ROLE_PEER,
+                self.address_text,
+            )
+        )
+        while link.stalled:
+            f = link.stalled.popleft()
+            channel.send(encode(f.type, *f.fields))
+
+    def link_failed(self, link: PeerLink, reason: str) -> None:
+        """Our outgoing connection could not be made: the address is unreachable."""
+        log.info("connect failed: %s", reason)
+        link.closed = True
+        self.links.pop(link.id, None)
+        ep = link.ep
+        if ep is not None and ep.state == S.ACTIVE_CONNECTION_PENDING:
+            ep.link = None
+            self._ep_input(ep, EpInput.UNREACHABLE)
+
+    def link_lost(self, link: PeerLink, reason: str) -> None:
+        """The stream ended or was cut: break whatever it carried."""
+        if link.closed:
+            return
+        log.info("link %d to %s lost: %s", link.id, link.remote_name or "?", reason)
+        link.closed = True
+        self.links.pop(link.id, None)
+        ep, link.ep = link.ep, None
+        if ep is not None and ep.link is link:
+            ep.link = None
+            if ep.state == S.COMPLETION_PENDING:
+                self._ep_input(ep, EpInput.ACCEPT_FAILED)
+            elif ep.state == S.ACTIVE_CONNECTION_PENDING:
+                self._ep_input(ep, EpInput.NON_PEER_REJECTED)
+            elif ep.state in (S.CONNECTED, S.DISCONNECT_PENDING):
+                first = St.DTO_ERR_TRANSPORT if ep.ops else None
+                self._ep_input(ep, EpInput.BROKEN, first_status=first)
+
+    def _drop_link(self, link: PeerLink, reason: str) -> None:
+        if link.closed:
+            return
+        link.closed = True
+        self.links.pop(link.id, None)
+        if link.channel is not None:
+            link.channel.close(reason)
+
+    @staticmethod
+    def _send(link: PeerLink, header: bytes, payload: Sequence[memoryview] = ()) -> None:
+        if link.channel is not None and not link.closed:
+            link.channel.send(header, payload)
+        elif not link.closed and not payload:
+            # not connected yet: keep control frames for link_up
+            pass
+
+    def peer_sink(self, link: PeerLink, frame: Frame) -> Sink:
+        """Where the payload of a frame from a peer lands: straight into registered memory."""
+        ep = link.ep
+        kind = frame.type
+        if link.stalled or ep is None:
+            return None if link.stalled else DISCARD
+        if kind == FrameType.WRITE:
+            seq, address, rmr_context = frame.fields
+            view = self.memory.remote(
+                rmr_context, address, frame.payload_len, MemPriv.REMOTE_WRITE, ep.pz
+            )
+            if view is None:
+                link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
+                return DISCARD
+            return [view]
+        if kind == FrameType.SEND:
+            if not ep.recvs:
+                return None  # receiver not ready: hold the payload, stall the stream
+            recv = ep.recvs[0]
+            if frame.payload_len > recv.capacity:
+                link.fault = (frame.fields[0], St.DTO_ERR_LOCAL_LENGTH)
+                return DISCARD
+            return _truncate(recv.views, frame.payload_len)
+        if kind == FrameType.READ_RESP:
+            op = self._op(ep, frame.fields[0])
+            if op is None or op.kind != Dtos.RDMA_READ or frame.payload_len > op.length:
+                raise MalformedFrame("read response matches no outstanding RDMA Read")
+            return _truncate(op.views, frame.payload_len)
+        raise MalformedFrame(f"{kind.name} carries no payload")
+
+    @staticmethod
+    def _op(ep: Ep, seq: Any) -> Op | None:
+        for op in ep.ops:
+            if op.seq == seq:
+                return op
+            if op.seq > seq:
+                break
+        return None
+
+    def peer_frame(self, link: PeerLink, frame: Frame) -> None:
+        """Handle one complete frame from a peer daemon."""
+        if not link.hello:
+            if frame.type != FrameType.HELLO:
+                raise UnexpectedFrame(f"expected HELLO, got {frame.type.name}")
+            self._check_hello(frame, ROLE_PEER)
+            link.hello = True
+            link.remote_name = str(frame.fields[3])
+            if not link.active:
+                self._send(link, self._hello())
+            return
+        if link.stalled and frame.type in _DATA_FRAMES:
+            link.stalled.append(frame)
+            return
+        kind = frame.type
+        if kind == FrameType.WRITE:
+            self._target_done(link, frame.fields[0])
+        elif kind == FrameType.READ_REQ:
+            self._serve_read(link, frame.fields)
+        elif kind == FrameType.SEND:
+            self._receive(link, frame)
+        elif kind == FrameType.ACK:
+            self._acked(link, frame.fields[0])
+        elif kind == FrameType.READ_RESP:
+            self._read_landed(link, frame)
+        elif kind == FrameType.NAK:
+            self._nak(link, frame.fields[0], St(frame.fields[1]))
+        elif kind == FrameType.CONN_REQ:
+            self._conn_request(link, frame.fields)
+        elif kind == FrameType.CONN_ACCEPT:
+            self._conn_accepted(link, frame.fields)
+        elif kind == FrameType.CONN_REJECT:
+            self._conn_rejected(link, frame.fields)
+        elif kind == FrameType.CONN_RTU:
+            self._rtu(link)
+        elif kind == FrameType.DISCONNECT:
+            self._peer_disconnect(link)
+        elif kind == FrameType.HEARTBEAT:
+            pass
+        elif kind == FrameType.ERROR:
+            self.link_lost(link, f"peer reported: {frame.fields[0]}")
+        else:
+            raise UnexpectedFrame(f"{kind.name} is not a peer frame")
+
+    def peer_batch_end(self, link: PeerLink) -> None:
+        """After one read from the stream: one cumulative ACK for everything executed."""
+        if link.ack_due and not link.closed:
+            link.ack_due = False
+            self._send(link, encode(FrameType.ACK, link.acked))
+
+    # -- connection management on the wire -----------------------------------------------------
+
+    def _conn_request(self, link: PeerLink, fields: list[Any]) -> None:
+        conn_qual, pdata, rd_in, rd_out = fields
+        listener = self.listeners.get(conn_qual)
+        if listener is None or link.active or link.ep is not None or link.cr is not None:
+            self._send(link, encode(FrameType.CONN_REJECT, False, b""))
+            self._drop_link(link, f"no listener on conn_qual {conn_qual}")
+            return
+        consumer = listener.consumer
+        cr = Cr(self._handle(), consumer, link, listener, bytes(pdata or b""), rd_in, rd_out)
+        consumer.crs[cr.handle] = cr
+        link.cr = cr
+        ep_handle = 0
+        if listener.ep is not None:  # an RSP fires once
+            ep = listener.ep
+            self._remove_listener(listener)
+            ep.state, _ = ep_states.transition(ep.state, EpInput.REQUEST_ARRIVED)
+            ep.cr = cr
+            ep_handle = ep.handle
+        self._push(
+            consumer,
+            [
+                E.CONNECTION_REQUEST_EVENT,
+                listener.evd,
+                listener.handle,
+                conn_qual,
+                cr.handle,
+                link.remote_name,
+                cr.private_data,
+                ep_handle,
+            ],
+        )
+
+    def _conn_accepted(self, link: PeerLink, fields: list[Any]) -> None:
+        ep = link.ep
+        if ep is None or not link.active:
+            raise UnexpectedFrame("CONN_ACCEPT on a link with no connecting endpoint")
+        pdata = bytes(fields[0] or b"")
+        self._cancel_timer(ep)
+        self._ep_input(ep, EpInput.PEER_ACCEPTED, pdata)
+        self._send(link, encode(FrameType.CONN_RTU))
+
+    def _conn_rejected(self, link: PeerLink, fields: list[Any]) -> None:
+        by_peer, pdata = fields
+        ep = link.ep
+        if ep is None:
+            return
+        what = EpInput.PEER_REJECTED if by_peer else EpInput.NON_PEER_REJECTED
+        self._ep_input(ep, what, bytes(pdata or b"") if by_peer else b"")
+
+    def _rtu(self, link: PeerLink) -> None:
+        ep = link.ep
+        if ep is None or ep.state != S.COMPLETION_PENDING:
+            raise UnexpectedFrame("RTU with no accepted endpoint")
+        self._ep_input(ep, EpInput.RTU)
+
+    def _peer_disconnect(self, link: PeerLink) -> None:
+        ep = link.ep
+        if ep is None:
+            self._drop_link(link, "peer disconnected")
+            return
+        self._ep_input(ep, EpInput.PEER_DISCONNECTED)
+
+    # -- the data path: initiator --------------------------------------------------------------
+
+    def _post(self, consumer: Consumer, kind: FrameType, fields: list[Any]) -> None:
+        ep = consumer.eps.get(fields[0])
+        if ep is None:
+            log.warning("consumer %s posted to unknown EP %r", consumer.name, fields[0])
+            return
+        cookie, flags, local_iov = fields[1], fields[2], fields[3]
+        if kind == FrameType.POST_RECV:
+            self._post_recv(ep, cookie, flags, local_iov)
+            return
+        dto = _POST_DTOS[kind]
+        op = Op(dto, cookie, flags, 0, 0, [])
+        try:
+            need = MemPriv.LOCAL_WRITE if dto == Dtos.RDMA_READ else MemPriv.LOCAL_READ
+            op.views, op.length = self._local_views(consumer, ep, local_iov, need)
+            remote = parse_triplet(fields[4]) if dto != Dtos.SEND else None
+        except DatError as err:
+            log.info("EP %d: local check failed: %s", ep.handle, err)
+            op.seq = ep.next_seq
+            ep.ops.append(op)
+            if ep.state in (S.CONNECTED, S.DISCONNECT_PENDING):
+                self._ep_input(
+                    ep, EpInput.BROKEN, first_status=St.DTO_ERR_LOCAL_PROTECTION, notify_peer=True
+                )
+            else:
+                self._flush(ep, St.DTO_ERR_LOCAL_PROTECTION)
+            return
+        op.seq = ep.next_seq
+        ep.next_seq += 1
+        ep.ops.append(op)
+        if ep.state != S.CONNECTED or ep.link is None:
+            self._flush(ep, None if ep.state == S.DISCONNECTED else St.DTO_ERR_LOCAL_EP)
+            return
+        if dto == Dtos.RDMA_WRITE:
+            assert remote is not None
+            hdr = encode(FrameType.WRITE, op.seq, remote[0], remote[2], payload_len=op.length)
+            self._send(ep.link, hdr, op.views)
+        elif dto == Dtos.SEND:
+            self._send(ep.link, encode(FrameType.SEND, op.seq, payload_len=op.length), op.views)
+        else:
+            assert remote is not None
+            op.length = remote[1]
+            self._send(ep.link, encode(FrameType.READ_REQ, op.seq, remote[0], remote[2], remote[1]))
+
+    def _local_views(
+        self, consumer: Consumer, ep: Ep, iov: Any, need: MemPriv
+    ) -> tuple[list[memoryview], int]:
+        def lookup(ctx: int) -> Region | None:
+            lmr = self.memory.by_lmr_context.get(ctx)
+            return lmr.region if lmr is not None and lmr.owner == consumer.id else None
+
+        used = check_local_iov(iov, lookup, ep.pz, need, 1 << 16)
+        views = []
+        total = 0
+        for region, address, length in used:
+            lmr = self._lmr_at(consumer, region)
+            views.append(lmr.local(address, length))
+            total += length
+        return views, total
+
+    def _lmr_at(self, consumer: Consumer, region: Region) -> Lmr:
+        for lmr in consumer.lmrs.values():
+            if lmr.region is region:
+                return lmr
+        raise DatInvalidParameter(message="LMR vanished")
+
+    def _post_recv(self, ep: Ep, cookie: int, flags: int, local_iov: Any) -> None:
+        try:
+            views, capacity = self._local_views(ep.consumer, ep, local_iov, MemPriv.LOCAL_WRITE)
+        except DatError as err:
+            log.info("EP %d: receive buffer refused: %s", ep.handle, err)
+            self._dto_event(ep, ep.recv_evd, cookie, St.DTO_ERR_LOCAL_PROTECTION, 0, Dtos.RECEIVE)
+            return
+        if ep.state == S.DISCONNECTED:
+            self._dto_event(ep, ep.recv_evd, cookie, St.DTO_ERR_FLUSHED, 0, Dtos.RECEIVE)
+            return
+        ep.recvs.append(Recv(cookie, flags, views, capacity))
+        link = ep.link
+        if (link is not None and link.stalled and not link.active) or (
+            link is not None and link.stalled and link.hello
+        ):
+            self._unstall(link)
+
+    def _complete(self, ep: Ep, op: Op, status: St) -> None:
+        evd = ep.request_evd
+        if status == St.DTO_SUCCESS and op.flags & SILENT:
+            evd = 0  # no event: the consumer only gets its queue slot back
+        self._dto_event(ep, evd, op.cookie, status, op.length if status == 0 else 0, op.kind)
+
+    def _retire(self, ep: Ep) -> None:
+        """Complete, in posting order, every DTO at the head of the queue that is finished."""
+        ops = ep.ops
+        while ops:
+            op = ops[0]
+            if op.kind == Dtos.RDMA_READ:
+                if not op.done:
+                    break
+            elif op.seq > ep.acked:
+                break
+            ops.popleft()
+            self._complete(ep, op, St.DTO_SUCCESS)
+        self._maybe_drained(ep)
+
+    def _acked(self, link: PeerLink, seq: Any) -> None:
+        ep = link.ep
+        if ep is None:
+            return
+        if type(seq) is not int or seq >= ep.next_seq:
+            raise MalformedFrame(f"ACK of {seq!r}, which was never sent")
+        if seq > ep.acked:
+            ep.acked = seq
+            self._retire(ep)
+
+    def _read_landed(self, link: PeerLink, frame: Frame) -> None:
+        ep = link.ep
+        if ep is None:
+            return
+        op = self._op(ep, frame.fields[0])
+        if op is None:
+            raise MalformedFrame("read response matches no outstanding RDMA Read")
+        op.done = True
+        op.length = frame.payload_len
+        self._retire(ep)
+
+    def _nak(self, link: PeerLink, seq: Any, status: St) -> None:
+        ep = link.ep
+        if ep is None:
+            return
+        if type(seq) is int and seq - 1 > ep.acked:
+            ep.acked = seq - 1  # everything before the refused request was executed
+            self._retire(ep)
+        self._ep_input(ep, EpInput.BROKEN, first_status=status)
+
+    # -- the data path: target -----------------------------------------------------------------
+
+    def _target_done(self, link: PeerLink, seq: int) -> None:
+        if link.fault is not None:
+            self._target_fault(link)
+            return
+        link.acked = seq
+        link.ack_due = True
+
+    def _target_fault(self, link: PeerLink) -> None:
+        assert link.fault is not None
+        seq, status = link.fault
+        link.fault = None
+        self._send(link, encode(FrameType.NAK, seq, status))
+        ep = link.ep
+        if ep is not None:
+            self._ep_input(ep, EpInput.BROKEN)
+        else:
+            self._drop_link(link, "remote access error")
+
+    def _serve_read(self, link: PeerLink, fields: list[Any]) -> None:
+        seq, address, rmr_context, length = fields
+        ep = link.ep
+        if ep is None:
+            raise UnexpectedFrame("RDMA Read request on a link with no endpoint")
+        view = None
+        if type(length) is int and 0 <= length <= ep.attr.max_rdma_size:
+            view = self.memory.remote(rmr_context, address, length, MemPriv.REMOTE_READ, ep.pz)
+        if view is None:
+            link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
+            self._target_fault(link)
+            return
+        self._send(link, encode(FrameType.READ_RESP, seq, payload_len=length), [view])
+        link.acked = seq
+        link.ack_due = True
+
+    def _receive(self, link: PeerLink, frame: Frame) -> None:
+        ep = link.ep
+        assert ep is not None
+        seq = frame.fields[0]
+        if link.fault is not None:
+            recv = ep.recvs.popleft()
+            self._dto_event(ep, ep.recv_evd, recv.cookie, St.DTO_ERR_LOCAL_LENGTH, 0, Dtos.RECEIVE)
+            link.fault = (seq, St.DTO_ERR_REMOTE_RESPONDER)
+            self._target_fault(link)
+            return
+        if frame.payload is not None:  # receiver not ready: hold it until a receive is posted
+            link.stalled.append(frame)
+            return
+        recv = ep.recvs.popleft()
+        self._dto_event(
+            ep, ep.recv_evd, recv.cookie, St.DTO_SUCCESS, frame.payload_len, Dtos.RECEIVE
+        )
+        link.acked = seq
+        link.ack_due = True
+
+    def _unstall(self, link: PeerLink) -> None:
+        """A receive was posted: replay the frames held behind the send that found none."""
+        ep = link.ep
+        while link.stalled and ep is not None and link.ep is ep:
+            frame = link.stalled[0]
+            payload = frame.payload or b""
+            if frame.type == FrameType.SEND and not ep.recvs:
+                break
+            link.stalled.popleft()
+            if frame.payload_len:
+                sink = self.peer_sink(link, frame)
+                if sink:
+                    _scatter(payload, sink)
+                frame.payload = None
+            self.peer_frame(link, frame)
+        self.peer_batch_end(link)
+
+
+_DATA_FRAMES = frozenset({FrameType.WRITE, FrameType.READ_REQ, FrameType.SEND})
+_POST_DTOS = {
+    FrameType.POST_SEND: Dtos.SEND,
+    FrameType.POST_WRITE: Dtos.RDMA_WRITE,
+    FrameType.POST_READ: Dtos.RDMA_READ,
+}
+
+
+def _truncate(views: Sequence[memoryview], length: int) -> list[memoryview]:
+    """The front of a scatter list holding exactly ``length`` bytes (front segments filled)."""
+    out = []
+    for v in views:
+        if length <= 0:
+            break
+        take = min(len(v), length)
+        out.append(v[:take])
+        length -= take
+    return out
+
+
+def _scatter(data: bytes, sink: Sequence[memoryview]) -> None:
+    pos = 0
+    for v in sink:
+        v[:] = data[pos : pos + len(v)]
+        pos += len(v)

@@ -1,0 +1,237 @@
+"""The daemon's asyncio shell: a unix socket for consumers, a TCP port for peer daemons.
+
+Every byte read goes through a FrameReader; the NIC core decides what each frame means. A
+malformed frame or any error raised while handling it closes that one connection with a logged
+reason: nothing a consumer or peer sends can stop the daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import socket
+from collections.abc import Callable, Sequence
+from typing import cast
+
+from fabricd.nic import Consumer, Nic, PeerLink, Timer
+from fabricd.shm import ShmMapper
+from proto.codec import Frame, FrameReader, Sink, encode
+from proto.errors import ProtocolError
+from proto.frames import FrameType
+
+log = logging.getLogger("fabricd")
+
+
+class _Stream(asyncio.BufferedProtocol):
+    """A framed stream: feeds the reader, hands frames to ``_frame``, and is a core Channel."""
+
+    kind = "stream"
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.reader = FrameReader(self._sink)
+        self._peer = "?"
+        self._closed = False
+
+    # Channel
+    @property
+    def peer_address(self) -> str:
+        return self._peer
+
+    def send(self, header: bytes, payload: Sequence[memoryview] = ()) -> None:
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        if payload:
+            t.writelines([header, *payload])
+        else:
+            t.write(header)
+
+    def close(self, reason: str) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            log.info("closing %s %s: %s", self.kind, self._peer, reason)
+            self.transport.close()
+
+    # asyncio.BufferedProtocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = transport.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "local"
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        reader = self.reader
+        reader.buffer_updated(nbytes)
+        try:
+            while not self._closed:
+                frame = reader.next_event()
+                if frame is None:
+                    break
+                self._frame(frame)
+            self._batch_end()
+        except ProtocolError as err:
+            self._fail(f"protocol error: {err}")
+        except Exception as err:  # a bad field deep in a handler must not take the daemon down
+            log.exception("error handling a frame from %s %s", self.kind, self._peer)
+            self._fail(f"bad frame: {err!r}")
+
+    def _fail(self, reason: str) -> None:
+        log.warning("%s %s: %s; closing the connection", self.kind, self._peer, reason)
+        self.send(encode(FrameType.ERROR, reason))
+        self._closed = True
+        if self.transport is not None:
+            self.transport.close()
+        self._lost(reason)
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._lost(f"connection lost ({exc!r})" if exc else "end of stream")
+
+    # per kind
+    def _sink(self, frame: Frame) -> Sink:
+        return None
+
+    def _frame(self, frame: Frame) -> None:
+        raise NotImplementedError
+
+    def _batch_end(self) -> None:
+        pass
+
+    def _lost(self, reason: str) -> None:
+        pass
+
+
+class ConsumerStream(_Stream):
+    """A consumer process (one IA) on the daemon's unix socket."""
+
+    kind = "consumer"
+
+    def __init__(self, nic: Nic) -> None:
+        super().__init__()
+        self.nic = nic
+        self.consumer: Consumer | None = None
+
+    def _frame(self, frame: Frame) -> None:
+        self.consumer = self.nic.consumer_frame(self, self.consumer, frame)
+
+    def _lost(self, reason: str) -> None:
+        if self.consumer is not None:
+            self.nic.consumer_lost(self.consumer)
+
+
+class PeerStream(_Stream):
+    """A TCP stream to or from another daemon, carrying one connected endpoint pair."""
+
+    kind = "peer"
+
+    def __init__(self, nic: Nic, link: PeerLink | None = None) -> None:
+        super().__init__()
+        self.nic = nic
+        self.link = link
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if self.link is None:
+            self.link = self.nic.peer_accepted(self)
+        else:
+            self.nic.link_up(self.link, self)
+
+    def _sink(self, frame: Frame) -> Sink:
+        assert self.link is not None
+        return self.nic.peer_sink(self.link, frame)
+
+    def _frame(self, frame: Frame) -> None:
+        assert self.link is not None
+        self.nic.peer_frame(self.link, frame)
+
+    def _batch_end(self) -> None:
+        if self.link is not None:
+            self.nic.peer_batch_end(self.link)
+
+    def _lost(self, reason: str) -> None:
+        if self.link is not None:
+            self.nic.link_lost(self.link, reason)
+
+
+class Daemon:
+    """One fabricd node: the NIC core plus its sockets (also the core's Shell)."""
+
+    def __init__(
+        self,
+        name: str,
+        host: str,
+        port: int,
+        socket_path: str,
+        *,
+        seed: int | None = None,
+    ) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.socket_path = socket_path
+        self.mapper = ShmMapper()
+        rng = random.Random(seed if seed is not None else int.from_bytes(os.urandom(8), "big"))
+        self.nic = Nic(name, (host, port), self, self.mapper, lambda: rng.getrandbits(32))
+        self._servers: list[asyncio.AbstractServer] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self) -> None:
+        """Bind the peer port and the consumer socket."""
+        loop = self._loop = asyncio.get_running_loop()
+        tcp = await loop.create_server(
+            lambda: PeerStream(self.nic), self.host, self.port, reuse_address=True, backlog=4096
+        )
+        self.port = tcp.sockets[0].getsockname()[1]
+        self.nic.address = (self.host, self.port)
+        os.makedirs(os.path.dirname(self.socket_path) or ".", exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.socket_path)
+        unix = await loop.create_unix_server(
+            lambda: ConsumerStream(self.nic), self.socket_path, backlog=4096
+        )
+        self._servers = [tcp, unix]
+        log.info("fabricd %s: peers on %s:%d, consumers on %s", self.name, self.host,
+                 self.port, self.socket_path)
+
+    async def close(self) -> None:
+        """Stop listening and remove the consumer socket."""
+        for server in self._servers:
+            server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.socket_path)
+        self.mapper.close()
+
+    # Shell
+    def connect_peer(self, link: PeerLink, host: str, port: int) -> None:
+        task = asyncio.get_running_loop().create_task(self._connect(link, host, port))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _connect(self, link: PeerLink, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.create_connection(lambda: PeerStream(self.nic, link), host, port)
+        except OSError as err:
+            self.nic.link_failed(link, f"{host}:{port}: {err}")
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
+        assert self._loop is not None
+        return self._loop.call_later(delay, fn)
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        assert self._loop is not None
+        self._loop.call_soon(fn)

@@ -1,0 +1,76 @@
+"""The daemon's side of registered memory: map the consumers' POSIX shared-memory segments."""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import re
+
+log = logging.getLogger("fabricd.shm")
+
+SHM_DIR = "/dev/shm"
+SEGMENT_NAME = re.compile(r"^datfabric-[A-Za-z0-9._-]{1,200}$")
+
+
+class ShmMapper:
+    """Maps segments by name, shared by every LMR over them; unmaps when the last one goes.
+
+    A mapping whose bytes are still referenced (a send queued on a socket) cannot be closed yet;
+    it is kept and closed at a later unmap.
+    """
+
+    def __init__(self, root: str = SHM_DIR) -> None:
+        self._root = root
+        self._maps: dict[str, tuple[mmap.mmap, memoryview, int]] = {}
+        self._zombies: list[mmap.mmap] = []
+
+    def map(self, name: str) -> memoryview:
+        """Return a writable view of the whole segment ``name`` (counted)."""
+        entry = self._maps.get(name)
+        if entry is None:
+            if not SEGMENT_NAME.match(name):
+                raise ValueError(f"{name!r} is not a datfabric segment name")
+            fd = os.open(os.path.join(self._root, name), os.O_RDWR)
+            try:
+                size = os.fstat(fd).st_size
+                if size == 0:
+                    raise ValueError(f"segment {name} is empty")
+                mm = mmap.mmap(fd, size)
+            finally:
+                os.close(fd)
+            entry = (mm, memoryview(mm), 0)
+        mm, view, refs = entry
+        self._maps[name] = (mm, view, refs + 1)
+        return view
+
+    def unmap(self, name: str) -> None:
+        """Drop one reference; the last one unmaps the segment."""
+        entry = self._maps.get(name)
+        if entry is None:
+            return
+        mm, view, refs = entry
+        if refs > 1:
+            self._maps[name] = (mm, view, refs - 1)
+            return
+        del self._maps[name]
+        view.release()
+        self._zombies.append(mm)
+        self._reap()
+
+    def _reap(self) -> None:
+        alive = []
+        for mm in self._zombies:
+            try:
+                mm.close()
+            except BufferError:
+                alive.append(mm)
+        self._zombies = alive
+
+    def close(self) -> None:
+        """Unmap everything (daemon shutdown)."""
+        for name in list(self._maps):
+            mm, view, _ = self._maps.pop(name)
+            view.release()
+            self._zombies.append(mm)
+        self._reap()

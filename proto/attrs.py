@@ -1,0 +1,104 @@
+"""Endpoint and IA attributes (DAT_EP_ATTR, DAT_IA_ATTR): provider defaults and limits."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Final
+
+from proto.constants import CompletionFlags, DatReturnSubtype, Qos, ServiceType
+from proto.errors import DatInvalidParameter
+
+MAX_DTOS: Final = 4096
+MAX_IOV: Final = 16
+MAX_RDMA_READ: Final = 64
+MAX_MESSAGE_SIZE: Final = 1 << 30
+MAX_PRIVATE_DATA: Final = 256
+
+
+@dataclass(slots=True)
+class EpAttr:
+    """DAT_EP_ATTR; the defaults are what dat_ep_create uses when attr is NULL."""
+
+    service_type: int = ServiceType.RC
+    max_message_size: int = MAX_MESSAGE_SIZE
+    max_rdma_size: int = MAX_MESSAGE_SIZE
+    qos: int = Qos.BEST_EFFORT
+    recv_completion_flags: int = CompletionFlags.EVD_THRESHOLD
+    request_completion_flags: int = CompletionFlags.EVD_THRESHOLD
+    max_recv_dtos: int = 16
+    max_request_dtos: int = 16
+    max_recv_iov: int = 4
+    max_request_iov: int = 4
+    max_rdma_read_in: int = 4
+    max_rdma_read_out: int = 4
+    max_rdma_read_iov: int = 4
+    max_rdma_write_iov: int = 4
+
+    def to_wire(self) -> dict[str, int]:
+        """The attributes as a msgpack-able mapping."""
+        return asdict(self)
+
+    @classmethod
+    def from_wire(cls, data: Any) -> EpAttr:
+        """Build from a mapping, refusing unknown names and out-of-range values (IP|ARG6)."""
+        if data is None:
+            return cls()
+        if not isinstance(data, dict):
+            raise DatInvalidParameter(DatReturnSubtype.INVALID_ARG6, "ep_attr must be a mapping")
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise DatInvalidParameter(
+                DatReturnSubtype.INVALID_ARG6, f"unknown ep_attr {sorted(unknown)}"
+            )
+        attr = cls(**{k: v for k, v in data.items() if type(v) is int})
+        attr.validate()
+        return attr
+
+    def validate(self) -> None:
+        """Check every field against the provider limits (dat_ep_create: IP|ARG6)."""
+        limits = {
+            "max_recv_dtos": MAX_DTOS,
+            "max_request_dtos": MAX_DTOS,
+            "max_recv_iov": MAX_IOV,
+            "max_request_iov": MAX_IOV,
+            "max_rdma_read_in": MAX_RDMA_READ,
+            "max_rdma_read_out": MAX_RDMA_READ,
+            "max_rdma_read_iov": MAX_IOV,
+            "max_rdma_write_iov": MAX_IOV,
+            "max_message_size": MAX_MESSAGE_SIZE,
+            "max_rdma_size": MAX_MESSAGE_SIZE,
+        }
+        for name, limit in limits.items():
+            value = getattr(self, name)
+            if type(value) is not int or not 0 <= value <= limit:
+                raise DatInvalidParameter(
+                    DatReturnSubtype.INVALID_ARG6, f"{name}={value!r} outside 0..{limit}"
+                )
+        if self.service_type != ServiceType.RC:
+            raise DatInvalidParameter(DatReturnSubtype.INVALID_ARG6, "only RC service is offered")
+
+
+def ia_attributes(adapter_name: str, address: str) -> dict[str, Any]:
+    """DAT_IA_ATTR and the provider attributes a dat_ia_query reports."""
+    return {
+        "adapter_name": adapter_name,
+        "vendor_name": "datfabric",
+        "ia_address": address,
+        "max_eps": 65536,
+        "max_dto_per_ep": MAX_DTOS,
+        "max_rdma_read_per_ep_in": MAX_RDMA_READ,
+        "max_rdma_read_per_ep_out": MAX_RDMA_READ,
+        "max_evds": 65536,
+        "max_evd_qlen": 1 << 20,
+        "max_iov_segments_per_dto": MAX_IOV,
+        "max_lmrs": 1 << 20,
+        "max_lmr_block_size": 1 << 40,
+        "max_pzs": 65536,
+        "max_message_size": MAX_MESSAGE_SIZE,
+        "max_rdma_size": MAX_MESSAGE_SIZE,
+        "max_rmrs": 1 << 20,
+        "max_private_data_size": MAX_PRIVATE_DATA,
+        "optimal_buffer_alignment": 256,
+        "lmr_sync_req": False,
+    }

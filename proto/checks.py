@@ -1,0 +1,92 @@
+"""Checks of local I/O vectors shared by the client (synchronous return codes) and the daemon.
+
+A local iov is a list of LMR triplets ``[virtual_address, segment_length, lmr_context]``; a
+segment of length 0 is ignored whatever its other fields hold (DAT 2.0 triplet rule).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from proto.constants import DatReturnSubtype as Sub
+from proto.constants import MemPriv
+from proto.errors import (
+    DatInvalidParameter,
+    DatPrivilegesViolation,
+    DatProtectionViolation,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """What both sides know of a registered LMR: its range, PZ and privileges."""
+
+    address: int
+    length: int
+    pz: int
+    privileges: MemPriv
+
+    def contains(self, address: int, length: int) -> bool:
+        """True when [address, address+length) lies inside the region."""
+        return self.address <= address and address + length <= self.address + self.length
+
+
+def is_int(value: Any) -> bool:
+    """An integer argument (enums count, bools do not)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_triplet(triplet: Any) -> tuple[int, int, int]:
+    """Validate one ``[address, length, context]`` triplet (DAT_INVALID_PARAMETER otherwise)."""
+    if not isinstance(triplet, (list, tuple)) or len(triplet) != 3:
+        raise DatInvalidParameter(message="a triplet is [virtual_address, segment_length, context]")
+    address, length, context = triplet
+    for v in (address, length, context):
+        if not is_int(v) or v < 0:
+            raise DatInvalidParameter(message=f"triplet field {v!r} is not a non-negative int")
+    if length > 0xFFFFFFFF or address > 0xFFFFFFFFFFFFFFFF or context > 0xFFFFFFFF:
+        raise DatInvalidParameter(message="triplet field out of its C type's range")
+    return address, length, context
+
+
+def check_local_iov(
+    iov: Sequence[Any],
+    lookup: Callable[[int], Region | None],
+    ep_pz: int,
+    need: MemPriv,
+    max_segments: int,
+) -> list[tuple[Region, int, int]]:
+    """Validate a local iov for a DTO; return (region, address, length) for each used segment.
+
+    Raises DAT_INVALID_PARAMETER (too many segments, a segment outside its LMR),
+    DAT_PRIVILEGES_VIOLATION (unknown LMR or a missing local privilege) and
+    DAT_PROTECTION_VIOLATION (the LMR's PZ is not the endpoint's), as dat_ep_post_* specify.
+    """
+    if not isinstance(iov, (list, tuple)):
+        raise DatInvalidParameter(Sub.INVALID_ARG3, "local_iov must be a list of triplets")
+    if len(iov) > max_segments:
+        raise DatInvalidParameter(
+            Sub.INVALID_ARG2, f"{len(iov)} segments exceed the endpoint's {max_segments}"
+        )
+    used: list[tuple[Region, int, int]] = []
+    for triplet in iov:
+        address, length, context = parse_triplet(triplet)
+        if length == 0:
+            continue
+        region = lookup(context)
+        if region is None:
+            raise DatPrivilegesViolation(message=f"lmr_context {context:#x} is not a valid LMR")
+        if region.pz != ep_pz:
+            raise DatProtectionViolation(message="the LMR's PZ is not the endpoint's PZ")
+        if need & ~region.privileges:
+            raise DatPrivilegesViolation(
+                message=f"the LMR lacks {MemPriv(need & ~region.privileges)!r}"
+            )
+        if not region.contains(address, length):
+            raise DatInvalidParameter(
+                Sub.INVALID_ARG3, f"segment {address:#x}+{length} lies outside its LMR"
+            )
+        used.append((region, address, length))
+    return used

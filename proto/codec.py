@@ -1,0 +1,257 @@
+"""Framing and the msgpack codec, without I/O.
+
+A frame is a 4-byte big-endian header length, the msgpack header ``[type, payload_len, *fields]``
+and then ``payload_len`` raw bytes. Payload never passes through msgpack: the reader asks its owner
+where the payload of each header should land (``sink_for``) and, for large payloads, hands the
+destination buffer itself to the kernel (the asyncio.BufferedProtocol contract), so RDMA data goes
+from the socket straight into the target's shared memory.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import msgpack
+
+from proto.errors import FrameTooLarge, MalformedFrame
+from proto.frames import (
+    FIELDS,
+    MAX_HEADER_LEN,
+    MAX_PAYLOAD_LEN,
+    MAX_PROTOCOL_VERSION,
+    MIN_PROTOCOL_VERSION,
+    FrameType,
+)
+
+_LEN = struct.Struct(">I")
+_packer = msgpack.Packer(use_bin_type=True)
+
+DIRECT_LANDING_MIN: Final = 32 * 1024
+"""Payload still to come above which the kernel writes straight into the sink."""
+
+
+@dataclass(slots=True)
+class Frame:
+    """One decoded frame: its type, header fields, and the payload when it was collected."""
+
+    type: FrameType
+    fields: list[Any]
+    payload_len: int = 0
+    payload: bytes | None = field(default=None)
+
+
+Sink = Sequence[memoryview] | None
+"""Where a payload lands: views adding up to payload_len, () to discard, None to collect."""
+
+DISCARD: Final[Sequence[memoryview]] = ()
+
+
+def encode(ftype: FrameType, *fields: Any, payload_len: int = 0) -> bytes:
+    """Encode one header (the payload, if any, is written after it by the caller)."""
+    header: bytes = _packer.pack([ftype, payload_len, *fields])
+    return _LEN.pack(len(header)) + header
+
+
+def hello(role: str, name: str) -> bytes:
+    """The HELLO every connection starts with: the version range this side accepts."""
+    return encode(FrameType.HELLO, MIN_PROTOCOL_VERSION, MAX_PROTOCOL_VERSION, role, name)
+
+
+def encode_frame(ftype: FrameType, *fields: Any, payload: bytes = b"") -> bytes:
+    """Encode header and payload into one bytes object (control frames, tests)."""
+    return encode(ftype, *fields, payload_len=len(payload)) + payload
+
+
+def _collect(_: Frame) -> Sink:
+    return None
+
+
+class FrameReader:
+    """Incremental decoder shaped like asyncio.BufferedProtocol: get_buffer / buffer_updated.
+
+    ``sink_for(frame)`` is called once per header with a payload and returns where it lands.
+    Decoded frames are taken with :meth:`next_event`; a malformed stream raises ProtocolError
+    and the reader must then be dropped with its connection.
+    """
+
+    def __init__(
+        self,
+        sink_for: Callable[[Frame], Sink] = _collect,
+        *,
+        max_header: int = MAX_HEADER_LEN,
+        max_payload: int = MAX_PAYLOAD_LEN,
+        bufsize: int = 256 * 1024,
+    ) -> None:
+        self._sink_for = sink_for
+        self._max_header = max_header
+        self._max_payload = max_payload
+        self._buf = bytearray(max(bufsize, max_header + 4))
+        self._view = memoryview(self._buf)
+        self._start = 0
+        self._end = 0
+        # payload in progress
+        self._frame: Frame | None = None
+        self._views: list[memoryview] = []
+        self._remaining = 0
+        self._collect: bytearray | None = None
+        self._direct = False
+
+    # -- the BufferedProtocol half -------------------------------------------------------------
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Return the buffer the next bytes from the stream should be written into."""
+        if self._frame is not None and self._start == self._end:
+            if self._remaining >= DIRECT_LANDING_MIN and self._views:
+                self._direct = True
+                head = self._views[0]
+                return head if len(head) <= self._remaining else head[: self._remaining]
+            if self._remaining >= DIRECT_LANDING_MIN and self._collect is not None:
+                self._direct = True
+                done = len(self._collect) - self._remaining
+                return memoryview(self._collect)[done:]
+        self._direct = False
+        if self._end == len(self._buf):
+            self._compact()
+        return self._view[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """Account for ``nbytes`` written into the last buffer returned by get_buffer."""
+        if self._direct:
+            self._direct = False
+            self._advance_payload(nbytes)
+        else:
+            self._end += nbytes
+
+    def feed(self, data: bytes | memoryview) -> None:
+        """Copy ``data`` in (for streams that are not read into get_buffer's buffer)."""
+        mv = memoryview(data)
+        while mv:
+            buf = self.get_buffer(len(mv))
+            n = min(len(buf), len(mv))
+            buf[:n] = mv[:n]
+            self.buffer_updated(n)
+            mv = mv[n:]
+
+    # -- decoding ------------------------------------------------------------------------------
+
+    def next_event(self) -> Frame | None:
+        """Return the next complete frame, or None when more bytes are needed."""
+        while True:
+            if self._frame is not None:
+                if not self._drain_into_payload():
+                    return None
+                return self._finish_payload()
+            frame = self._parse_header()
+            if frame is None:
+                return None
+            if frame.payload_len == 0:
+                return frame
+            self._begin_payload(frame)
+
+    def _parse_header(self) -> Frame | None:
+        avail = self._end - self._start
+        if avail < 4:
+            return None
+        (hlen,) = _LEN.unpack_from(self._buf, self._start)
+        if hlen == 0 or hlen > self._max_header:
+            raise FrameTooLarge(f"header length {hlen} outside 1..{self._max_header}")
+        if avail < 4 + hlen:
+            return None
+        begin = self._start + 4
+        raw = self._view[begin : begin + hlen]
+        self._start = begin + hlen
+        return self._decode_header(raw)
+
+    def _decode_header(self, raw: memoryview) -> Frame:
+        try:
+            obj = msgpack.unpackb(raw, raw=False, use_list=True, strict_map_key=True)
+        except Exception as exc:  # msgpack raises many kinds on garbage
+            raise MalformedFrame(f"header is not msgpack: {exc!r}") from None
+        if not isinstance(obj, list) or len(obj) < 2:
+            raise MalformedFrame("header is not an array [type, payload_len, ...]")
+        ftype, plen = obj[0], obj[1]
+        if type(ftype) is not int or type(plen) is not int:
+            raise MalformedFrame("frame type and payload length must be integers")
+        try:
+            kind = FrameType(ftype)
+        except ValueError:
+            raise MalformedFrame(f"unknown frame type {ftype:#x}") from None
+        fields = obj[2:]
+        if len(fields) != len(FIELDS[kind]):
+            raise MalformedFrame(
+                f"{kind.name} has {len(fields)} fields, expected {len(FIELDS[kind])}"
+            )
+        if plen < 0 or plen > self._max_payload:
+            raise FrameTooLarge(f"payload length {plen} outside 0..{self._max_payload}")
+        return Frame(kind, fields, plen)
+
+    def _begin_payload(self, frame: Frame) -> None:
+        sink = self._sink_for(frame)
+        self._frame = frame
+        self._remaining = frame.payload_len
+        if sink is None:
+            self._collect = bytearray(frame.payload_len)
+            self._views = []
+        else:
+            total = sum(len(v) for v in sink)
+            if sink and total != frame.payload_len:
+                raise ValueError(f"sink holds {total} bytes for a {frame.payload_len}-byte payload")
+            self._collect = None
+            self._views = [v.cast("B") if v.format != "B" else v for v in sink if len(v)]
+
+    def _drain_into_payload(self) -> bool:
+        """Move buffered bytes into the payload in progress; True once it is complete."""
+        take = min(self._remaining, self._end - self._start)
+        if take:
+            src = self._view[self._start : self._start + take]
+            self._start += take
+            if self._collect is not None:
+                done = len(self._collect) - self._remaining
+                self._collect[done : done + take] = src
+                self._remaining -= take
+            else:
+                self._copy_into_views(src)
+        if self._start == self._end:
+            self._start = self._end = 0
+        return self._remaining == 0
+
+    def _copy_into_views(self, src: memoryview) -> None:
+        while src and self._views:
+            head = self._views[0]
+            n = min(len(head), len(src))
+            head[:n] = src[:n]
+            src = src[n:]
+            self._consume_views(n)
+        self._remaining -= len(src)  # discarded bytes (DISCARD sink)
+
+    def _consume_views(self, n: int) -> None:
+        self._remaining -= n
+        head = self._views[0]
+        if n == len(head):
+            self._views.pop(0)
+        else:
+            self._views[0] = head[n:]
+
+    def _advance_payload(self, nbytes: int) -> None:
+        if self._collect is not None:
+            self._remaining -= nbytes
+        else:
+            self._consume_views(nbytes)
+
+    def _finish_payload(self) -> Frame:
+        frame = self._frame
+        assert frame is not None
+        if self._collect is not None:
+            frame.payload = bytes(self._collect)
+        self._frame = None
+        self._collect = None
+        self._views = []
+        return frame
+
+    def _compact(self) -> None:
+        live = self._end - self._start
+        self._buf[:live] = self._buf[self._start : self._end]
+        self._start, self._end = 0, live

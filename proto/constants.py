@@ -1,0 +1,800 @@
+"""DAT 2.0 / uDAPL constants with the numeric values of the C headers.
+
+Every value here comes from the DAT 2.0 headers (``/usr/include/dat2``): ``dat_error.h`` (return
+codes), ``dat.h`` (shared types, events, masks), ``udat.h`` / ``udat_config.h`` (uDAPL-only types
+and the version) and ``dat_platform_specific.h``. The few InfiniBand extension values are from
+``dat_ib_extensions.h`` and are marked as such. ``tests/unit/test_constants.py`` compiles the
+headers and checks each value.
+
+Naming: a class is the C type in CamelCase without ``DAT_``; a member is the C constant without
+``DAT_`` and without the prefix/suffix its type shares (``DAT_MEM_PRIV_LOCAL_READ_FLAG`` is
+``MemPriv.LOCAL_READ``). Backward-compatibility ``#define`` names are enum aliases.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, IntFlag
+from typing import Final
+
+# --- DAT_RETURN layout (dat_error.h) -------------------------------------------------------------
+
+DAT_CLASS_ERROR: Final = 0x80000000
+DAT_CLASS_WARNING: Final = 0x40000000
+DAT_CLASS_SUCCESS: Final = 0x00000000
+DAT_TYPE_MASK: Final = 0x3FFF0000
+DAT_SUBTYPE_MASK: Final = 0x0000FFFF
+DAT_SUCCESS: Final = 0
+
+_U32: Final = 0xFFFFFFFF
+
+
+class DatReturnType(IntEnum):
+    """DAT_RETURN_TYPE: bits 29-16 of a DAT_RETURN."""
+
+    SUCCESS = 0x00000000
+    ABORT = 0x00010000
+    CONN_QUAL_IN_USE = 0x00020000
+    INSUFFICIENT_RESOURCES = 0x00030000
+    INTERNAL_ERROR = 0x00040000
+    INVALID_HANDLE = 0x00050000
+    INVALID_PARAMETER = 0x00060000
+    INVALID_STATE = 0x00070000
+    LENGTH_ERROR = 0x00080000
+    MODEL_NOT_SUPPORTED = 0x00090000
+    PROVIDER_NOT_FOUND = 0x000A0000
+    PRIVILEGES_VIOLATION = 0x000B0000
+    PROTECTION_VIOLATION = 0x000C0000
+    QUEUE_EMPTY = 0x000D0000
+    QUEUE_FULL = 0x000E0000
+    TIMEOUT_EXPIRED = 0x000F0000
+    PROVIDER_ALREADY_REGISTERED = 0x00100000
+    PROVIDER_IN_USE = 0x00110000
+    INVALID_ADDRESS = 0x00120000
+    INTERRUPTED_CALL = 0x00130000
+    CONN_QUAL_UNAVAILABLE = 0x00140000
+    RESERVED_LMR = 0x00150000  # kDAPL only
+    PORT_IN_USE = 0x00160000
+    COMM_NOT_SUPPORTED = 0x00170000
+    EXTENSION_BASE = 0x10000000  # 0x10000000-0x3FFE0000 are reserved for extensions
+    NOT_IMPLEMENTED = 0x3FFF0000
+    NAME_NOT_FOUND = PROVIDER_NOT_FOUND  # DAT 1.0 name
+
+
+class DatReturnSubtype(IntEnum):
+    """DAT_RETURN_SUBTYPE: bits 15-0 of a DAT_RETURN (one sequential C enum)."""
+
+    NO_SUBTYPE = 0
+    SUB_INTERRUPTED = 1
+    RESOURCE_MEMORY = 2
+    RESOURCE_DEVICE = 3
+    RESOURCE_TEP = 4
+    RESOURCE_TEVD = 5
+    RESOURCE_PROTECTION_DOMAIN = 6
+    RESOURCE_MEMORY_REGION = 7
+    RESOURCE_ERROR_HANDLER = 8
+    RESOURCE_CREDITS = 9
+    RESOURCE_SRQ = 10
+    INVALID_HANDLE_IA = 11
+    INVALID_HANDLE_EP = 12
+    INVALID_HANDLE_LMR = 13
+    INVALID_HANDLE_RMR = 14
+    INVALID_HANDLE_PZ = 15
+    INVALID_HANDLE_PSP = 16
+    INVALID_HANDLE_RSP = 17
+    INVALID_HANDLE_CR = 18
+    INVALID_HANDLE_CNO = 19
+    INVALID_HANDLE_EVD_CR = 20
+    INVALID_HANDLE_EVD_REQUEST = 21
+    INVALID_HANDLE_EVD_RECV = 22
+    INVALID_HANDLE_EVD_CONN = 23
+    INVALID_HANDLE_EVD_ASYNC = 24
+    INVALID_HANDLE_SRQ = 25
+    INVALID_HANDLE_CSP = 26
+    INVALID_HANDLE1 = 27
+    INVALID_HANDLE2 = 28
+    INVALID_HANDLE3 = 29
+    INVALID_HANDLE4 = 30
+    INVALID_HANDLE5 = 31
+    INVALID_HANDLE6 = 32
+    INVALID_HANDLE7 = 33
+    INVALID_HANDLE8 = 34
+    INVALID_HANDLE9 = 35
+    INVALID_HANDLE10 = 36
+    INVALID_ARG1 = 37
+    INVALID_ARG2 = 38
+    INVALID_ARG3 = 39
+    INVALID_ARG4 = 40
+    INVALID_ARG5 = 41
+    INVALID_ARG6 = 42
+    INVALID_ARG7 = 43
+    INVALID_ARG8 = 44
+    INVALID_ARG9 = 45
+    INVALID_ARG10 = 46
+    INVALID_STATE_EP_UNCONNECTED = 47
+    INVALID_STATE_EP_ACTCONNPENDING = 48
+    INVALID_STATE_EP_PASSCONNPENDING = 49
+    INVALID_STATE_EP_TENTCONNPENDING = 50
+    INVALID_STATE_EP_CONNECTED = 51
+    INVALID_STATE_EP_DISCONNECTED = 52
+    INVALID_STATE_EP_RESERVED = 53
+    INVALID_STATE_EP_COMPLPENDING = 54
+    INVALID_STATE_EP_DISCPENDING = 55
+    INVALID_STATE_EP_PROVIDERCONTROL = 56
+    INVALID_STATE_EP_NOTREADY = 57
+    INVALID_STATE_EP_RECV_WATERMARK = 58
+    INVALID_STATE_EP_PZ = 59
+    INVALID_STATE_EP_EVD_REQUEST = 60
+    INVALID_STATE_EP_EVD_RECV = 61
+    INVALID_STATE_EP_EVD_CONNECT = 62
+    INVALID_STATE_EP_UNCONFIGURED = 63
+    INVALID_STATE_EP_UNCONFRESERVED = 64
+    INVALID_STATE_EP_UNCONFPASSIVE = 65
+    INVALID_STATE_EP_UNCONFTENTATIVE = 66
+    INVALID_STATE_CNO_IN_USE = 67
+    INVALID_STATE_CNO_DEAD = 68
+    INVALID_STATE_EVD_OPEN = 69
+    INVALID_STATE_EVD_ENABLED = 70
+    INVALID_STATE_EVD_DISABLED = 71
+    INVALID_STATE_EVD_WAITABLE = 72
+    INVALID_STATE_EVD_UNWAITABLE = 73
+    INVALID_STATE_EVD_IN_USE = 74
+    INVALID_STATE_EVD_CONFIG_NOTIFY = 75
+    INVALID_STATE_EVD_CONFIG_SOLICITED = 76
+    INVALID_STATE_EVD_CONFIG_THRESHOLD = 77
+    INVALID_STATE_EVD_WAITER = 78
+    INVALID_STATE_EVD_ASYNC = 79
+    INVALID_STATE_IA_IN_USE = 80
+    INVALID_STATE_LMR_IN_USE = 81
+    INVALID_STATE_LMR_FREE = 82
+    INVALID_STATE_PZ_IN_USE = 83
+    INVALID_STATE_PZ_FREE = 84
+    INVALID_STATE_SRQ_OPERATIONAL = 85
+    INVALID_STATE_SRQ_ERROR = 86
+    INVALID_STATE_SRQ_IN_USE = 87
+    INVALID_STATE_SRQ_SHUTDOWN = 88
+    PRIVILEGES_READ = 89
+    PRIVILEGES_WRITE = 90
+    PRIVILEGES_RDMA_READ = 91
+    PRIVILEGES_RDMA_WRITE = 92
+    PROTECTION_READ = 93
+    PROTECTION_WRITE = 94
+    PROTECTION_RDMA_READ = 95
+    PROTECTION_RDMA_WRITE = 96
+    INVALID_ADDRESS_UNSUPPORTED = 97
+    INVALID_ADDRESS_UNREACHABLE = 98
+    INVALID_ADDRESS_MALFORMED = 99
+    NAME_NOT_REGISTERED = 100
+    MAJOR_NOT_FOUND = 101
+    MINOR_NOT_FOUND = 102
+    THREAD_SAFETY_NOT_FOUND = 103
+
+
+def dat_error(t: int, s: int) -> int:
+    """DAT_ERROR(t, s): the error class bit OR'd with a type and a subtype."""
+    return (DAT_CLASS_ERROR | t | s) & _U32
+
+
+def get_type(ret: int) -> DatReturnType:
+    """DAT_GET_TYPE as an enum; raises ValueError for a type the header does not define."""
+    return DatReturnType((ret & _U32) & DAT_TYPE_MASK)
+
+
+def get_subtype(ret: int) -> DatReturnSubtype:
+    """DAT_GET_SUBTYPE as an enum; raises ValueError for an undefined subtype."""
+    return DatReturnSubtype((ret & _U32) & DAT_SUBTYPE_MASK)
+
+
+def is_error(ret: int) -> bool:
+    """True unless ``ret`` is a success.
+
+    OFED dapl sometimes returns a bare type without the error class bit, so a non-zero type counts
+    as an error too.
+    """
+    ret &= _U32
+    return bool(ret & DAT_CLASS_ERROR) or (ret & DAT_TYPE_MASK) != DatReturnType.SUCCESS
+
+
+# --- Plain constants ----------------------------------------------------------------------------
+
+VERSION_MAJOR: Final = 2  # udat_config.h
+VERSION_MINOR: Final = 0
+THREADSAFE: Final = 0  # udat_config.h default: DAT_FALSE
+NAME_MAX_LENGTH: Final = 256
+TIMEOUT_INFINITE: Final = 0xFFFFFFFF  # (DAT_TIMEOUT)~0; timeouts are in microseconds
+OPTIMAL_ALIGNMENT: Final = 256  # dat_platform_specific.h
+LMR_COOKIE_SIZE: Final = 40  # udat.h
+EVD_ASYNC_EXISTS: Final = 0x1  # (DAT_EVD_HANDLE)0x1 passed to dat_ia_open
+EVD_OUT_OF_SCOPE: Final = 0x2  # (DAT_EVD_HANDLE)0x2
+WATERMARK_INFINITE: Final = -1  # (DAT_COUNT)~0
+HW_DEFAULT: Final = WATERMARK_INFINITE
+VALUE_UNKNOWN: Final = -2  # ((DAT_COUNT)~0)-1
+SRQ_LW_DEFAULT: Final = 0
+OPEN_EXTENSION_BASE: Final = 0x1000  # first dat_extension_op code of the open range
+CLOSE_EXTENSION_BASE: Final = 0x2000
+IB_EXTENSION_VERSION: Final = 209  # dat_ib_extensions.h: "2.0.9"
+
+
+# --- Enums of dat.h -----------------------------------------------------------------------------
+
+
+class Boolean(IntEnum):
+    """DAT_BOOLEAN."""
+
+    FALSE = 0
+    TRUE = 1
+
+
+class HaLb(IntEnum):
+    """DAT_HA_LB: provider HA load-balancing model."""
+
+    NONE = 0
+    INTERCOMM = 1
+    INTRACOMM = 2
+
+
+class CompletionFlags(IntFlag):
+    """DAT_COMPLETION_FLAGS (DAT_COMPLETION_X_FLAG)."""
+
+    DEFAULT = 0x00
+    SUPPRESS = 0x01
+    SOLICITED_WAIT = 0x02
+    UNSIGNALLED = 0x04
+    BARRIER_FENCE = 0x08
+    EVD_THRESHOLD = 0x10  # uDAPL EP attribute only
+    LMR_INVALIDATE_FENCE = 0x20  # kDAPL only
+
+
+class Dtos(IntEnum):
+    """DAT_DTOS: the operation reported in a DTO completion (DAT_DTO_X)."""
+
+    SEND = 0
+    RDMA_WRITE = 1
+    RDMA_READ = 2
+    RECEIVE = 3
+    RECEIVE_WITH_INVALIDATE = 4
+    BIND_MW = 5
+    LMR_FMR = 6  # kDAPL only
+    LMR_INVALIDATE = 7  # kDAPL only
+    EXTENSION_BASE = 8
+
+
+class Qos(IntEnum):
+    """DAT_QOS (DAT_QOS_X)."""
+
+    BEST_EFFORT = 0x00
+    HIGH_THROUGHPUT = 0x01
+    LOW_LATENCY = 0x02
+    ECONOMY = 0x04
+    PREMIUM = 0x08
+
+
+class ConnectFlags(IntFlag):
+    """DAT_CONNECT_FLAGS (DAT_CONNECT_X_FLAG)."""
+
+    DEFAULT = 0x00
+    MULTIPATH_REQUESTED = 0x01
+    MULTIPATH_REQUIRED = 0x02
+    MULTIPATH = MULTIPATH_REQUESTED  # DAT 1.2 name
+
+
+class CloseFlags(IntEnum):
+    """DAT_CLOSE_FLAGS (DAT_CLOSE_X_FLAG)."""
+
+    ABRUPT = 0x00
+    GRACEFUL = 0x01
+    DEFAULT = ABRUPT  # DAT_CLOSE_DEFAULT
+
+
+class EvdFlags(IntFlag):
+    """DAT_EVD_FLAGS: event streams of an EVD (DAT_EVD_X_FLAG)."""
+
+    SOFTWARE = 0x001
+    CR = 0x010
+    DTO = 0x020
+    CONNECTION = 0x040
+    RMR_BIND = 0x080
+    ASYNC = 0x100
+    DEFAULT = 0x1F0  # every DAT stream, no software events
+    EXTENSION_BASE = 0x200  # DAT_EVD_EXTENSION_BASE
+
+
+class PspFlags(IntEnum):
+    """DAT_PSP_FLAGS (DAT_PSP_X_FLAG)."""
+
+    CONSUMER = 0x00
+    PROVIDER = 0x01
+
+
+class MemPriv(IntFlag):
+    """DAT_MEM_PRIV_FLAGS (DAT_MEM_PRIV_X_FLAG)."""
+
+    NONE = 0x00
+    LOCAL_READ = 0x01
+    REMOTE_READ = 0x02
+    LOCAL_WRITE = 0x10
+    REMOTE_WRITE = 0x20
+    ALL = 0x33
+    READ = LOCAL_READ | REMOTE_READ  # DAT 1.0 combination
+    WRITE = LOCAL_WRITE | REMOTE_WRITE  # DAT 1.0 combination
+    # Not in dat.h: DAT_IB_MEM_PRIV_REMOTE_ATOMIC from dat_ib_extensions.h (atomic targets).
+    REMOTE_ATOMIC = 0x40
+    EXTENSION_BASE = 0x40  # DAT_MEM_PRIV_EXTENSION_BASE
+
+
+class VaType(IntEnum):
+    """DAT_VA_TYPE: virtual or zero-based addressing of an LMR/RMR."""
+
+    VA = 0x0
+    ZB = 0x1
+
+
+class RmrScope(IntEnum):
+    """DAT_RMR_SCOPE."""
+
+    EP = 0
+    PZ = 1
+    ANY = 2
+
+
+class RmrParamMask(IntFlag):
+    """DAT_RMR_PARAM_MASK (DAT_RMR_FIELD_X)."""
+
+    IA_HANDLE = 0x01
+    PZ_HANDLE = 0x02
+    LMR_TRIPLET = 0x04
+    MEM_PRIV = 0x08
+    RMR_CONTEXT = 0x10
+    RMR_SCOPE = 0x20
+    VA_TYPE = 0x40
+    ALL = 0x7F
+
+
+class IovOwnership(IntEnum):
+    """DAT_IOV_OWNERSHIP (DAT_IOV_X)."""
+
+    CONSUMER = 0x0
+    PROVIDER_NOMOD = 0x1
+    PROVIDER_MOD = 0x2
+
+
+class EpCreatorForPsp(IntEnum):
+    """DAT_EP_CREATOR_FOR_PSP (DAT_PSP_CREATES_EP_X)."""
+
+    NEVER = 0
+    IFASKED = 1
+    ALWAYS = 2
+
+
+class Extension(IntEnum):
+    """DAT_EXTENSION: extension family an IA supports."""
+
+    NONE = 0
+    IB = 1
+    IW = 2
+
+
+class IaAttrMask(IntFlag):
+    """DAT_IA_ATTR_MASK, a u64 (DAT_IA_FIELD_X)."""
+
+    NONE = 0x0
+    IA_ADAPTER_NAME = 0x000000001
+    IA_VENDOR_NAME = 0x000000002
+    IA_HARDWARE_MAJOR_VERSION = 0x000000004
+    IA_HARDWARE_MINOR_VERSION = 0x000000008
+    IA_FIRMWARE_MAJOR_VERSION = 0x000000010
+    IA_FIRMWARE_MINOR_VERSION = 0x000000020
+    IA_ADDRESS_PTR = 0x000000040
+    IA_MAX_EPS = 0x000000080
+    IA_MAX_DTO_PER_EP = 0x000000100
+    IA_MAX_RDMA_READ_PER_EP_IN = 0x000000200
+    IA_MAX_RDMA_READ_PER_EP_OUT = 0x000000400
+    IA_MAX_EVDS = 0x000000800
+    IA_MAX_EVD_QLEN = 0x000001000
+    IA_MAX_IOV_SEGMENTS_PER_DTO = 0x000002000
+    IA_MAX_LMRS = 0x000004000
+    IA_MAX_LMR_BLOCK_SIZE = 0x000008000
+    IA_MAX_LMR_VIRTUAL_ADDRESS = 0x000010000
+    IA_MAX_PZS = 0x000020000
+    IA_MAX_MESSAGE_SIZE = 0x000040000
+    IA_MAX_RDMA_SIZE = 0x000080000
+    IA_MAX_RMRS = 0x000100000
+    IA_MAX_RMR_TARGET_ADDRESS = 0x000200000
+    IA_MAX_SRQS = 0x000400000
+    IA_MAX_EP_PER_SRQ = 0x000800000
+    IA_MAX_RECV_PER_SRQ = 0x001000000
+    IA_MAX_IOV_SEGMENTS_PER_RDMA_READ = 0x002000000
+    IA_MAX_IOV_SEGMENTS_PER_RDMA_WRITE = 0x004000000
+    IA_MAX_RDMA_READ_IN = 0x008000000
+    IA_MAX_RDMA_READ_OUT = 0x010000000
+    IA_MAX_RDMA_READ_PER_EP_IN_GUARANTEED = 0x020000000
+    IA_MAX_RDMA_READ_PER_EP_OUT_GUARANTEED = 0x040000000
+    IA_ZB_SUPPORTED = 0x080000000
+    IA_EXTENSION = 0x100000000  # udat.h
+    IA_EXTENSION_VERSION = 0x200000000
+    IA_NUM_TRANSPORT_ATTR = 0x400000000
+    IA_TRANSPORT_ATTR = 0x800000000
+    IA_NUM_VENDOR_ATTR = 0x1000000000
+    IA_VENDOR_ATTR = 0x2000000000
+    ALL = 0x3FFFFFFFFF
+    IA_EXTENSIONS_SUPPORTED = IA_EXTENSION  # dat.h spelling of the same bit
+    IA_MAX_MTU_SIZE = IA_MAX_MESSAGE_SIZE  # DAPL 1.0/1.1 name
+
+
+class ServiceType(IntEnum):
+    """DAT_SERVICE_TYPE (DAT_SERVICE_TYPE_X)."""
+
+    RC = 0
+    # Not in dat.h: DAT_IB_SERVICE_TYPE_UD from dat_ib_extensions.h (unreliable datagram).
+    UD = 1
+    EXTENSION_BASE = 1  # DAT_SERVICE_TYPE_EXTENSION_BASE
+
+
+class EpState(IntEnum):
+    """DAT_EP_STATE (DAT_EP_STATE_X)."""
+
+    UNCONNECTED = 0
+    UNCONFIGURED_UNCONNECTED = 1
+    RESERVED = 2
+    UNCONFIGURED_RESERVED = 3
+    PASSIVE_CONNECTION_PENDING = 4
+    UNCONFIGURED_PASSIVE = 5
+    ACTIVE_CONNECTION_PENDING = 6
+    TENTATIVE_CONNECTION_PENDING = 7
+    UNCONFIGURED_TENTATIVE = 8
+    CONNECTED = 9
+    DISCONNECT_PENDING = 10
+    DISCONNECTED = 11
+    COMPLETION_PENDING = 12
+    CONNECTED_SINGLE_PATH = 13
+    CONNECTED_MULTI_PATH = 14
+    ERROR = DISCONNECTED  # DAT_EP_STATE_ERROR, backward compatibility
+
+
+class EpParamMask(IntFlag):
+    """DAT_EP_PARAM_MASK, a u64 (DAT_EP_FIELD_X); EP_ATTR_* bits select DAT_EP_ATTR fields."""
+
+    IA_HANDLE = 0x00000001
+    EP_STATE = 0x00000002
+    COMM = 0x00000004
+    LOCAL_IA_ADDRESS_PTR = 0x00000008
+    LOCAL_PORT_QUAL = 0x00000010
+    REMOTE_IA_ADDRESS_PTR = 0x00000020
+    REMOTE_PORT_QUAL = 0x00000040
+    PZ_HANDLE = 0x00000080
+    RECV_EVD_HANDLE = 0x00000100
+    REQUEST_EVD_HANDLE = 0x00000200
+    CONNECT_EVD_HANDLE = 0x00000400
+    SRQ_HANDLE = 0x00000800
+    EP_ATTR_SERVICE_TYPE = 0x00001000
+    EP_ATTR_MAX_MESSAGE_SIZE = 0x00002000
+    EP_ATTR_MAX_RDMA_SIZE = 0x00004000
+    EP_ATTR_QOS = 0x00008000
+    EP_ATTR_RECV_COMPLETION_FLAGS = 0x00010000
+    EP_ATTR_REQUEST_COMPLETION_FLAGS = 0x00020000
+    EP_ATTR_MAX_RECV_DTOS = 0x00040000
+    EP_ATTR_MAX_REQUEST_DTOS = 0x00080000
+    EP_ATTR_MAX_RECV_IOV = 0x00100000
+    EP_ATTR_MAX_REQUEST_IOV = 0x00200000
+    EP_ATTR_MAX_RDMA_READ_IN = 0x00400000
+    EP_ATTR_MAX_RDMA_READ_OUT = 0x00800000
+    EP_ATTR_SRQ_SOFT_HW = 0x01000000
+    EP_ATTR_MAX_RDMA_READ_IOV = 0x02000000
+    EP_ATTR_MAX_RDMA_WRITE_IOV = 0x04000000
+    EP_ATTR_NUM_TRANSPORT_ATTR = 0x08000000
+    EP_ATTR_TRANSPORT_SPECIFIC_ATTR = 0x10000000
+    EP_ATTR_NUM_PROVIDER_ATTR = 0x20000000
+    EP_ATTR_PROVIDER_SPECIFIC_ATTR = 0x40000000
+    EP_ATTR_ALL = 0x7FFFF000
+    ALL = 0x7FFFFFFF
+
+
+class SrqState(IntEnum):
+    """DAT_SRQ_STATE (DAT_SRQ_STATE_X)."""
+
+    ERROR = 0
+    OPERATIONAL = 1
+    SHUTDOWN = 2
+
+
+class SrqParamMask(IntFlag):
+    """DAT_SRQ_PARAM_MASK (DAT_SRQ_FIELD_X)."""
+
+    IA_HANDLE = 0x001
+    SRQ_STATE = 0x002
+    PZ_HANDLE = 0x004
+    MAX_RECV_DTO = 0x008
+    MAX_RECV_IOV = 0x010
+    LOW_WATERMARK = 0x020
+    AVAILABLE_DTO_COUNT = 0x040
+    OUTSTANDING_DTO_COUNT = 0x080
+    ALL = 0x0FF
+
+
+class PzParamMask(IntFlag):
+    """DAT_PZ_PARAM_MASK (DAT_PZ_FIELD_X)."""
+
+    IA_HANDLE = 0x01
+    ALL = IA_HANDLE
+
+
+class PspParamMask(IntFlag):
+    """DAT_PSP_PARAM_MASK (DAT_PSP_FIELD_X)."""
+
+    IA_HANDLE = 0x01
+    CONN_QUAL = 0x02
+    EVD_HANDLE = 0x04
+    PSP_FLAGS = 0x08
+    ALL = 0x0F
+
+
+class RspParamMask(IntFlag):
+    """DAT_RSP_PARAM_MASK (DAT_RSP_FIELD_X)."""
+
+    IA_HANDLE = 0x01
+    CONN_QUAL = 0x02
+    EVD_HANDLE = 0x04
+    EP_HANDLE = 0x08
+    ALL = 0x0F
+
+
+class CspParamMask(IntFlag):
+    """DAT_CSP_PARAM_MASK (DAT_CSP_FIELD_X)."""
+
+    IA_HANDLE = 0x01
+    COMM = 0x02
+    IA_ADDRESS = 0x04
+    EVD_HANDLE = 0x08
+    ALL = 0x0F
+
+
+class CrParamMask(IntFlag):
+    """DAT_CR_PARAM_MASK (DAT_CR_FIELD_X)."""
+
+    REMOTE_IA_ADDRESS_PTR = 0x01
+    REMOTE_PORT_QUAL = 0x02
+    PRIVATE_DATA_SIZE = 0x04
+    PRIVATE_DATA = 0x08
+    LOCAL_EP_HANDLE = 0x10
+    ALL = 0x1F
+
+
+class DtoCompletionStatus(IntEnum):
+    """DAT_DTO_COMPLETION_STATUS (also DAT_RMR_BIND_COMPLETION_STATUS)."""
+
+    DTO_SUCCESS = 0
+    DTO_ERR_FLUSHED = 1
+    DTO_ERR_LOCAL_LENGTH = 2
+    DTO_ERR_LOCAL_EP = 3
+    DTO_ERR_LOCAL_PROTECTION = 4
+    DTO_ERR_BAD_RESPONSE = 5
+    DTO_ERR_REMOTE_ACCESS = 6
+    DTO_ERR_REMOTE_RESPONDER = 7
+    DTO_ERR_TRANSPORT = 8
+    DTO_ERR_RECEIVER_NOT_READY = 9
+    DTO_ERR_PARTIAL_PACKET = 10
+    RMR_OPERATION_FAILED = 11
+    DTO_ERR_LOCAL_MM_ERROR = 12  # kDAPL only
+    # Backward-compatibility names.
+    DTO_LENGTH_ERROR = DTO_ERR_LOCAL_LENGTH
+    DTO_FAILURE = DTO_ERR_FLUSHED
+    RMR_BIND_SUCCESS = DTO_SUCCESS
+    RMR_BIND_FAILURE = DTO_ERR_FLUSHED
+
+
+class IaAsyncErrorReason(IntEnum):
+    """DAT_IA_ASYNC_ERROR_REASON (DAT_IA_X)."""
+
+    CATASTROPHIC_ERROR = 0
+    OTHER_ERROR = 1
+
+
+class EpAsyncErrorReason(IntEnum):
+    """DAT_EP_ASYNC_ERROR_REASON (DAT_EP_X; the SRQ member keeps its full name)."""
+
+    TRANSFER_TO_ERROR = 0
+    OTHER_ERROR = 1
+    SRQ_SOFT_HIGH_WATERMARK_EVENT = 2
+
+
+class EvdAsyncErrorReason(IntEnum):
+    """DAT_EVD_ASYNC_ERROR_REASON (DAT_EVD_X)."""
+
+    OVERFLOW_ERROR = 0
+    OTHER_ERROR = 1
+
+
+class SrqAsyncErrorReason(IntEnum):
+    """DAT_SRQ_ASYNC_ERROR_REASON (DAT_SRQ_X)."""
+
+    TRANSFER_TO_ERROR = 0
+    OTHER_ERROR = 1
+    LOW_WATERMARK_EVENT = 2
+
+
+class LmrAsyncErrorReason(IntEnum):
+    """DAT_LMR_ASYNC_ERROR_REASON (DAT_LMR_X)."""
+
+    OTHER_ERROR = 0
+
+
+class RmrAsyncErrorReason(IntEnum):
+    """DAT_RMR_ASYNC_ERROR_REASON (DAT_RMR_X)."""
+
+    OTHER_ERROR = 0
+
+
+class PzAsyncErrorReason(IntEnum):
+    """DAT_PZ_ASYNC_ERROR_REASON (DAT_PZ_X)."""
+
+    OTHER_ERROR = 0
+
+
+class EventNumber(IntEnum):
+    """DAT_EVENT_NUMBER."""
+
+    DTO_COMPLETION_EVENT = 0x00001
+    RMR_BIND_COMPLETION_EVENT = 0x01001
+    CONNECTION_REQUEST_EVENT = 0x02001
+    CONNECTION_EVENT_ESTABLISHED = 0x04001
+    CONNECTION_EVENT_PEER_REJECTED = 0x04002
+    CONNECTION_EVENT_NON_PEER_REJECTED = 0x04003
+    CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR = 0x04004
+    CONNECTION_EVENT_DISCONNECTED = 0x04005
+    CONNECTION_EVENT_BROKEN = 0x04006
+    CONNECTION_EVENT_TIMED_OUT = 0x04007
+    CONNECTION_EVENT_UNREACHABLE = 0x04008
+    ASYNC_ERROR_EVD_OVERFLOW = 0x08001
+    ASYNC_ERROR_IA_CATASTROPHIC = 0x08002
+    ASYNC_ERROR_EP_BROKEN = 0x08003
+    ASYNC_ERROR_TIMED_OUT = 0x08004
+    ASYNC_ERROR_PROVIDER_INTERNAL_ERROR = 0x08005
+    HA_DOWN_TO_1 = 0x08101
+    HA_UP_TO_MULTI_PATH = 0x08102
+    SOFTWARE_EVENT = 0x10001
+    EXTENSION_EVENT = 0x20000
+    IB_EXTENSION_RANGE_BASE = 0x40000
+    IW_EXTENSION_RANGE_BASE = 0x80000
+
+
+# --- Enums of udat.h ----------------------------------------------------------------------------
+
+
+class MemType(IntEnum):
+    """DAT_MEM_TYPE (DAT_MEM_TYPE_X)."""
+
+    VIRTUAL = 0x00
+    LMR = 0x01
+    SHARED_VIRTUAL = 0x02  # uDAPL only
+
+
+class HandleType(IntEnum):
+    """DAT_HANDLE_TYPE (DAT_HANDLE_TYPE_X)."""
+
+    CR = 0
+    EP = 1
+    EVD = 2
+    IA = 3
+    LMR = 4
+    PSP = 5
+    PZ = 6
+    RMR = 7
+    RSP = 8
+    CNO = 9
+    SRQ = 10
+    CSP = 11
+    EXTENSION_BASE = 12
+
+
+class EvdState(IntFlag):
+    """DAT_EVD_STATE: three orthogonal bands (enable, wait, notification) (DAT_EVD_STATE_X)."""
+
+    ENABLED = 0x01
+    DISABLED = 0x02
+    WAITABLE = 0x04
+    UNWAITABLE = 0x08
+    CONFIG_NOTIFY = 0x10
+    CONFIG_SOLICITED = 0x20
+    CONFIG_THRESHOLD = 0x30
+
+
+class EvdParamMask(IntFlag):
+    """DAT_EVD_PARAM_MASK (DAT_EVD_FIELD_X)."""
+
+    IA_HANDLE = 0x01
+    EVD_QLEN = 0x02
+    EVD_STATE = 0x04
+    CNO = 0x08
+    EVD_FLAGS = 0x10
+    ALL = 0x1F
+
+
+class LmrParamMask(IntFlag):
+    """DAT_LMR_PARAM_MASK (DAT_LMR_FIELD_X)."""
+
+    IA_HANDLE = 0x001
+    MEM_TYPE = 0x002
+    REGION_DESC = 0x004
+    LENGTH = 0x008
+    PZ_HANDLE = 0x010
+    MEM_PRIV = 0x020
+    VA_TYPE = 0x040
+    LMR_CONTEXT = 0x080
+    RMR_CONTEXT = 0x100
+    REGISTERED_SIZE = 0x200
+    REGISTERED_ADDRESS = 0x400
+    ALL = 0x7FF
+
+
+class ProxyType(IntEnum):
+    """DAT_PROXY_TYPE: how a CNO wakes its consumer (DAT_PROXY_TYPE_X)."""
+
+    NONE = 0x0
+    AGENT = 0x1
+    FD = 0x2
+
+
+class CnoParamMask(IntFlag):
+    """DAT_CNO_PARAM_MASK (DAT_CNO_FIELD_X); the header's values are not a clean bit set."""
+
+    IA_HANDLE = 0x1
+    PROXY_TYPE = 0x2
+    PROXY = 0x3
+    ALL = 0x4
+
+
+class PzSupport(IntEnum):
+    """DAT_PZ_SUPPORT (DAT_PZ_X)."""
+
+    UNIQUE = 0
+    SHAREABLE = 1
+
+
+class ProviderAttrMask(IntFlag):
+    """DAT_PROVIDER_ATTR_MASK, a u64 (DAT_PROVIDER_FIELD_X)."""
+
+    NONE = 0x0
+    PROVIDER_NAME = 0x00000001
+    PROVIDER_VERSION_MAJOR = 0x00000002
+    PROVIDER_VERSION_MINOR = 0x00000004
+    DAPL_VERSION_MAJOR = 0x00000008
+    DAPL_VERSION_MINOR = 0x00000010
+    LMR_MEM_TYPE_SUPPORTED = 0x00000020
+    IOV_OWNERSHIP = 0x00000040
+    DAT_QOS_SUPPORTED = 0x00000080
+    COMPLETION_FLAGS_SUPPORTED = 0x00000100
+    IS_THREAD_SAFE = 0x00000200
+    MAX_PRIVATE_DATA_SIZE = 0x00000400
+    SUPPORTS_MULTIPATH = 0x00000800
+    EP_CREATOR = 0x00001000
+    PZ_SUPPORT = 0x00002000
+    OPTIMAL_BUFFER_ALIGNMENT = 0x00004000
+    EVD_STREAM_MERGING_SUPPORTED = 0x00008000
+    SRQ_SUPPORTED = 0x00010000
+    SRQ_WATERMARKS_SUPPORTED = 0x00020000
+    SRQ_EP_PZ_DIFFERENCE_SUPPORTED = 0x00040000
+    SRQ_INFO_SUPPORTED = 0x00080000
+    EP_RECV_INFO_SUPPORTED = 0x00100000
+    LMR_SYNC_REQ = 0x00200000
+    DTO_ASYNC_RETURN_GUARANTEED = 0x00400000
+    RDMA_WRITE_FOR_RDMA_READ_REQ = 0x00800000
+    RDMA_READ_LMR_RMR_CONTEXT_EXPOSURE = 0x01000000
+    RMR_SCOPE_SUPPORTED = 0x02000000
+    IS_SIGNAL_SAFE = 0x04000000
+    HA_SUPPORTED = 0x08000000
+    HA_LB = 0x10000000
+    NUM_PROVIDER_SPECIFIC_ATTR = 0x20000000
+    PROVIDER_SPECIFIC_ATTR = 0x40000000
+    ALL = 0x7FFFFFFF
+
+
+# --- dat_registry.h -----------------------------------------------------------------------------
+
+
+class HaRelationship(IntEnum):
+    """DAT_HA_RELATIONSHIP: result of dat_registry_providers_related (DAT_HA_X)."""
+
+    FALSE = 0
+    TRUE = 1
+    UNKNOWN = 2
+    CONFLICTING = 3
+    EXTENSION_BASE = 4

@@ -1,0 +1,77 @@
+"""Frame types of the two planes and the field layout of each frame's header.
+
+A frame header is a msgpack array ``[type, payload_len, *fields]``; the names below document the
+fields and let the reader reject a header of the wrong arity before any handler sees it.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Final
+
+PROTOCOL_VERSION: Final = 1
+MAX_PROTOCOL_VERSION: Final = 1
+"""The one wire version this build speaks; HELLO carries the range a peer accepts."""
+
+MIN_PROTOCOL_VERSION: Final = 1
+MAX_HEADER_LEN: Final = 64 * 1024
+"""Largest msgpack header accepted; a longer length prefix closes the connection."""
+
+MAX_PAYLOAD_LEN: Final = 1 << 30
+"""Largest payload accepted after a header (1 GiB)."""
+
+
+class FrameType(IntEnum):
+    """Every frame type; values below 0x40 are common, 0x40.. consumer plane, 0x80.. peer plane."""
+
+    HELLO = 0x01
+    ERROR = 0x02
+    # consumer <-> its daemon
+    CALL = 0x40
+    REPLY = 0x41
+    EVENTS = 0x42
+    POST_SEND = 0x48
+    POST_RECV = 0x49
+    POST_WRITE = 0x4A
+    POST_READ = 0x4B
+    # daemon <-> daemon
+    CONN_REQ = 0x80
+    CONN_ACCEPT = 0x81
+    CONN_REJECT = 0x82
+    CONN_RTU = 0x83
+    DISCONNECT = 0x84
+    HEARTBEAT = 0x85
+    WRITE = 0x90
+    READ_REQ = 0x91
+    READ_RESP = 0x92
+    SEND = 0x93
+    ACK = 0x94
+    NAK = 0x95
+
+
+FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
+    FrameType.HELLO: ("min_version", "max_version", "role", "name"),
+    FrameType.ERROR: ("reason",),
+    FrameType.CALL: ("req_id", "method", "args"),
+    FrameType.REPLY: ("req_id", "code", "message", "result"),
+    FrameType.EVENTS: ("events",),
+    FrameType.POST_SEND: ("ep", "cookie", "flags", "local_iov"),
+    FrameType.POST_RECV: ("ep", "cookie", "flags", "local_iov"),
+    FrameType.POST_WRITE: ("ep", "cookie", "flags", "local_iov", "remote"),
+    FrameType.POST_READ: ("ep", "cookie", "flags", "local_iov", "remote"),
+    FrameType.CONN_REQ: ("conn_qual", "private_data", "rdma_read_in", "rdma_read_out"),
+    FrameType.CONN_ACCEPT: ("private_data", "rdma_read_in", "rdma_read_out"),
+    FrameType.CONN_REJECT: ("by_peer", "private_data"),
+    FrameType.CONN_RTU: (),
+    FrameType.DISCONNECT: (),
+    FrameType.HEARTBEAT: (),
+    FrameType.WRITE: ("seq", "address", "rmr_context"),
+    FrameType.READ_REQ: ("seq", "address", "rmr_context", "length"),
+    FrameType.READ_RESP: ("seq",),
+    FrameType.SEND: ("seq",),
+    FrameType.ACK: ("seq",),
+    FrameType.NAK: ("seq", "status"),
+}
+
+ROLE_CONSUMER: Final = "consumer"
+ROLE_PEER: Final = "peer"
