@@ -25,13 +25,19 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line of fabricd."""
     p = argparse.ArgumentParser(prog="fabricd", description="datfabric node daemon (the NIC)")
     p.add_argument("--name", default="node", help="node name, reported by dat_ia_query")
-    p.add_argument("--listen", default=f"0.0.0.0:{DEFAULT_PORT}", type=parse_listen,
-                   help="HOST:PORT for peer daemons (port 0 picks a free one)")
-    p.add_argument("--socket", default="/tmp/datfabric/fabricd.sock",
-                   help="unix socket path for local consumers")
+    p.add_argument(
+        "--listen",
+        default=f"0.0.0.0:{DEFAULT_PORT}",
+        type=parse_listen,
+        help="HOST:PORT for peer daemons (port 0 picks a free one)",
+    )
+    p.add_argument(
+        "--socket",
+        default="/tmp/datfabric/fabricd.sock",
+        help="unix socket path for local consumers",
+    )
     p.add_argument("--seed", type=int, default=None, help="seed for keys (replayable runs)")
-    p.add_argument("--log-level", default="warning",
-                   choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return p
 
 
@@ -40,8 +46,10 @@ async def run(args: argparse.Namespace) -> None:
     host, port = args.listen
     daemon = Daemon(args.name, host, port, args.socket, seed=args.seed)
     await daemon.start()
-    print(f"fabricd {args.name} ready peer={daemon.host}:{daemon.port} socket={args.socket}",
-          flush=True)
+    print(
+        f"fabricd {args.name} ready peer={daemon.host}:{daemon.port} socket={args.socket}",
+        flush=True,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -54,7 +62,8 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``fabricd`` console script."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=args.log_level.upper(), stream=sys.stderr,
+        level=args.log_level.upper(),
+        stream=sys.stderr,
         format=f"%(asctime)s fabricd[{args.name}] %(levelname)s %(message)s",
     )
     uvloop.run(run(args))

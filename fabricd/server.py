@@ -202,8 +202,13 @@ class Daemon:
             lambda: ConsumerStream(self.nic), self.socket_path, backlog=4096
         )
         self._servers = [tcp, unix]
-        log.info("fabricd %s: peers on %s:%d, consumers on %s", self.name, self.host,
-                 self.port, self.socket_path)
+        log.info(
+            "fabricd %s: peers on %s:%d, consumers on %s",
+            self.name,
+            self.host,
+            self.port,
+            self.socket_path,
+        )
 
     async def close(self) -> None:
         """Stop listening and remove the consumer socket."""

@@ -1,0 +1,134 @@
+"""``fabricctl``: drive a datfabric (the demo workload; more subcommands build on this)."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+
+from client.demo import DemoError, run_client, serve, table
+from fabricd.launch import Node, start_node
+from proto.errors import DatError
+
+DEMO_CONN_QUAL = 45248  # dtest's server conn_qual
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of fabricctl."""
+    p = argparse.ArgumentParser(prog="fabricctl", description="datfabric control and workloads")
+    sub = p.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="two nodes, two consumers: RDMA Write/Read and verify")
+    demo.add_argument(
+        "--role",
+        choices=["all", "server", "client"],
+        default="all",
+        help="all: start a local two-node fabric and both consumers (default)",
+    )
+    demo.add_argument("--ia", default="datfabric", help="IA name or daemon socket (roles)")
+    demo.add_argument("--peer", default="", help="HOST:PORT of the server's node (client role)")
+    demo.add_argument("--conn-qual", type=int, default=DEMO_CONN_QUAL)
+    demo.add_argument("--size", type=int, default=1 << 20, help="bytes per operation")
+    demo.add_argument("--iters", type=int, default=200)
+    demo.add_argument("--window", type=int, default=16, help="outstanding operations")
+    return p
+
+
+def _role_argv(args: argparse.Namespace, role: str, ia: str, peer: str = "") -> list[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "client.ctl",
+        "demo",
+        "--role",
+        role,
+        "--ia",
+        ia,
+        "--conn-qual",
+        str(args.conn_qual),
+        "--size",
+        str(args.size),
+        "--iters",
+        str(args.iters),
+        "--window",
+        str(args.window),
+    ]
+    return argv + (["--peer", peer] if peer else [])
+
+
+def demo_all(args: argparse.Namespace) -> int:
+    """Start two nodes on loopback and a consumer process on each; report and clean up."""
+    with tempfile.TemporaryDirectory(prefix="datfabric-demo-") as tmp:
+        nodes: list[Node] = []
+        try:
+            for name in ("node-a", "node-b"):
+                nodes.append(start_node(name, os.path.join(tmp, f"{name}.sock")))
+            a, b = nodes
+            print(f"fabric: {a.name} at {a.host}:{a.port}, {b.name} at {b.host}:{b.port}")
+            server = subprocess.Popen(
+                _role_argv(args, "server", b.socket),
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            client = subprocess.Popen(
+                _role_argv(args, "client", a.socket, f"{b.host}:{b.port}"),
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            c_out, c_err = client.communicate(timeout=300)
+            s_out, s_err = server.communicate(timeout=60)
+            sys.stdout.write(c_out + s_out)
+            sys.stderr.write(c_err + s_err)
+            pids = (client.pid, server.pid)
+        finally:
+            codes = [node.stop() for node in nodes]
+        leftovers = [p for pid in pids for p in glob.glob(f"/dev/shm/datfabric-{pid}-*")]
+        if leftovers:
+            print(f"demo failed: shared memory left behind: {leftovers}", file=sys.stderr)
+            return 1
+        if client.returncode or server.returncode or any(codes):
+            print(
+                f"demo failed: client exit {client.returncode}, server exit "
+                f"{server.returncode}, daemons {codes}",
+                file=sys.stderr,
+            )
+            return 1
+        print("demo passed: every byte verified by RDMA Read and by the server")
+        return 0
+
+
+def demo(args: argparse.Namespace) -> int:
+    """``fabricctl demo``."""
+    try:
+        if args.role == "server":
+            ok = serve(args.ia, args.conn_qual, args.size)
+            print("server: memory verified" if ok else "server: memory differs")
+            return 0 if ok else 1
+        if args.role == "client":
+            if not args.peer:
+                print("demo failed: --peer HOST:PORT is needed for the client", file=sys.stderr)
+                return 2
+            rows = run_client(
+                args.ia, args.peer, args.conn_qual, args.size, args.iters, args.window
+            )
+            print(table(rows))
+            return 0
+        return demo_all(args)
+    except (DemoError, DatError) as err:
+        print(f"demo failed ({args.role}): {err}", file=sys.stderr)
+        return 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``fabricctl`` console script."""
+    args = build_parser().parse_args(argv)
+    if args.command == "demo":
+        sys.exit(demo(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Start fabricd nodes as real processes (the demo, the benchmarks and the tests use this)."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Node:
+    """A running fabricd process."""
+
+    name: str
+    host: str
+    port: int
+    socket: str
+    proc: subprocess.Popen[str]
+    netns: str | None = None
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The node's peer address (what dat_ep_connect takes)."""
+        return self.host, self.port
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 5.0) -> int:
+        """Stop the daemon and return its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return self.proc.returncode
+
+
+def start_node(
+    name: str,
+    socket_path: str,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    netns: str | None = None,
+    log_level: str = "warning",
+    extra: list[str] | None = None,
+    timeout: float = 15.0,
+) -> Node:
+    """Start ``fabricd`` (optionally inside a network namespace) and wait for its ready line."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "fabricd.cli",
+        "--name",
+        name,
+        "--listen",
+        f"{host}:{port}",
+        "--socket",
+        socket_path,
+        "--log-level",
+        log_level,
+        *(extra or []),
+    ]
+    if netns is not None:
+        cmd = ["ip", "netns", "exec", netns, *cmd]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    line = ""
+    while time.monotonic() < deadline and not line:
+        if sel.select(deadline - time.monotonic()):
+            line = proc.stdout.readline()
+            if not line:
+                break
+    sel.close()
+    if " ready " not in line:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"fabricd {name} did not start (exit {proc.returncode}): {line!r}")
+    peer = line.split("peer=")[1].split()[0]
+    bound_host, _, bound_port = peer.rpartition(":")
+    return Node(
+        name, host if host != "0.0.0.0" else bound_host, int(bound_port), socket_path, proc, netns
+    )
