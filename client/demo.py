@@ -11,6 +11,7 @@ import hashlib
 import statistics
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from client.api import Ep, Evd, Ia, Lmr
@@ -114,8 +115,8 @@ def serve(ia_name: str, conn_qual: int, size: int) -> bool:
         psp.free()
         side.send(side.triplet())
         side.receive()  # the client's triplet (swapped as dtest does; not needed here)
-        seed, digest = DONE.unpack(side.receive())
-        ok = hashlib.blake2b(side.data_buf.view, digest_size=32).digest() == digest
+        _seed, digest = DONE.unpack(side.receive())
+        ok: bool = hashlib.blake2b(side.data_buf.view, digest_size=32).digest() == digest
         side.send(b"OK" if ok else b"BAD")
         expect(side.conn_evd, EventNumber.CONNECTION_EVENT_DISCONNECTED, "disconnected")
         return ok
@@ -123,9 +124,10 @@ def serve(ia_name: str, conn_qual: int, size: int) -> bool:
         side.close()
 
 
-def _timed(ep: Ep, evd: Evd, post: object, iters: int, window: int) -> tuple[float, list[float]]:
+def _timed(
+    evd: Evd, post: Callable[[int], None], iters: int, window: int
+) -> tuple[float, list[float]]:
     """Run ``iters`` posts with at most ``window`` outstanding; (seconds, per-op latencies)."""
-    assert callable(post)
     lat: list[float] = []
     started: dict[int, float] = {}
     t0 = time.perf_counter()
@@ -139,6 +141,23 @@ def _timed(ep: Ep, evd: Evd, post: object, iters: int, window: int) -> tuple[flo
         lat.append(time.perf_counter() - started.pop(event.cookie))
         done += 1
     return time.perf_counter() - t0, lat
+
+
+def _measure(
+    name: str,
+    post: Callable[[list[list[int]], int, list[int]], None],
+    lmr: Lmr,
+    remote: list[int],
+    evd: Evd,
+    iters: int,
+    window: int,
+) -> Row:
+    """Bandwidth at full size and window, then the median latency of 64 B at window 1."""
+    size = lmr.registered_size
+    secs, _ = _timed(evd, lambda c: post([lmr.triplet()], c, remote), iters, window)
+    small = [remote[0], 64, remote[2]]
+    _, lat = _timed(evd, lambda c: post([lmr.triplet(0, 64)], c, small), iters, 1)
+    return Row(name, size, iters, size * iters / secs / 1e6, statistics.median(lat) * 1e6)
 
 
 def run_client(
@@ -165,29 +184,20 @@ def run_client(
         expect(side.dto_evd, EventNumber.DTO_COMPLETION_EVENT, "RDMA read")
         if bytes(check.view) != data:
             raise DemoError("RDMA Read returned other bytes than were written")
-        rows = []
-        for name, fn in (
-            ("RDMA Write", side.ep.post_rdma_write),
-            ("RDMA Read", side.ep.post_rdma_read),
-        ):
-            lmr = side.data if name == "RDMA Write" else check_lmr
-            secs, _ = _timed(
-                side.ep,
+        rows = [
+            _measure(
+                "RDMA Write",
+                side.ep.post_rdma_write,
+                side.data,
+                remote,
                 side.dto_evd,
-                lambda c, f=fn, m=lmr: f([m.triplet()], c, remote),
                 iters,
                 window,
-            )
-            _, lat = _timed(
-                side.ep,
-                side.dto_evd,
-                lambda c, f=fn, m=lmr: f([m.triplet(0, 64)], c, remote[:1] + [64] + remote[2:]),
-                iters,
-                1,
-            )
-            rows.append(
-                Row(name, size, iters, size * iters / secs / 1e6, statistics.median(lat) * 1e6)
-            )
+            ),
+            _measure(
+                "RDMA Read", side.ep.post_rdma_read, check_lmr, remote, side.dto_evd, iters, window
+            ),
+        ]
         check.view[:] = bytes(size)
         side.ep.post_rdma_read([check_lmr.triplet()], 0, remote)
         expect(side.dto_evd, EventNumber.DTO_COMPLETION_EVENT, "final RDMA read")
