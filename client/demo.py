@@ -77,6 +77,25 @@ class Side:
         )
         self.ep.post_recv([self.msg.triplet(128, 128)], cookie=1)
 
+    def connect(self, peer: str, conn_qual: int, patience: float = 10.0) -> Event:
+        """Connect; while nobody listens yet, reset, repost and retry (as dapltest does)."""
+        deadline = time.monotonic() + patience
+        while True:
+            self.ep.connect(peer, conn_qual, TIMEOUT_US, PDATA)
+            event, _ = self.conn_evd.wait(TIMEOUT_US)
+            retry = event.event_number == EventNumber.CONNECTION_EVENT_NON_PEER_REJECTED
+            if not retry or time.monotonic() > deadline:
+                break
+            flushed, _ = self.dto_evd.wait(TIMEOUT_US)  # the receive posted before connecting
+            if flushed.status != DtoCompletionStatus.DTO_ERR_FLUSHED:
+                raise DemoError("a rejected connect must flush the posted receive")
+            self.ep.reset()
+            self.ep.post_recv([self.msg.triplet(128, 128)], cookie=1)
+            time.sleep(0.05)
+        if event.event_number != EventNumber.CONNECTION_EVENT_ESTABLISHED:
+            raise DemoError(f"connect: got {event.event_number.name}")
+        return event
+
     def send(self, payload: bytes) -> None:
         """Send a small message and wait for its completion."""
         self.msg_buf.view[: len(payload)] = payload
@@ -168,8 +187,7 @@ def run_client(
     check = side.ia.alloc(size)
     check_lmr = side.ia.lmr_create(MemType.VIRTUAL, check, size, side.pz, MemPriv.ALL)
     try:
-        side.ep.connect(peer, conn_qual, TIMEOUT_US, PDATA)
-        est = expect(side.conn_evd, EventNumber.CONNECTION_EVENT_ESTABLISHED, "established")
+        est = side.connect(peer, conn_qual)
         if est.private_data != bytes(b + 1 for b in PDATA):
             raise DemoError("the accept carried the wrong private data")
         side.send(side.triplet())
