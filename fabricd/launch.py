@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass
@@ -21,7 +21,14 @@ class Node:
     socket: str
     proc: subprocess.Popen[str]
     netns: str | None = None
-    log: list[str] = field(default_factory=list)
+    log_path: str | None = None
+
+    def log_text(self) -> str:
+        """What the daemon logged so far (when started with a log file)."""
+        if not self.log_path or not os.path.exists(self.log_path):
+            return ""
+        with open(self.log_path) as f:
+            return f.read()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -51,6 +58,7 @@ def start_node(
     netns: str | None = None,
     log_level: str = "warning",
     extra: list[str] | None = None,
+    log_path: str | None = None,
     timeout: float = 15.0,
 ) -> Node:
     """Start ``fabricd`` (optionally inside a network namespace) and wait for its ready line."""
@@ -70,7 +78,11 @@ def start_node(
     ]
     if netns is not None:
         cmd = ["ip", "netns", "exec", netns, *cmd]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    log = open(log_path, "a") if log_path else None  # noqa: SIM115 - the child keeps it
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True,
+                            env=os.environ.copy())
+    if log is not None:
+        log.close()
     assert proc.stdout is not None
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
@@ -88,6 +100,5 @@ def start_node(
         raise RuntimeError(f"fabricd {name} did not start (exit {proc.returncode}): {line!r}")
     peer = line.split("peer=")[1].split()[0]
     bound_host, _, bound_port = peer.rpartition(":")
-    return Node(
-        name, host if host != "0.0.0.0" else bound_host, int(bound_port), socket_path, proc, netns
-    )
+    shown_host = host if host != "0.0.0.0" else bound_host
+    return Node(name, shown_host, int(bound_port), socket_path, proc, netns, log_path)

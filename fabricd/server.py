@@ -95,8 +95,14 @@ class _Stream(asyncio.BufferedProtocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._closed:
+            return
         self._closed = True
-        self._lost(f"connection lost ({exc!r})" if exc else "end of stream")
+        reason = f"connection lost ({exc!r})" if exc else "end of stream"
+        if self.reader.pending:
+            reason = f"truncated frame: stream ended {self.reader.pending} bytes into a frame"
+            log.warning("%s %s: %s", self.kind, self._peer, reason)
+        self._lost(reason)
 
     # per kind
     def _sink(self, frame: Frame) -> Sink:

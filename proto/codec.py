@@ -135,6 +135,11 @@ class FrameReader:
             self.buffer_updated(n)
             mv = mv[n:]
 
+    @property
+    def pending(self) -> int:
+        """Bytes of an unfinished frame held or expected (non-zero at EOF: a truncated frame)."""
+        return self._end - self._start + self._remaining
+
     # -- decoding ------------------------------------------------------------------------------
 
     def next_event(self) -> Frame | None:

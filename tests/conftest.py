@@ -1,0 +1,38 @@
+"""Fixtures: real fabricd processes on loopback, each with its own socket and log."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from fabricd.launch import Node, start_node
+
+StartNode = Callable[..., Node]
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[StartNode]:
+    """Start fabricd nodes for one test; all are stopped (even if SIGSTOPped) afterwards."""
+    nodes: list[Node] = []
+
+    def _start(name: str, **kw: object) -> Node:
+        node = start_node(name, str(tmp_path / f"{name}.sock"), log_level="info",
+                          log_path=str(tmp_path / f"{name}.log"), **kw)  # type: ignore[arg-type]
+        nodes.append(node)
+        return node
+
+    yield _start
+    for node in nodes:
+        if node.proc.poll() is None:
+            os.kill(node.proc.pid, signal.SIGCONT)
+        node.stop()
+
+
+@pytest.fixture
+def two_nodes(start: StartNode) -> tuple[Node, Node]:
+    """Two nodes on loopback."""
+    return start("node-a"), start("node-b")
