@@ -9,6 +9,7 @@ import select
 import socket
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from client.core import ASYNC_EVD, Call, ClientCore, CrInfo, Event, LmrInfo, Op, Triplet
@@ -236,7 +237,12 @@ class Evd(_Handle):
     def dequeue(self) -> Event:
         """dat_evd_dequeue: DAT_QUEUE_EMPTY when nothing is queued."""
         self.ia._pump(0)
-        return self.ia.core.evd_dequeue(self.handle)
+        return self._handed_out(self.ia.core.evd_dequeue(self.handle))
+
+    def _handed_out(self, event: Event) -> Event:
+        if event.cr:
+            return replace(event, cr_handle=Cr(self.ia, event.cr))
+        return event
 
     def wait(self, timeout: int = TIMEOUT_INFINITE, threshold: int = 1) -> tuple[Event, int]:
         """dat_evd_wait: (event, nmore); DAT_TIMEOUT_EXPIRED carries ``nmore`` too."""
@@ -247,7 +253,7 @@ class Evd(_Handle):
         self.ia._pump(0)
         while True:
             if len(evd.queue) >= threshold:
-                event = evd.queue.popleft()
+                event = self._handed_out(evd.queue.popleft())
                 return event, len(evd.queue)
             if self.ia.core.catastrophic and self.handle != ASYNC_EVD:
                 raise DatAbort(message="the IA's daemon is gone")

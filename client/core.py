@@ -75,6 +75,8 @@ class Event:
     remote_address: str = ""
     handle: int = 0
     reason: int = 0
+    cr_handle: Any = field(default=None, compare=False, repr=False)
+    """For CONNECTION_REQUEST: the CR object of the API that returned the event."""
 
 
 @dataclass(eq=False)

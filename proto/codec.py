@@ -115,6 +115,8 @@ class FrameReader:
         self._direct = False
         if self._end == len(self._buf):
             self._compact()
+            if self._end == len(self._buf):  # full of undecoded frames: grow
+                self._grow()
         return self._view[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -201,11 +203,12 @@ class FrameReader:
             self._collect = bytearray(frame.payload_len)
             self._views = []
         else:
-            total = sum(len(v) for v in sink)
+            views = [v if v.format == "B" and v.ndim == 1 else v.cast("B") for v in sink]
+            total = sum(len(v) for v in views)
             if sink and total != frame.payload_len:
                 raise ValueError(f"sink holds {total} bytes for a {frame.payload_len}-byte payload")
             self._collect = None
-            self._views = [v.cast("B") if v.format != "B" else v for v in sink if len(v)]
+            self._views = [v for v in views if len(v)]
 
     def _drain_into_payload(self) -> bool:
         """Move buffered bytes into the payload in progress; True once it is complete."""
@@ -255,6 +258,11 @@ class FrameReader:
         self._collect = None
         self._views = []
         return frame
+
+    def _grow(self) -> None:
+        bigger = bytearray(2 * len(self._buf))
+        bigger[: self._end] = self._buf[: self._end]
+        self._buf, self._view = bigger, memoryview(bigger)
 
     def _compact(self) -> None:
         live = self._end - self._start

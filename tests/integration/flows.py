@@ -45,7 +45,9 @@ def one_sided(socket_a: str, socket_b: str, peer_b: tuple[str, int], size: int =
     """RDMA Write into and Read from a consumer that is stopped (SIGSTOP) the whole time."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.integration.passive_consumer", socket_b, "777", str(size)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None and proc.stdin is not None
     try:
@@ -72,12 +74,15 @@ def one_sided(socket_a: str, socket_b: str, peer_b: tuple[str, int], size: int =
 
             buf.view[:] = bytes(size)
             ep.post_rdma_read([lmr.triplet(0, half)], 2, target)
-            ep.post_rdma_read([lmr.triplet(half, half)], 3,
-                              [remote["address"], half, remote["rmr_context"]])
+            ep.post_rdma_read(
+                [lmr.triplet(half, half)], 3, [remote["address"], half, remote["rmr_context"]]
+            )
             first = wait_event(evd, EventNumber.DTO_COMPLETION_EVENT)
             second = wait_event(evd, EventNumber.DTO_COMPLETION_EVENT)
             assert [(e.cookie, e.status, e.transfered_length) for e in (first, second)] == [
-                (2, 0, half), (3, 0, half)]
+                (2, 0, half),
+                (3, 0, half),
+            ]
             assert bytes(buf.view[:half]) == written
             assert bytes(buf.view[half:]) == own_pattern(size)
             assert process_state(proc.pid) == "T", "the target ran: not one-sided"
@@ -115,8 +120,9 @@ class Pair:
         self.ia_b.close()
 
 
-def connect_pair(socket_a: str, socket_b: str, peer_b: tuple[str, int], size: int = 65536,
-                 conn_qual: int = 4000) -> Pair:
+def connect_pair(
+    socket_a: str, socket_b: str, peer_b: tuple[str, int], size: int = 65536, conn_qual: int = 4000
+) -> Pair:
     """Open an IA on each node and connect one EP pair (both driven from this process)."""
     ia_a, ia_b = Ia(socket_a), Ia(socket_b)
     pz_a, pz_b = ia_a.pz_create(), ia_b.pz_create()

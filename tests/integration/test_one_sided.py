@@ -1,4 +1,4 @@
-"""One-sided means one-sided: the target consumer is stopped while its memory is written and read."""
+"""One-sided means one-sided: the target consumer is stopped while its memory is used."""
 
 from __future__ import annotations
 

@@ -1,0 +1,310 @@
+"""The asyncio DAT API: the same core as the blocking API, driven by an asyncio protocol.
+
+Calls that wait for the daemon (connect, accept, lmr_create, ...) and dat_evd_wait are
+coroutines; posts and dat_evd_dequeue are plain calls, as they never wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from client.api import DEFAULT_IA_NAME, socket_for
+from client.core import ASYNC_EVD, ClientCore, CrInfo, Event, LmrInfo, Op, Triplet
+from client.shm import Arena, Buffer
+from proto.attrs import EpAttr
+from proto.codec import hello
+from proto.constants import (
+    TIMEOUT_INFINITE,
+    CloseFlags,
+    CompletionFlags,
+    DatReturnSubtype,
+    Dtos,
+    EpState,
+    EvdFlags,
+    PspFlags,
+)
+from proto.errors import (
+    DatAbort,
+    DatInvalidHandle,
+    DatInvalidParameter,
+    DatProviderNotFound,
+    DatTimeoutExpired,
+)
+from proto.frames import ROLE_CONSUMER
+
+Sub = DatReturnSubtype
+
+
+class _Protocol(asyncio.Protocol):
+    def __init__(self, core: ClientCore, wake: Callable[[], None]) -> None:
+        self.core = core
+        self.wake = wake
+
+    def data_received(self, data: bytes) -> None:
+        self.core.feed(data)
+        self.wake()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.core.lost(f"daemon connection lost ({exc!r})")
+        self.wake()
+
+
+class AsyncIa:
+    """An open IA for asyncio programs (``await AsyncIa.open(name)``)."""
+
+    def __init__(self, name: str, core: ClientCore) -> None:
+        self.name = name
+        self.core = core
+        self.token = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.arena = Arena(self.token)
+        self.transport: asyncio.Transport | None = None
+        self._waiters: list[asyncio.Future[None]] = []
+        self.async_evd = AsyncEvd(self, ASYNC_EVD)
+        self.closed = False
+
+    @classmethod
+    async def open(cls, name: str = DEFAULT_IA_NAME, async_evd_qlen: int = 8) -> AsyncIa:
+        """dat_ia_open."""
+        ia = cls(name, ClientCore(async_evd_qlen))
+        loop = asyncio.get_running_loop()
+        path = socket_for(name)
+        try:
+            transport, _ = await loop.create_unix_connection(
+                lambda: _Protocol(ia.core, ia._wake), path
+            )
+        except OSError as err:
+            ia.arena.close()
+            raise DatProviderNotFound(Sub.NAME_NOT_REGISTERED, f"{name}: {err}") from None
+        ia.transport = transport
+        transport.write(hello(ROLE_CONSUMER, ia.token))
+        with contextlib.suppress(TimeoutError):
+            await ia._until(lambda: ia.core.ready or ia.core.catastrophic, 10.0)
+        if not ia.core.ready:
+            await ia.close()
+            raise DatProviderNotFound(Sub.NAME_NOT_REGISTERED, f"{name}: no HELLO from {path}")
+        return ia
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _until(self, ready: Callable[[], bool], timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not ready():
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except TimeoutError:
+                if not ready():
+                    raise
+
+    def send(self, data: bytes) -> None:
+        """Write one frame to the daemon."""
+        if self.closed or self.core.catastrophic or self.transport is None:
+            raise DatAbort(message="the IA is closed or its daemon is gone")
+        self.transport.write(data)
+
+    async def run(self, op: Op) -> Any:
+        """Drive an operation of the core, awaiting each reply."""
+        try:
+            call = next(op)
+            while True:
+                req_id, data = self.core.call_frame(call)
+                self.send(data)
+                await self._until(
+                    lambda r=req_id: (
+                        r in self.core.replies  # type: ignore[misc]
+                        or self.core.catastrophic
+                    ),
+                    None,
+                )
+                result = self.core.take_reply(req_id)
+                if result is None:
+                    raise DatAbort(message="the daemon went away during the call")
+                call = op.send(result)
+        except StopIteration as stop:
+            return stop.value
+
+    # -- DAT calls -----------------------------------------------------------------------------
+
+    async def query(self) -> dict[str, Any]:
+        """dat_ia_query."""
+        result: dict[str, Any] = await self.run(self.core.ia_query())
+        return result
+
+    async def close(self, flags: int = CloseFlags.ABRUPT) -> None:
+        """dat_ia_close."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+        self.arena.close()
+
+    def alloc(self, size: int) -> Buffer:
+        """Registrable memory from the IA's shared-memory arena."""
+        return self.arena.alloc(size)
+
+    async def pz_create(self) -> int:
+        """dat_pz_create (the PZ handle)."""
+        pz: int = await self.run(self.core.pz_create())
+        return pz
+
+    def evd_create(self, min_qlen: int, flags: int = EvdFlags.DEFAULT) -> AsyncEvd:
+        """dat_evd_create."""
+        return AsyncEvd(self, self.core.evd_create(min_qlen, flags))
+
+    async def lmr_create(
+        self, mem_type: int, region: Buffer | int, length: int, pz: int, privileges: int
+    ) -> LmrInfo:
+        """dat_lmr_create."""
+        address = region.address if isinstance(region, Buffer) else region
+        info: LmrInfo = await self.run(
+            self.core.lmr_create(mem_type, address, length, pz, privileges, self.arena.locate)
+        )
+        return info
+
+    async def lmr_free(self, lmr: LmrInfo) -> None:
+        """dat_lmr_free."""
+        await self.run(self.core.lmr_free(lmr.handle))
+
+    async def ep_create(
+        self,
+        pz: int,
+        recv_evd: AsyncEvd | None,
+        request_evd: AsyncEvd | None,
+        connect_evd: AsyncEvd | None,
+        attr: EpAttr | None = None,
+    ) -> AsyncEp:
+        """dat_ep_create."""
+        recv, req, conn = (e.handle if e else 0 for e in (recv_evd, request_evd, connect_evd))
+        return AsyncEp(self, await self.run(self.core.ep_create(pz, recv, req, conn, attr)))
+
+    async def psp_create(
+        self, conn_qual: int, evd: AsyncEvd, flags: int = PspFlags.CONSUMER
+    ) -> int:
+        """dat_psp_create (the PSP handle)."""
+        psp: int = await self.run(self.core.psp_create(conn_qual, evd.handle, flags))
+        return psp
+
+    async def psp_free(self, psp: int) -> None:
+        """dat_psp_free."""
+        await self.run(self.core.psp_free(psp))
+
+    async def cr_accept(self, event: Event, ep: AsyncEp | None, private_data: bytes = b"") -> None:
+        """dat_cr_accept of a CONNECTION_REQUEST event's CR."""
+        await self.run(self.core.cr_accept(event.cr, ep.handle if ep else None, private_data))
+
+    async def cr_reject(self, event: Event, private_data: bytes = b"") -> None:
+        """dat_cr_reject."""
+        await self.run(self.core.cr_reject(event.cr, private_data))
+
+    def cr_query(self, event: Event) -> CrInfo:
+        """dat_cr_query."""
+        info = self.core.crs.get(event.cr)
+        if info is None:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_CR, f"no connection request {event.cr}")
+        return info
+
+    async def __aenter__(self) -> AsyncIa:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class AsyncEvd:
+    """An EVD whose wait is a coroutine."""
+
+    def __init__(self, ia: AsyncIa, handle: int) -> None:
+        self.ia = ia
+        self.handle = handle
+
+    def dequeue(self) -> Event:
+        """dat_evd_dequeue."""
+        return self.ia.core.evd_dequeue(self.handle)
+
+    async def wait(self, timeout: int = TIMEOUT_INFINITE, threshold: int = 1) -> tuple[Event, int]:
+        """dat_evd_wait: (event, nmore)."""
+        evd = self.ia.core.evd(self.handle)
+        if threshold <= 0 or threshold > evd.qlen:
+            raise DatInvalidParameter(Sub.INVALID_ARG3, f"bad threshold {threshold!r}")
+        seconds = None if timeout == TIMEOUT_INFINITE else timeout / 1e6
+        try:
+            await self.ia._until(
+                lambda: len(evd.queue) >= threshold or self.ia.core.catastrophic, seconds
+            )
+        except TimeoutError:
+            err = DatTimeoutExpired(message=f"no {threshold} events within {timeout} us")
+            err.nmore = len(evd.queue)  # type: ignore[attr-defined]
+            raise err from None
+        if len(evd.queue) < threshold:
+            raise DatAbort(message="the IA's daemon is gone")
+        event = evd.queue.popleft()
+        return event, len(evd.queue)
+
+    def free(self) -> None:
+        """dat_evd_free."""
+        self.ia.core.evd_free(self.handle)
+
+
+class AsyncEp:
+    """An endpoint: connection calls are coroutines, posts are plain calls."""
+
+    def __init__(self, ia: AsyncIa, handle: int) -> None:
+        self.ia = ia
+        self.handle = handle
+
+    @property
+    def state(self) -> EpState:
+        """The endpoint state as last reported."""
+        return self.ia.core.ep_mirror(self.handle).state
+
+    async def connect(
+        self,
+        remote_addr: Any,
+        conn_qual: int,
+        timeout: int = TIMEOUT_INFINITE,
+        private_data: bytes = b"",
+    ) -> None:
+        """dat_ep_connect."""
+        await self.ia.run(
+            self.ia.core.ep_connect(self.handle, remote_addr, conn_qual, timeout, private_data)
+        )
+
+    async def disconnect(self, flags: int = CloseFlags.ABRUPT) -> None:
+        """dat_ep_disconnect."""
+        await self.ia.run(self.ia.core.ep_disconnect(self.handle, flags))
+
+    async def reset(self) -> None:
+        """dat_ep_reset."""
+        await self.ia.run(self.ia.core.ep_reset(self.handle))
+
+    async def free(self) -> None:
+        """dat_ep_free."""
+        await self.ia.run(self.ia.core.ep_free(self.handle))
+
+    def post(
+        self,
+        kind: Dtos,
+        local_iov: Sequence[Triplet],
+        cookie: int = 0,
+        remote: Triplet | None = None,
+        flags: int = CompletionFlags.DEFAULT,
+    ) -> None:
+        """dat_ep_post_send / _recv / _rdma_write / _rdma_read, by ``kind``."""
+        self.ia.send(self.ia.core.post_frame(kind, self.handle, local_iov, cookie, remote, flags))

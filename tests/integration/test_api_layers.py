@@ -1,0 +1,200 @@
+"""The flat dat_* layer (C order, numeric returns) and the asyncio API, against real daemons."""
+
+from __future__ import annotations
+
+import asyncio
+
+from client.aio import AsyncIa
+from client.api import Ep, Evd, Ia, Lmr, Psp, Pz
+from client.core import Event
+from client.dat import (
+    Ref,
+    dat_cr_accept,
+    dat_ep_connect,
+    dat_ep_create,
+    dat_ep_disconnect,
+    dat_ep_free,
+    dat_ep_post_rdma_read,
+    dat_ep_post_rdma_write,
+    dat_ep_post_recv,
+    dat_ep_post_send,
+    dat_evd_create,
+    dat_evd_dequeue,
+    dat_evd_free,
+    dat_evd_wait,
+    dat_ia_close,
+    dat_ia_open,
+    dat_ia_query,
+    dat_lmr_create,
+    dat_lmr_free,
+    dat_psp_create,
+    dat_psp_free,
+    dat_pz_create,
+    dat_pz_free,
+    dat_strerror,
+)
+from fabricd.launch import Node
+from proto.constants import (
+    DAT_SUCCESS,
+    CloseFlags,
+    DatReturnSubtype,
+    DatReturnType,
+    Dtos,
+    EvdFlags,
+    EventNumber,
+    MemPriv,
+    MemType,
+    dat_error,
+    get_type,
+)
+
+WAIT = 10_000_000
+
+
+def _side(socket: str) -> tuple[Ia, Pz, Evd, Ep, Lmr, memoryview]:
+    ia: Ref[Ia] = Ref()
+    assert dat_ia_open(socket, 8, Ref(), ia) == DAT_SUCCESS
+    assert ia.value is not None
+    pz: Ref[Pz] = Ref()
+    evd: Ref[Evd] = Ref()
+    ep: Ref[Ep] = Ref()
+    lmr: Ref[Lmr] = Ref()
+    size, addr, ctx = Ref[int](), Ref[int](), Ref[int]()
+    assert dat_pz_create(ia.value, pz) == DAT_SUCCESS
+    assert dat_evd_create(ia.value, 32, None, EvdFlags.DEFAULT, evd) == DAT_SUCCESS
+    assert (
+        dat_ep_create(ia.value, pz.value, evd.value, evd.value, evd.value, None, ep) == DAT_SUCCESS
+    )
+    buf = ia.value.alloc(4096)
+    assert (
+        dat_lmr_create(
+            ia.value,
+            MemType.VIRTUAL,
+            buf.address,
+            4096,
+            pz.value,
+            MemPriv.ALL,
+            0,
+            lmr,
+            ctx,
+            Ref(),
+            size,
+            addr,
+        )
+        == DAT_SUCCESS
+    )
+    assert (size.value, addr.value) == (4096, buf.address)
+    assert pz.value and evd.value and ep.value and lmr.value
+    return ia.value, pz.value, evd.value, ep.value, lmr.value, buf.view
+
+
+def _event(evd: Evd) -> Event:
+    event: Ref[Event] = Ref()
+    nmore: Ref[int] = Ref()
+    assert dat_evd_wait(evd, WAIT, 1, event, nmore) == DAT_SUCCESS
+    assert event.value is not None
+    return event.value
+
+
+def test_flat_layer_ports_c_code_line_by_line(two_nodes: tuple[Node, Node]) -> None:
+    a, b = two_nodes
+    ia_a, pz_a, evd_a, ep_a, lmr_a, view_a = _side(a.socket)
+    ia_b, _pz_b, evd_b, ep_b, lmr_b, view_b = _side(b.socket)
+    attr: Ref[dict[str, object]] = Ref()
+    assert dat_ia_query(ia_b, None, 0, attr, 0, None) == DAT_SUCCESS
+    assert attr.value is not None and attr.value["adapter_name"] == "node-b"
+
+    # before connecting, a send is refused with the EP-state subtype
+    ret = dat_ep_post_send(ep_a, 1, [lmr_a.triplet(0, 8)], 1, 0)
+    assert ret == dat_error(
+        DatReturnType.INVALID_STATE, DatReturnSubtype.INVALID_STATE_EP_UNCONNECTED
+    )
+    major, minor = Ref[str](), Ref[str]()
+    assert dat_strerror(ret, major, minor) == DAT_SUCCESS
+    assert (major.value, minor.value) == ("DAT_INVALID_STATE", "DAT_INVALID_STATE_EP_UNCONNECTED")
+    assert get_type(dat_pz_free(pz_a)) == DatReturnType.INVALID_STATE  # the EP uses it
+    assert get_type(dat_ep_free(evd_a)) == DatReturnType.INVALID_HANDLE  # type: ignore[arg-type]
+    empty: Ref[Event] = Ref()
+    assert get_type(dat_evd_dequeue(evd_a, empty)) == DatReturnType.QUEUE_EMPTY
+
+    psp: Ref[Psp] = Ref()
+    assert dat_psp_create(ia_b, 45248, evd_b, 0, psp) == DAT_SUCCESS
+    assert dat_ep_post_recv(ep_b, 1, [lmr_b.triplet(0, 64)], 77, 0) == DAT_SUCCESS
+    pdata = bytes(range(1, 49))
+    assert dat_ep_connect(ep_a, b.address, 45248, WAIT, 48, pdata, 0, 0) == DAT_SUCCESS
+    request = _event(evd_b)
+    assert request.event_number == EventNumber.CONNECTION_REQUEST_EVENT
+    assert request.private_data == pdata
+    assert dat_cr_accept(request.cr_handle, ep_b, 2, b"ok") == DAT_SUCCESS
+    est = _event(evd_a)
+    assert (est.event_number, est.private_data) == (EventNumber.CONNECTION_EVENT_ESTABLISHED, b"ok")
+    assert _event(evd_b).event_number == EventNumber.CONNECTION_EVENT_ESTABLISHED
+
+    view_a[:16] = b"sixteen bytes..."
+    assert dat_ep_post_send(ep_a, 1, [lmr_a.triplet(0, 16)], 5, 0) == DAT_SUCCESS
+    recv = _event(evd_b)
+    assert (recv.cookie, recv.transfered_length, recv.operation) == (77, 16, Dtos.RECEIVE)
+    assert _event(evd_a).cookie == 5
+    assert (
+        dat_ep_post_rdma_write(ep_a, 1, [lmr_a.triplet(0, 16)], 6, lmr_b.remote(100, 16), 0)
+        == DAT_SUCCESS
+    )
+    assert _event(evd_a).cookie == 6
+    assert bytes(view_b[100:116]) == b"sixteen bytes..."
+    # the remote buffer is too small for the local data: DAT_LENGTH_ERROR, synchronously
+    ret = dat_ep_post_rdma_write(ep_a, 1, [lmr_a.triplet(0, 16)], 7, lmr_b.remote(0, 8), 0)
+    assert get_type(ret) == DatReturnType.LENGTH_ERROR
+    assert (
+        dat_ep_post_rdma_read(ep_a, 1, [lmr_a.triplet(200, 16)], 8, lmr_b.remote(100, 16), 0)
+        == DAT_SUCCESS
+    )
+    assert _event(evd_a).cookie == 8
+    assert bytes(view_a[200:216]) == b"sixteen bytes..."
+
+    assert dat_ep_disconnect(ep_a, CloseFlags.ABRUPT) == DAT_SUCCESS
+    assert _event(evd_a).event_number == EventNumber.CONNECTION_EVENT_DISCONNECTED
+    assert _event(evd_b).event_number == EventNumber.CONNECTION_EVENT_DISCONNECTED
+    assert get_type(dat_evd_free(evd_a)) == DatReturnType.INVALID_STATE  # the EP uses it
+    assert dat_ep_free(ep_a) == DAT_SUCCESS
+    assert dat_evd_free(evd_a) == DAT_SUCCESS
+    assert dat_lmr_free(lmr_a) == DAT_SUCCESS
+    assert get_type(dat_lmr_free(lmr_a)) == DatReturnType.INVALID_HANDLE
+    assert dat_pz_free(pz_a) == DAT_SUCCESS
+    assert psp.value is not None and dat_psp_free(psp.value) == DAT_SUCCESS
+    assert dat_ia_close(ia_a, CloseFlags.ABRUPT) == DAT_SUCCESS
+    assert dat_ia_close(ia_b, CloseFlags.ABRUPT) == DAT_SUCCESS
+
+
+def test_asyncio_api_drives_the_same_core(two_nodes: tuple[Node, Node]) -> None:
+    a, b = two_nodes
+
+    async def main() -> None:
+        async with await AsyncIa.open(a.socket) as ia_a, await AsyncIa.open(b.socket) as ia_b:
+            pz_a, pz_b = await ia_a.pz_create(), await ia_b.pz_create()
+            evd_a, evd_b = ia_a.evd_create(16), ia_b.evd_create(16)
+            ep_a = await ia_a.ep_create(pz_a, evd_a, evd_a, evd_a)
+            ep_b = await ia_b.ep_create(pz_b, evd_b, evd_b, evd_b)
+            buf_a, buf_b = ia_a.alloc(1 << 16), ia_b.alloc(1 << 16)
+            lmr_a = await ia_a.lmr_create(MemType.VIRTUAL, buf_a, 1 << 16, pz_a, MemPriv.ALL)
+            lmr_b = await ia_b.lmr_create(MemType.VIRTUAL, buf_b, 1 << 16, pz_b, MemPriv.ALL)
+            await ia_b.psp_create(9, evd_b)
+            await ep_a.connect(b.address, 9, WAIT)
+            request, _ = await evd_b.wait(WAIT)
+            await ia_b.cr_accept(request, ep_b)
+            established, _ = await evd_a.wait(WAIT)
+            assert established.event_number == EventNumber.CONNECTION_EVENT_ESTABLISHED
+            buf_a.view[:] = bytes(i % 251 for i in range(1 << 16))
+            remote = [lmr_b.registered_address, 1 << 16, lmr_b.rmr_context]
+            ep_a.post(
+                Dtos.RDMA_WRITE,
+                [[lmr_a.registered_address, 1 << 16, lmr_a.lmr_context]],
+                11,
+                remote,
+            )
+            done, nmore = await evd_a.wait(WAIT)
+            assert (done.cookie, done.status, done.transfered_length, nmore) == (11, 0, 1 << 16, 0)
+            assert bytes(buf_b.view) == bytes(buf_a.view)
+            await ep_a.disconnect()
+            assert ep_a.state.name == "DISCONNECTED"
+
+    asyncio.run(main())
