@@ -408,15 +408,14 @@ class ClientCore:
             EpState.TENTATIVE_CONNECTION_PENDING,
         ):
             raise ep_states.state_error(ep.state, "dat_ep_disconnect")
-        yield Call("ep_disconnect", [handle, int(flags)])
-        if flags == CloseFlags.GRACEFUL and ep.state == EpState.CONNECTED:
-            ep.state = EpState.DISCONNECT_PENDING
+        (state,) = yield Call("ep_disconnect", [handle, int(flags)])
+        ep.state = EpState(state)
 
     def ep_reset(self, handle: int) -> Op:
         """dat_ep_reset: back to UNCONNECTED so the EP can connect again."""
         ep = self.ep_mirror(handle)
-        yield Call("ep_reset", [handle])
-        ep.state = EpState.UNCONNECTED
+        (state,) = yield Call("ep_reset", [handle])
+        ep.state = EpState(state)
 
     def psp_create(self, conn_qual: int, evd: int, flags: int) -> Op:
         """dat_psp_create."""

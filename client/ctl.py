@@ -18,9 +18,13 @@ DEMO_CONN_QUAL = 45248  # dtest's server conn_qual
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of fabricctl."""
-    p = argparse.ArgumentParser(prog="fabricctl", description="datfabric control and workloads")
+    p = argparse.ArgumentParser(
+        prog="fabricctl", description="datfabric control and workloads", allow_abbrev=False
+    )
     sub = p.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="two nodes, two consumers: RDMA Write/Read and verify")
+    demo = sub.add_parser(
+        "demo", help="two nodes, two consumers: RDMA Write/Read and verify", allow_abbrev=False
+    )
     demo.add_argument(
         "--role",
         choices=["all", "server", "client"],

@@ -23,7 +23,9 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of fabricd."""
-    p = argparse.ArgumentParser(prog="fabricd", description="datfabric node daemon (the NIC)")
+    p = argparse.ArgumentParser(
+        prog="fabricd", description="datfabric node daemon (the NIC)", allow_abbrev=False
+    )
     p.add_argument("--name", default="node", help="node name, reported by dat_ia_query")
     p.add_argument(
         "--listen",

@@ -79,8 +79,9 @@ def start_node(
     if netns is not None:
         cmd = ["ip", "netns", "exec", netns, *cmd]
     log = open(log_path, "a") if log_path else None  # noqa: SIM115 - the child keeps it
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True,
-                            env=os.environ.copy())
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=os.environ.copy()
+    )
     if log is not None:
         log.close()
     assert proc.stdout is not None

@@ -504,9 +504,9 @@ class Nic:
         if flags == CloseFlags.GRACEFUL and ep.state == S.CONNECTED:
             ep.state, _ = ep_states.transition(ep.state, EpInput.DISCONNECT_GRACEFUL)
             self._maybe_drained(ep)
-            return []
+            return [ep.state]
         if flags == CloseFlags.GRACEFUL and ep.state == S.DISCONNECT_PENDING:
-            return []  # the spec: a second graceful request has no effect
+            return [ep.state]  # the spec: a second graceful request has no effect
         self._ep_input(
             ep,
             EpInput.DISCONNECT_ABRUPT
@@ -514,13 +514,13 @@ class Nic:
             else EpInput.DISCONNECT_GRACEFUL,
             notify_peer=True,
         )
-        return []
+        return [ep.state]
 
     def _ep_reset(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         ep = self._ep(consumer, args[0])
         ep.state, _ = ep_states.transition(ep.state, EpInput.RESET)
         ep.next_seq, ep.acked = 1, 0
-        return []
+        return [ep.state]
 
     def _ep_input(
         self,

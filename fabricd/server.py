@@ -123,9 +123,10 @@ class ConsumerStream(_Stream):
 
     kind = "consumer"
 
-    def __init__(self, nic: Nic) -> None:
+    def __init__(self, nic: Nic, mapper: ShmMapper) -> None:
         super().__init__()
         self.nic = nic
+        self.mapper = mapper
         self.consumer: Consumer | None = None
 
     def _frame(self, frame: Frame) -> None:
@@ -134,6 +135,8 @@ class ConsumerStream(_Stream):
     def _lost(self, reason: str) -> None:
         if self.consumer is not None:
             self.nic.consumer_lost(self.consumer)
+            self.mapper.remove_consumer_segments(self.consumer.name)
+            self.consumer = None
 
 
 class PeerStream(_Stream):
@@ -205,7 +208,7 @@ class Daemon:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket_path)
         unix = await loop.create_unix_server(
-            lambda: ConsumerStream(self.nic), self.socket_path, backlog=4096
+            lambda: ConsumerStream(self.nic, self.mapper), self.socket_path, backlog=4096
         )
         self._servers = [tcp, unix]
         log.info(

@@ -11,6 +11,7 @@ log = logging.getLogger("fabricd.shm")
 
 SHM_DIR = "/dev/shm"
 SEGMENT_NAME = re.compile(r"^datfabric-[A-Za-z0-9._-]{1,200}$")
+CONSUMER_TOKEN = re.compile(r"^[0-9]{1,10}-[0-9a-f]{1,32}$")
 
 
 class ShmMapper:
@@ -66,6 +67,23 @@ class ShmMapper:
             except BufferError:
                 alive.append(mm)
         self._zombies = alive
+
+    def remove_consumer_segments(self, token: str) -> list[str]:
+        """Unlink the segments a consumer created (it died without dat_ia_close)."""
+        if not CONSUMER_TOKEN.match(token):
+            return []
+        prefix = f"datfabric-{token}-"
+        gone = []
+        for name in os.listdir(self._root):
+            if name.startswith(prefix):
+                try:
+                    os.unlink(os.path.join(self._root, name))
+                    gone.append(name)
+                except FileNotFoundError:
+                    pass
+        if gone:
+            log.info("removed %d segments of consumer %s", len(gone), token)
+        return gone
 
     def close(self) -> None:
         """Unmap everything (daemon shutdown)."""

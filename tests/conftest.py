@@ -20,8 +20,13 @@ def start(tmp_path: Path) -> Iterator[StartNode]:
     nodes: list[Node] = []
 
     def _start(name: str, **kw: object) -> Node:
-        node = start_node(name, str(tmp_path / f"{name}.sock"), log_level="info",
-                          log_path=str(tmp_path / f"{name}.log"), **kw)  # type: ignore[arg-type]
+        node = start_node(
+            name,
+            str(tmp_path / f"{name}.sock"),
+            log_level="info",
+            log_path=str(tmp_path / f"{name}.log"),
+            **kw,
+        )  # type: ignore[arg-type]
         nodes.append(node)
         return node
 

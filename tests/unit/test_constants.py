@@ -109,16 +109,31 @@ NO_C_COUNTERPART: dict[tuple[EnumClass, str], str] = {}
 PLAIN: dict[str, str] = {
     name: "DAT_" + name
     for name in (
-        "VERSION_MAJOR", "VERSION_MINOR", "THREADSAFE", "NAME_MAX_LENGTH", "TIMEOUT_INFINITE",
-        "OPTIMAL_ALIGNMENT", "LMR_COOKIE_SIZE", "EVD_ASYNC_EXISTS", "EVD_OUT_OF_SCOPE",
-        "WATERMARK_INFINITE", "HW_DEFAULT", "VALUE_UNKNOWN", "SRQ_LW_DEFAULT",
-        "OPEN_EXTENSION_BASE", "CLOSE_EXTENSION_BASE",
+        "VERSION_MAJOR",
+        "VERSION_MINOR",
+        "THREADSAFE",
+        "NAME_MAX_LENGTH",
+        "TIMEOUT_INFINITE",
+        "OPTIMAL_ALIGNMENT",
+        "LMR_COOKIE_SIZE",
+        "EVD_ASYNC_EXISTS",
+        "EVD_OUT_OF_SCOPE",
+        "WATERMARK_INFINITE",
+        "HW_DEFAULT",
+        "VALUE_UNKNOWN",
+        "SRQ_LW_DEFAULT",
+        "OPEN_EXTENSION_BASE",
+        "CLOSE_EXTENSION_BASE",
     )
 } | {
     name: name
     for name in (
-        "DAT_CLASS_ERROR", "DAT_CLASS_WARNING", "DAT_CLASS_SUCCESS", "DAT_TYPE_MASK",
-        "DAT_SUBTYPE_MASK", "DAT_SUCCESS",
+        "DAT_CLASS_ERROR",
+        "DAT_CLASS_WARNING",
+        "DAT_CLASS_SUCCESS",
+        "DAT_TYPE_MASK",
+        "DAT_SUBTYPE_MASK",
+        "DAT_SUCCESS",
     )
 }
 PLAIN_IB_EXTENSION: dict[str, str] = {"IB_EXTENSION_VERSION": "DAT_IB_EXTENSION_VERSION"}
