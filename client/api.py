@@ -317,6 +317,26 @@ class Ep(_Handle):
         """The endpoint attributes granted at creation (dat_ep_query)."""
         return self.ia.core.ep_mirror(self.handle).attr
 
+    def query(self) -> dict[str, Any]:
+        """dat_ep_query: state, PZ, EVDs and the attributes (DAT_EP_PARAM)."""
+        self.ia._pump(0)
+        ep = self.ia.core.ep_mirror(self.handle)
+        return {
+            "ia": self.ia,
+            "ep_state": ep.state,
+            "pz": ep.pz,
+            "recv_evd": ep.recv_evd,
+            "request_evd": ep.request_evd,
+            "connect_evd": ep.connect_evd,
+            "ep_attr": ep.attr,
+        }
+
+    def get_status(self) -> tuple[EpState, bool, bool]:
+        """dat_ep_get_status: (state, recv_idle, request_idle)."""
+        self.ia._pump(0)
+        ep = self.ia.core.ep_mirror(self.handle)
+        return ep.state, ep.recvs == 0, ep.requests == 0
+
     def connect(
         self,
         remote_addr: Any,

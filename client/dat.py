@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from client.api import Cr, Ep, Evd, Ia, Lmr, Psp, Pz, Rsp
-from client.core import Event, Triplet
+from client.core import CrInfo, Event, LmrInfo, Triplet
 from proto.attrs import EpAttr
 from proto.constants import (
     DAT_SUCCESS,
@@ -167,6 +167,11 @@ def dat_lmr_create(
     return _status(run)
 
 
+def dat_lmr_query(lmr: Lmr, lmr_param_mask: int, lmr_param: Ref[LmrInfo]) -> int:
+    """dat_lmr_query (the whole DAT_LMR_PARAM, whatever the mask)."""
+    return _status(lambda: _set(lmr_param, _need(lmr, Lmr, Sub.INVALID_HANDLE_LMR).query()))
+
+
 def dat_lmr_free(lmr: Lmr) -> int:
     """dat_lmr_free."""
     return _status(lambda: _need(lmr, Lmr, Sub.INVALID_HANDLE_LMR).free())
@@ -233,6 +238,25 @@ def dat_ep_create(
 def dat_ep_free(ep: Ep) -> int:
     """dat_ep_free."""
     return _status(lambda: _need(ep, Ep, Sub.INVALID_HANDLE_EP).free())
+
+
+def dat_ep_query(ep: Ep, ep_param_mask: int, ep_param: Ref[dict[str, Any]]) -> int:
+    """dat_ep_query (the whole DAT_EP_PARAM, whatever the mask)."""
+    return _status(lambda: _set(ep_param, _need(ep, Ep, Sub.INVALID_HANDLE_EP).query()))
+
+
+def dat_ep_get_status(
+    ep: Ep, ep_state: Ref[int], recv_idle: Ref[bool] | None, request_idle: Ref[bool] | None
+) -> int:
+    """dat_ep_get_status."""
+
+    def run() -> None:
+        state, r_idle, q_idle = _need(ep, Ep, Sub.INVALID_HANDLE_EP).get_status()
+        ep_state.value = state
+        _set(recv_idle, r_idle)
+        _set(request_idle, q_idle)
+
+    return _status(run)
 
 
 def dat_ep_connect(
@@ -398,6 +422,11 @@ def dat_cr_accept(cr: Cr, ep: Ep | None, private_data_size: int, private_data: b
             ep, (private_data or b"")[:private_data_size]
         )
     )
+
+
+def dat_cr_query(cr: Cr, cr_param_mask: int, cr_param: Ref[CrInfo]) -> int:
+    """dat_cr_query: remote address, conn_qual, private data."""
+    return _status(lambda: _set(cr_param, _need(cr, Cr, Sub.INVALID_HANDLE_CR).query()))
 
 
 def dat_cr_reject(cr: Cr, private_data_size: int, private_data: bytes | None) -> int:

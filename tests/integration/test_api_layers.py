@@ -6,18 +6,21 @@ import asyncio
 
 from client.aio import AsyncIa
 from client.api import Ep, Evd, Ia, Lmr, Psp, Pz
-from client.core import Event
+from client.core import CrInfo, Event, LmrInfo
 from client.dat import (
     Ref,
     dat_cr_accept,
+    dat_cr_query,
     dat_ep_connect,
     dat_ep_create,
     dat_ep_disconnect,
     dat_ep_free,
+    dat_ep_get_status,
     dat_ep_post_rdma_read,
     dat_ep_post_rdma_write,
     dat_ep_post_recv,
     dat_ep_post_send,
+    dat_ep_query,
     dat_evd_create,
     dat_evd_dequeue,
     dat_evd_free,
@@ -27,6 +30,7 @@ from client.dat import (
     dat_ia_query,
     dat_lmr_create,
     dat_lmr_free,
+    dat_lmr_query,
     dat_psp_create,
     dat_psp_free,
     dat_pz_create,
@@ -40,6 +44,7 @@ from proto.constants import (
     DatReturnSubtype,
     DatReturnType,
     Dtos,
+    EpState,
     EvdFlags,
     EventNumber,
     MemPriv,
@@ -125,11 +130,25 @@ def test_flat_layer_ports_c_code_line_by_line(two_nodes: tuple[Node, Node]) -> N
     request = _event(evd_b)
     assert request.event_number == EventNumber.CONNECTION_REQUEST_EVENT
     assert request.private_data == pdata
+    cr_param: Ref[CrInfo] = Ref()
+    assert dat_cr_query(request.cr_handle, 0, cr_param) == DAT_SUCCESS
+    assert cr_param.value is not None and cr_param.value.private_data == pdata
+    assert cr_param.value.conn_qual == 45248
     assert dat_cr_accept(request.cr_handle, ep_b, 2, b"ok") == DAT_SUCCESS
     est = _event(evd_a)
     assert (est.event_number, est.private_data) == (EventNumber.CONNECTION_EVENT_ESTABLISHED, b"ok")
     assert _event(evd_b).event_number == EventNumber.CONNECTION_EVENT_ESTABLISHED
 
+    state: Ref[int] = Ref()
+    idle: Ref[bool] = Ref()
+    assert dat_ep_get_status(ep_b, state, idle, None) == DAT_SUCCESS
+    assert (state.value, idle.value) == (EpState.CONNECTED, False)  # a receive is posted
+    param: Ref[dict[str, object]] = Ref()
+    assert dat_ep_query(ep_a, 0, param) == DAT_SUCCESS
+    assert param.value is not None and param.value["ep_state"] == EpState.CONNECTED
+    lmr_param: Ref[LmrInfo] = Ref()
+    assert dat_lmr_query(lmr_b, 0, lmr_param) == DAT_SUCCESS
+    assert lmr_param.value is not None and lmr_param.value.rmr_context == lmr_b.rmr_context
     view_a[:16] = b"sixteen bytes..."
     assert dat_ep_post_send(ep_a, 1, [lmr_a.triplet(0, 16)], 5, 0) == DAT_SUCCESS
     recv = _event(evd_b)
