@@ -530,12 +530,17 @@ class Nic:
         first_status: St | None = None,
         notify_peer: bool = False,
     ) -> None:
-        """Drive the EP through the state table; leaving the connection flushes its queues."""
+        """Drive the EP through the state table.
+
+        Leaving the connection completes the failed DTO with its error, then posts the
+        connection event, then flushes every other outstanding DTO in posting order.
+        """
         if ep.handle not in ep.consumer.eps:
             return
         before = ep.state
         ep.state, event = ep_states.transition(ep.state, what)
-        if ep.state == S.DISCONNECTED and before != S.DISCONNECTED:
+        leaving = ep.state == S.DISCONNECTED and before != S.DISCONNECTED
+        if leaving:
             self._cancel_timer(ep)
             link, ep.link = ep.link, None
             if link is not None:
@@ -543,9 +548,12 @@ class Nic:
                     self._send(link, encode(FrameType.DISCONNECT))
                 link.ep = None
                 self._drop_link(link, what.name.lower())
-            self._flush(ep, first_status)
+            if first_status is not None and ep.ops:
+                self._complete(ep, ep.ops.popleft(), first_status)
         if event is not None:
             self._conn_event(ep, event, private_data)
+        if leaving:
+            self._flush(ep, None)
 
     def _flush(self, ep: Ep, first_status: St | None) -> None:
         """Complete every outstanding DTO: the failed one with its error, the rest FLUSHED."""

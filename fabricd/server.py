@@ -23,6 +23,8 @@ from proto.errors import ProtocolError
 from proto.frames import FrameType
 
 log = logging.getLogger("fabricd")
+CLOSE_GRACE = 2.0  # seconds a half-closed stream waits for the peer's end before an abort
+_SCRATCH = memoryview(bytearray(64 * 1024))
 
 
 class _Stream(asyncio.BufferedProtocol):
@@ -34,7 +36,9 @@ class _Stream(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.reader = FrameReader(self._sink)
         self._peer = "?"
-        self._closed = False
+        self._closed = False  # no more frames are handled
+        self._draining = False  # half-closed: input is read and dropped until the peer closes
+        self._lost_reported = False
 
     # Channel
     @property
@@ -51,9 +55,17 @@ class _Stream(asyncio.BufferedProtocol):
             t.write(header)
 
     def close(self, reason: str) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            log.info("closing %s %s: %s", self.kind, self._peer, reason)
-            self.transport.close()
+        """Half-close: what was sent still arrives (a RST could destroy it), input is dropped."""
+        t = self.transport
+        if t is None or t.is_closing() or self._draining:
+            return
+        log.info("closing %s %s: %s", self.kind, self._peer, reason)
+        self._closed = self._draining = True
+        if t.can_write_eof():
+            t.write_eof()
+            asyncio.get_running_loop().call_later(CLOSE_GRACE, t.abort)
+        else:
+            t.close()
 
     # asyncio.BufferedProtocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -65,9 +77,13 @@ class _Stream(asyncio.BufferedProtocol):
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "local"
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        if self._draining:
+            return _SCRATCH
         return self.reader.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._draining:
+            return
         reader = self.reader
         reader.buffer_updated(nbytes)
         try:
@@ -86,23 +102,24 @@ class _Stream(asyncio.BufferedProtocol):
     def _fail(self, reason: str) -> None:
         log.warning("%s %s: %s; closing the connection", self.kind, self._peer, reason)
         self.send(encode(FrameType.ERROR, reason))
-        self._closed = True
-        if self.transport is not None:
-            self.transport.close()
-        self._lost(reason)
+        self.close(reason)
+        self._report_lost(reason)
 
     def eof_received(self) -> bool:
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        was_closed, self._closed = self._closed, True
         reason = f"connection lost ({exc!r})" if exc else "end of stream"
-        if self.reader.pending:
+        if not was_closed and self.reader.pending:
             reason = f"truncated frame: stream ended {self.reader.pending} bytes into a frame"
             log.warning("%s %s: %s", self.kind, self._peer, reason)
-        self._lost(reason)
+        self._report_lost(reason)
+
+    def _report_lost(self, reason: str) -> None:
+        if not self._lost_reported:
+            self._lost_reported = True
+            self._lost(reason)
 
     # per kind
     def _sink(self, frame: Frame) -> Sink:
