@@ -37,6 +37,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--size", type=int, default=1 << 20, help="bytes per operation")
     demo.add_argument("--iters", type=int, default=200)
     demo.add_argument("--window", type=int, default=16, help="outstanding operations")
+    bench = sub.add_parser(
+        "bench",
+        allow_abbrev=False,
+        help="perftest-style bandwidth and latency (ib_*_bw / ib_*_lat)",
+    )
+    bench.add_argument("--op", choices=["write", "read", "send"], default="write")
+    bench.add_argument("--mode", choices=["bw", "lat"], default="bw")
+    bench.add_argument("--size", type=int, default=65536, help="bytes per operation")
+    bench.add_argument("--all", action="store_true", help="every power of two, 2 B to 8 MiB")
+    bench.add_argument("--iters", type=int, default=0, help="iterations per size")
+    bench.add_argument("--window", type=int, default=16, help="outstanding operations (bw)")
+    bench.add_argument("--same-node", action="store_true", help="both endpoints on one daemon")
+    bench.add_argument("--json", action="store_true", help="one JSON object per size")
+    bench.add_argument("--verify", action="store_true", help="check the bytes after each size")
+    bench.add_argument("--no-limits", action="store_true", help="skip the machine limits")
+    bench.add_argument("--limit-seconds", type=float, default=1.0)
+    bench.add_argument("--initiator", default="", help="socket of a running node (else local)")
+    bench.add_argument("--target", default="", help="socket of the target's running node")
+    bench.add_argument("--target-address", default="", help="HOST:PORT of the target's node")
     return p
 
 
@@ -132,6 +151,10 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.command == "demo":
         sys.exit(demo(args))
+    if args.command == "bench":
+        from bench.fabric import main as bench_main
+
+        sys.exit(bench_main(args))
 
 
 if __name__ == "__main__":

@@ -745,11 +745,20 @@ class Nic:
             pass
 
     def peer_sink(self, link: PeerLink, frame: Frame) -> Sink:
-        """Where the payload of a frame from a peer lands: straight into registered memory."""
+        """Where the payload of a frame from a peer lands: straight into registered memory.
+
+        Behind a send that found no receive (receiver not ready) every payload is held, so
+        that the frames execute in order once a receive is posted.
+        """
+        if link.stalled:
+            return None
+        return self._data_sink(link, frame)
+
+    def _data_sink(self, link: PeerLink, frame: Frame) -> Sink:
         ep = link.ep
         kind = frame.type
-        if link.stalled or ep is None:
-            return None if link.stalled else DISCARD
+        if ep is None:
+            return DISCARD
         if kind == FrameType.WRITE:
             seq, address, rmr_context = frame.fields
             view = self.memory.remote(
@@ -794,16 +803,12 @@ class Nic:
             if not link.active:
                 self._send(link, self._hello())
             return
-        if link.stalled and frame.type in _DATA_FRAMES:
-            link.stalled.append(frame)
-            return
         kind = frame.type
-        if kind == FrameType.WRITE:
-            self._target_done(link, frame.fields[0])
-        elif kind == FrameType.READ_REQ:
-            self._serve_read(link, frame.fields)
-        elif kind == FrameType.SEND:
-            self._receive(link, frame)
+        if kind in _DATA_FRAMES:
+            if link.stalled or frame.payload is not None:  # held: receiver not ready
+                link.stalled.append(frame)
+            else:
+                self._execute(link, frame)
         elif kind == FrameType.ACK:
             self._acked(link, frame.fields[0])
         elif kind == FrameType.READ_RESP:
@@ -826,6 +831,16 @@ class Nic:
             self.link_lost(link, f"peer reported: {frame.fields[0]}")
         else:
             raise UnexpectedFrame(f"{kind.name} is not a peer frame")
+
+    def _execute(self, link: PeerLink, frame: Frame) -> None:
+        """Carry out a request whose payload (if any) has landed."""
+        kind = frame.type
+        if kind == FrameType.WRITE:
+            self._target_done(link, frame.fields[0])
+        elif kind == FrameType.READ_REQ:
+            self._serve_read(link, frame.fields)
+        else:
+            self._receive(link, frame)
 
     def peer_batch_end(self, link: PeerLink) -> None:
         """After one read from the stream: one cumulative ACK for everything executed."""
@@ -975,11 +990,8 @@ class Nic:
             self._dto_event(ep, ep.recv_evd, cookie, St.DTO_ERR_FLUSHED, 0, Dtos.RECEIVE)
             return
         ep.recvs.append(Recv(cookie, flags, views, capacity))
-        link = ep.link
-        if (link is not None and link.stalled and not link.active) or (
-            link is not None and link.stalled and link.hello
-        ):
-            self._unstall(link)
+        if ep.link is not None and ep.link.stalled:
+            self._unstall(ep.link)
 
     def _complete(self, ep: Ep, op: Op, status: St) -> None:
         evd = ep.request_evd
@@ -1077,9 +1089,6 @@ class Nic:
             link.fault = (seq, St.DTO_ERR_REMOTE_RESPONDER)
             self._target_fault(link)
             return
-        if frame.payload is not None:  # receiver not ready: hold it until a receive is posted
-            link.stalled.append(frame)
-            return
         recv = ep.recvs.popleft()
         self._dto_event(
             ep, ep.recv_evd, recv.cookie, St.DTO_SUCCESS, frame.payload_len, Dtos.RECEIVE
@@ -1088,20 +1097,19 @@ class Nic:
         link.ack_due = True
 
     def _unstall(self, link: PeerLink) -> None:
-        """A receive was posted: replay the frames held behind the send that found none."""
+        """A receive was posted: run, in order, the frames held behind the send that had none."""
         ep = link.ep
         while link.stalled and ep is not None and link.ep is ep:
             frame = link.stalled[0]
-            payload = frame.payload or b""
             if frame.type == FrameType.SEND and not ep.recvs:
                 break
             link.stalled.popleft()
             if frame.payload_len:
-                sink = self.peer_sink(link, frame)
+                sink = self._data_sink(link, frame)
                 if sink:
-                    _scatter(payload, sink)
+                    _scatter(frame.payload or b"", sink)
                 frame.payload = None
-            self.peer_frame(link, frame)
+            self._execute(link, frame)
         self.peer_batch_end(link)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from fabricd.launch import Node
 from proto.constants import CompletionFlags, DatReturnType, Dtos, EventNumber
 from proto.errors import DatQueueEmpty
@@ -68,5 +70,36 @@ def test_a_send_waits_for_a_receive_and_suppress_hides_success(
         # the suppressed send completed silently: only cookie 2 is reported
         done = wait_event(pair.evd_a, EventNumber.DTO_COMPLETION_EVENT)
         assert (done.cookie, done.status) == (2, 0)
+    finally:
+        pair.close()
+
+
+def test_frames_behind_a_receiver_not_ready_send_run_in_order(
+    two_nodes: tuple[Node, Node],
+) -> None:
+    """RC order: a write posted after a stalled send lands only after that send is received."""
+    a, b = two_nodes
+    pair = connect_pair(a.socket, b.socket, b.address)
+    try:
+        for i in range(6):
+            pair.view_a[i * 100 : i * 100 + 100] = bytes([i + 1]) * 100
+        for i in range(3):
+            pair.ep_a.post_send([pair.lmr_a.triplet(i * 100, 100)], cookie=i)
+            # each write overwrites the same spot: the last one to execute wins
+            pair.ep_a.post_rdma_write(
+                [pair.lmr_a.triplet(300 + i * 100, 100)], 10 + i, pair.lmr_b.remote(8000, 100)
+            )
+        time.sleep(0.2)
+        assert bytes(pair.view_b[8000:8100]) == bytes(100), "a write overtook a stalled send"
+        for i in range(3):
+            pair.ep_b.post_recv([pair.lmr_b.triplet(1000 * i, 200)], cookie=20 + i)
+            got = wait_event(pair.evd_b, EventNumber.DTO_COMPLETION_EVENT)
+            assert (got.cookie, got.transfered_length) == (20 + i, 100)
+            assert bytes(pair.view_b[1000 * i : 1000 * i + 100]) == bytes([i + 1]) * 100
+            # the write right behind this send has run, the next ones not yet
+            assert bytes(pair.view_b[8000:8100]) == bytes([4 + i]) * 100
+        done = [wait_event(pair.evd_a, EventNumber.DTO_COMPLETION_EVENT) for _ in range(6)]
+        assert [e.cookie for e in done] == [0, 10, 1, 11, 2, 12]
+        assert all(e.status == 0 for e in done)
     finally:
         pair.close()

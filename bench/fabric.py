@@ -1,0 +1,388 @@
+"""``fabricctl bench``: perftest-style bandwidth and latency of the fabric itself.
+
+The initiator runs in this process (blocking API); the target is a separate consumer process
+(bench.target) that stays idle for RDMA Write and Read. Latency is measured from posting one
+operation to its completion event at the initiator, at window 1: a full round trip for every
+operation (perftest prints half of it for write and send; this table does not).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.target import pattern
+from client.api import Ep, Evd, Ia, Lmr
+from fabricd.launch import Node, start_node
+from proto.attrs import EpAttr
+from proto.constants import DtoCompletionStatus, EventNumber, MemPriv, MemType
+
+WAIT_US = 30_000_000
+CONN_QUAL = 18515  # perftest's port
+LINE = "-" * 87
+
+
+@dataclass
+class Result:
+    """One row: what was run and what it achieved."""
+
+    op: str
+    mode: str
+    size: int
+    iters: int
+    window: int
+    same_node: bool
+    bw_MBps: float = 0.0
+    bw_peak_MBps: float = 0.0
+    msg_rate: float = 0.0  # Mpps
+    lat_us: list[float] = field(default_factory=list)
+
+    def percentile(self, q: float) -> float:
+        """The q-quantile of the latencies (0 when none were taken)."""
+        if not self.lat_us:
+            return 0.0
+        ordered = sorted(self.lat_us)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    def to_json(self, limits: dict[str, float]) -> dict[str, Any]:
+        """The --json object (MB = 10^6 bytes; lat_us_* are post-to-completion, window 1)."""
+        out: dict[str, Any] = {
+            "op": self.op,
+            "mode": self.mode,
+            "size": self.size,
+            "iters": self.iters,
+            "window": self.window,
+            "same_node": self.same_node,
+            "bw_MBps": round(self.bw_MBps, 3),
+            "msg_rate": round(self.msg_rate, 6),
+            "lat_us_p50": round(statistics.median(self.lat_us), 3) if self.lat_us else None,
+            "lat_us_p99": round(self.percentile(0.99), 3) if self.lat_us else None,
+        }
+        out.update(limits)
+        out["ratio"] = self.ratio(limits)
+        return out
+
+    def ratio(self, limits: dict[str, float]) -> float | None:
+        """Against the matching machine limit: stream for large, pipelined rate for small."""
+        if self.mode == "lat" and self.lat_us and limits.get("limit_rr_rtt_us"):
+            return round(statistics.median(self.lat_us) / limits["limit_rr_rtt_us"], 3)
+        if self.mode == "bw" and self.size >= 65536 and limits.get("limit_tcp_stream_MBps"):
+            return round(self.bw_MBps / limits["limit_tcp_stream_MBps"], 3)
+        if self.mode == "bw" and limits.get("limit_rr_pipelined_per_s"):
+            return round(self.msg_rate * 1e6 / limits["limit_rr_pipelined_per_s"], 3)
+        return None
+
+
+@dataclass
+class Fabric:
+    """Where the initiator and target consumers attach."""
+
+    initiator: str
+    target: str
+    target_address: tuple[str, int]
+
+
+@contextmanager
+def local_fabric(same_node: bool) -> Iterator[Fabric]:
+    """Start one or two fabricd nodes on loopback for the run."""
+    with tempfile.TemporaryDirectory(prefix="datfabric-bench-") as tmp:
+        nodes: list[Node] = []
+        try:
+            nodes.append(start_node("bench-a", os.path.join(tmp, "a.sock")))
+            if not same_node:
+                nodes.append(start_node("bench-b", os.path.join(tmp, "b.sock")))
+            a, b = nodes[0], nodes[-1]
+            yield Fabric(a.socket, b.socket, b.address)
+        finally:
+            for node in nodes:
+                node.stop()
+
+
+class Session:
+    """One connected initiator EP, a registered buffer, and the target process."""
+
+    def __init__(self, fabric: Fabric, op: str, size: int, window: int) -> None:
+        self.size = size
+        self.target = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.target",
+                fabric.target,
+                str(CONN_QUAL),
+                str(size),
+                op,
+                str(window + 4),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.target.stdout is not None
+        if self.target.stdout.readline().strip() != "LISTENING":
+            raise RuntimeError("the benchmark target did not start")
+        self.ia = Ia(fabric.initiator)
+        pz = self.ia.pz_create()
+        self.evd: Evd = self.ia.evd_create(4 * window + 16)
+        attr = EpAttr(max_request_dtos=window, max_rdma_read_out=min(window, 64))
+        self.ep: Ep = self.ia.ep_create(pz, self.evd, self.evd, self.evd, attr)
+        self.buf = self.ia.alloc(size)
+        self.lmr: Lmr = self.ia.lmr_create(MemType.VIRTUAL, self.buf, size, pz, MemPriv.ALL)
+        self.ep.connect(fabric.target_address, CONN_QUAL, WAIT_US)
+        event, _ = self.evd.wait(WAIT_US)
+        if event.event_number != EventNumber.CONNECTION_EVENT_ESTABLISHED:
+            raise RuntimeError(f"benchmark connect failed: {event.event_number.name}")
+        remote = json.loads(self.target.stdout.readline())
+        self.remote = [remote["address"], remote["length"], remote["rmr_context"]]
+
+    def poster(self, op: str, size: int) -> Callable[[int], None]:
+        """A function posting one operation of ``size`` bytes with the given cookie."""
+        local = [self.lmr.triplet(0, size)]
+        remote = [self.remote[0], size, self.remote[2]]
+        ep = self.ep
+        if op == "write":
+            return lambda cookie: ep.post_rdma_write(local, cookie, remote)
+        if op == "read":
+            return lambda cookie: ep.post_rdma_read(local, cookie, remote)
+        return lambda cookie: ep.post_send(local, cookie)
+
+    def run(
+        self, op: str, size: int, iters: int, window: int, progress: Callable[[int], None]
+    ) -> tuple[float, list[float], list[float]]:
+        """(elapsed seconds, per-op latencies in µs, completion times) for ``iters`` ops."""
+        post = self.poster(op, size)
+        wait = self.evd.wait
+        started = [0.0] * iters
+        finished = [0.0] * iters
+        clock = time.perf_counter
+        posted = done = 0
+        t0 = clock()
+        while done < iters:
+            while posted < iters and posted - done < window:
+                started[posted] = clock()
+                post(posted)
+                posted += 1
+            event, _ = wait(WAIT_US)
+            if event.status != DtoCompletionStatus.DTO_SUCCESS:
+                raise RuntimeError(f"{op} completed with {DtoCompletionStatus(event.status).name}")
+            finished[event.cookie] = clock()
+            done += 1
+            if done & 0x3FF == 0:
+                progress(done)
+        elapsed = clock() - t0
+        lat = [(f - s) * 1e6 for s, f in zip(started, finished, strict=True)]
+        return elapsed, lat, finished
+
+    def verify(self, op: str, size: int) -> None:
+        """Check that the bytes arrived intact (RDMA Read back, or the target's own pattern)."""
+        expected = pattern(size, seed=size) if op == "write" else pattern(self.size)[:size]
+        if op == "write":
+            self.buf.view[:size] = expected
+            self.run("write", size, 1, 1, lambda _: None)
+            self.buf.view[:size] = bytes(size)
+            self.run("read", size, 1, 1, lambda _: None)
+        elif op == "read":
+            self.buf.view[:size] = bytes(size)
+            self.run("read", size, 1, 1, lambda _: None)
+        else:
+            return  # checked by the target's digest at close
+        if bytes(self.buf.view[:size]) != expected:
+            raise RuntimeError(f"{op} of {size} bytes: the data did not arrive intact")
+
+    def close(self) -> dict[str, Any]:
+        """Disconnect; the target reports what it received."""
+        self.ep.disconnect()
+        self.ia.close()
+        assert self.target.stdout is not None
+        line = self.target.stdout.readline()
+        self.target.wait(10)
+        self.target.stdout.close()
+        return dict(json.loads(line)) if line else {}
+
+
+def peak(size: int, finished: list[float]) -> float:
+    """The best bandwidth over any tenth of the run (MB/s), as perftest's BW peak."""
+    times = sorted(finished)
+    span = max(1, len(times) // 10)
+    best = 0.0
+    for i in range(span, len(times)):
+        dt = times[i] - times[i - span]
+        if dt > 0:
+            best = max(best, size * span / dt / 1e6)
+    return best
+
+
+def measure(
+    session: Session,
+    op: str,
+    mode: str,
+    size: int,
+    iters: int,
+    window: int,
+    same_node: bool,
+    progress: Callable[[int], None],
+) -> Result:
+    """Warm up, run, and summarise one size."""
+    win = 1 if mode == "lat" else window
+    session.run(op, size, min(iters, 50), win, lambda _: None)
+    elapsed, lat, finished = session.run(op, size, iters, win, progress)
+    result = Result(op, mode, size, iters, win, same_node)
+    result.bw_MBps = size * iters / elapsed / 1e6
+    result.msg_rate = iters / elapsed / 1e6
+    result.bw_peak_MBps = peak(size, finished)
+    if mode == "lat":
+        result.lat_us = lat
+    return result
+
+
+TITLES = {"write": "RDMA_Write", "read": "RDMA_Read", "send": "Send"}
+
+
+def header(op: str, mode: str, window: int, same_node: bool, limits: dict[str, float]) -> str:
+    """perftest's header block, with the machine limits measured in this run."""
+    kind = "BW" if mode == "bw" else "Latency"
+    lines = [
+        LINE,
+        f"{'':20}{TITLES[op]} {kind} Test",
+        " Device          : datfabric          Transport type : TCP (fabricd)",
+        " Number of qps   : 1                  Connection type : RC",
+        f" TX depth        : {window if mode == 'bw' else 1:<18} Same node       : "
+        f"{'yes' if same_node else 'no'}",
+    ]
+    if limits:
+        lines.append(
+            f" Limits (this run): TCP stream {limits['limit_tcp_stream_MBps']:.0f} MB/s, "
+            f"request-reply RTT {limits['limit_rr_rtt_us']:.1f} us, pipelined "
+            f"{limits['limit_rr_pipelined_per_s'] / 1e3:.0f} k/s"
+        )
+    if mode == "lat":
+        lines.append(" Latency: post to completion at the initiator, full round trip, µs")
+    lines.append(LINE)
+    if mode == "bw":
+        lines.append(
+            f" {'#bytes':<10} {'#iterations':<14} {'BW peak[MB/sec]':<19} "
+            f"{'BW average[MB/sec]':<21} {'MsgRate[Mpps]':<15} ratio"
+        )
+    else:
+        lines.append(
+            f" {'#bytes':<8} {'#iterations':<12} {'t_min[usec]':<13} "
+            f"{'t_max[usec]':<13} {'t_typical[usec]':<16} {'t_avg[usec]':<13} "
+            f"{'99% [usec]':<12} {'99.9% [usec]':<13} ratio"
+        )
+    return "\n".join(lines)
+
+
+def row(result: Result, limits: dict[str, float]) -> str:
+    """One table line."""
+    ratio = result.ratio(limits)
+    r = f"{ratio:.2f}" if ratio is not None else "-"
+    if result.mode == "bw":
+        return (
+            f" {result.size:<10} {result.iters:<14} {result.bw_peak_MBps:<19.2f} "
+            f"{result.bw_MBps:<21.2f} {result.msg_rate:<15.6f} {r}"
+        )
+    lat = result.lat_us
+    return (
+        f" {result.size:<8} {result.iters:<12} {min(lat):<13.2f} {max(lat):<13.2f} "
+        f"{statistics.median(lat):<16.2f} {statistics.fmean(lat):<13.2f} "
+        f"{result.percentile(0.99):<12.2f} {result.percentile(0.999):<13.2f} {r}"
+    )
+
+
+def default_iters(size: int, mode: str) -> int:
+    """perftest's 1000 iterations, fewer for large messages so a size takes about a second."""
+    if mode == "lat":
+        return 1000
+    return max(20, min(1000, (1 << 31) // max(size, 1) // 2))
+
+
+def sizes_for(args: Any) -> list[int]:
+    """--all: 2 B to 8 MiB by powers of two; else --size."""
+    if args.all:
+        return [1 << i for i in range(1, 24)]
+    return [args.size]
+
+
+class Progress:
+    """A progress bar on stderr, only when it is a terminal."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+        self.enabled = sys.stderr.isatty()
+
+    def step(self, n: int) -> None:
+        self.done += n
+        if self.enabled:
+            filled = int(30 * self.done / max(self.total, 1))
+            sys.stderr.write(f"\r[{'#' * filled}{' ' * (30 - filled)}] {self.done}/{self.total}")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 60 + "\r")
+
+
+def main(args: Any) -> int:
+    """Run the benchmark described by parsed ``fabricctl bench`` arguments."""
+    limits: dict[str, float] = {}
+    if not args.no_limits:
+        from bench.limits import measure as measure_limits
+
+        limits = measure_limits(seconds=args.limit_seconds).to_json()
+    sizes = sizes_for(args)
+    plan = [(s, args.iters or default_iters(s, args.mode)) for s in sizes]
+    progress = Progress(sum(n for _, n in plan))
+    if not args.json:
+        print(header(args.op, args.mode, args.window, args.same_node, limits))
+    fabric_cm = (
+        local_fabric(args.same_node)
+        if not args.initiator
+        else _given(args.initiator, args.target, args.target_address)
+    )
+    with fabric_cm as fabric:
+        session = Session(fabric, args.op, max(sizes), args.window)
+        try:
+            for size, iters in plan:
+                result = measure(
+                    session,
+                    args.op,
+                    args.mode,
+                    size,
+                    iters,
+                    args.window,
+                    args.same_node,
+                    progress.step,
+                )
+                if args.verify:
+                    session.verify(args.op, size)
+                if args.json:
+                    print(json.dumps(result.to_json(limits)), flush=True)
+                else:
+                    progress.close()
+                    print(row(result, limits), flush=True)
+        finally:
+            sent = hashlib.sha256(bytes(session.buf.view[: sizes[-1]])).hexdigest()
+            report = session.close()
+    progress.close()
+    if args.verify and args.op == "send" and report.get("last_digest") != sent:
+        print("send: the last message did not arrive intact", file=sys.stderr)
+        return 1
+    if not args.json:
+        print(LINE)
+    return 0
+
+
+@contextmanager
+def _given(initiator: str, target: str, address: str) -> Iterator[Fabric]:
+    host, _, port = address.rpartition(":")
+    yield Fabric(initiator, target, (host, int(port)))

@@ -1,0 +1,72 @@
+"""The benchmark's target consumer, run as its own process.
+
+``python -m bench.target SOCKET CONN_QUAL SIZE OP RECVS``: registers SIZE bytes filled with
+``pattern(SIZE)``, accepts one connection and prints its RMR triplet as JSON. For RDMA Write and
+Read it then only waits for the disconnect (the daemon does all the work); for Send it keeps
+RECVS receives posted. At the end it prints a digest of its memory and of the last message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+
+from client.api import Ia
+from proto.attrs import EpAttr
+from proto.constants import Dtos, EventNumber, MemPriv, MemType
+
+WAIT_US = 60_000_000
+
+
+def pattern(size: int, seed: int = 1) -> bytes:
+    """Deterministic bytes both sides can compute."""
+    block = hashlib.sha256(seed.to_bytes(8, "big")).digest() * 128
+    return (block * (size // len(block) + 1))[:size]
+
+
+def main() -> None:
+    sock, conn_qual, size, op, recvs = (
+        sys.argv[1],
+        int(sys.argv[2]),
+        int(sys.argv[3]),
+        sys.argv[4],
+        int(sys.argv[5]),
+    )
+    ia = Ia(sock)
+    pz = ia.pz_create()
+    evd = ia.evd_create(4 * recvs + 16)
+    ep = ia.ep_create(pz, evd, evd, evd, EpAttr(max_recv_dtos=recvs, max_rdma_read_in=64))
+    buf = ia.alloc(size)
+    buf.view[:] = pattern(size)
+    lmr = ia.lmr_create(MemType.VIRTUAL, buf, size, pz, MemPriv.ALL)
+    if op == "send":
+        for i in range(recvs):
+            ep.post_recv([lmr.triplet()], i)
+    ia.psp_create(conn_qual, evd)
+    print("LISTENING", flush=True)
+    event, _ = evd.wait(WAIT_US)
+    ia.cr(event).accept(ep)
+    address, length, context = lmr.remote()
+    print(json.dumps({"address": address, "length": length, "rmr_context": context}), flush=True)
+    last = 0
+    received = 0
+    while True:
+        event, _ = evd.wait(WAIT_US)
+        if event.event_number == EventNumber.DTO_COMPLETION_EVENT:
+            if event.operation == Dtos.RECEIVE and event.status == 0:
+                received += 1
+                last = event.transfered_length
+                ep.post_recv([lmr.triplet()], event.cookie)
+        elif event.event_number in (
+            EventNumber.CONNECTION_EVENT_DISCONNECTED,
+            EventNumber.CONNECTION_EVENT_BROKEN,
+        ):
+            break
+    digest = hashlib.sha256(bytes(buf.view[:last])).hexdigest()
+    print(json.dumps({"received": received, "last_digest": digest}), flush=True)
+    ia.close()
+
+
+if __name__ == "__main__":
+    main()
