@@ -1,0 +1,43 @@
+"""A small run of ``fabricctl bench --json --verify``: it works and the bytes arrive intact.
+
+No timing thresholds here: the figures are the benchmark's business, not the tests'.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+KEYS = {"op", "mode", "size", "iters", "window", "same_node", "bw_MBps", "msg_rate",
+        "lat_us_p50", "lat_us_p99", "ratio"}
+
+
+def _bench(*args: str) -> list[dict[str, object]]:
+    out = subprocess.run(
+        [sys.executable, "-m", "client.ctl", "bench", "--json", "--verify", "--no-limits", *args],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.parametrize("op", ["write", "read", "send"])
+@pytest.mark.parametrize("same_node", [False, True])
+def test_bench_bandwidth_runs_and_verifies(op: str, same_node: bool) -> None:
+    extra = ["--same-node"] if same_node else []
+    for size in ("7", "65536", "300000"):
+        (row,) = _bench("--op", op, "--size", size, "--iters", "40", "--window", "8", *extra)
+        assert KEYS <= set(row)
+        assert (row["op"], row["mode"], row["size"], row["same_node"]) == (op, "bw", int(size),
+                                                                            same_node)
+        assert isinstance(row["bw_MBps"], float) and row["bw_MBps"] > 0
+
+
+def test_bench_latency_reports_percentiles() -> None:
+    (row,) = _bench("--op", "read", "--mode", "lat", "--size", "64", "--iters", "50")
+    assert row["window"] == 1
+    p50, p99 = row["lat_us_p50"], row["lat_us_p99"]
+    assert isinstance(p50, float) and isinstance(p99, float) and 0 < p50 <= p99
