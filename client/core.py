@@ -52,6 +52,8 @@ class Call:
 
     method: str
     args: list[Any]
+    moves_ep: bool = False
+    """The reply ends with [ep, state]: the endpoint's state after the call."""
 
 
 Op = Generator[Call, list[Any], Any]
@@ -151,12 +153,15 @@ class ClientCore:
         self.crs: dict[int, CrInfo] = {}
         self.catastrophic = False
         self.ready = False  # the daemon's HELLO arrived
+        self._moves_ep: set[int] = set()
 
     # -- frames in and out ---------------------------------------------------------------------
 
     def call_frame(self, call: Call) -> tuple[int, bytes]:
         """Encode a call; returns its request id and bytes."""
         self._req += 1
+        if call.moves_ep:
+            self._moves_ep.add(self._req)
         return self._req, encode(FrameType.CALL, self._req, call.method, call.args)
 
     def feed(self, data: bytes | memoryview) -> None:
@@ -168,7 +173,7 @@ class ClientCore:
         """Process every complete frame in the reader."""
         while (frame := self.reader.next_event()) is not None:
             if frame.type == FrameType.REPLY:
-                self.replies[frame.fields[0]] = frame
+                self._reply(frame)
             elif frame.type == FrameType.EVENTS:
                 for ev in frame.fields[0]:
                     self._event(ev)
@@ -178,6 +183,16 @@ class ClientCore:
                 self.ready = True
             else:
                 raise UnexpectedFrame(f"{frame.type.name} from the daemon")
+
+    def _reply(self, frame: Frame) -> None:
+        """Keep a reply; one that moved an endpoint updates its state here, in stream order,
+        so an event that follows it in the stream (ESTABLISHED, ...) wins."""
+        req_id, code, _, result = frame.fields
+        self.replies[req_id] = frame
+        if req_id in self._moves_ep:
+            self._moves_ep.discard(req_id)
+            if code == 0 and len(result) >= 2 and result[-2] in self.eps:
+                self.eps[result[-2]].state = EpState(result[-1])
 
     def take_reply(self, req_id: int) -> list[Any] | None:
         """The result of call ``req_id`` if it has arrived (raising its DatError if it failed)."""
@@ -393,8 +408,8 @@ class ClientCore:
         yield Call(
             "ep_connect",
             [handle, host, port, conn_qual, min(timeout, TIMEOUT_INFINITE), bytes(private_data)],
+            moves_ep=True,
         )
-        ep.state = EpState.ACTIVE_CONNECTION_PENDING
 
     def ep_disconnect(self, handle: int, flags: int) -> Op:
         """dat_ep_disconnect."""
@@ -408,14 +423,12 @@ class ClientCore:
             EpState.TENTATIVE_CONNECTION_PENDING,
         ):
             raise ep_states.state_error(ep.state, "dat_ep_disconnect")
-        (state,) = yield Call("ep_disconnect", [handle, int(flags)])
-        ep.state = EpState(state)
+        yield Call("ep_disconnect", [handle, int(flags)], moves_ep=True)
 
     def ep_reset(self, handle: int) -> Op:
         """dat_ep_reset: back to UNCONNECTED so the EP can connect again."""
-        ep = self.ep_mirror(handle)
-        (state,) = yield Call("ep_reset", [handle])
-        ep.state = EpState(state)
+        self.ep_mirror(handle)
+        yield Call("ep_reset", [handle], moves_ep=True)
 
     def psp_create(self, conn_qual: int, evd: int, flags: int) -> Op:
         """dat_psp_create."""
@@ -429,15 +442,14 @@ class ClientCore:
 
     def rsp_create(self, conn_qual: int, ep: int, evd: int) -> Op:
         """dat_rsp_create: the EP becomes RESERVED."""
-        mirror = self.ep_mirror(ep)
+        self.ep_mirror(ep)
         self.evd(evd)
-        (rsp,) = yield Call("rsp_create", [conn_qual, ep, evd])
-        mirror.state = EpState.RESERVED
+        rsp, _, _ = yield Call("rsp_create", [conn_qual, ep, evd], moves_ep=True)
         return rsp
 
     def rsp_free(self, rsp: int) -> Op:
         """dat_rsp_free."""
-        yield Call("rsp_free", [rsp])
+        yield Call("rsp_free", [rsp], moves_ep=True)
 
     def cr_accept(self, cr: int, ep: int | None, private_data: bytes) -> Op:
         """dat_cr_accept: ESTABLISHED (or ACCEPT_COMPLETION_ERROR) follows on the connect EVD."""
@@ -446,21 +458,16 @@ class ClientCore:
             raise DatInvalidHandle(Sub.INVALID_HANDLE_CR, f"no connection request {cr!r}")
         if len(private_data) > MAX_PRIVATE_DATA:
             raise DatInvalidParameter(Sub.INVALID_ARG4, "private data too long")
-        yield Call("cr_accept", [cr, ep or 0, bytes(private_data)])
+        yield Call("cr_accept", [cr, ep or 0, bytes(private_data)], moves_ep=True)
         self.crs.pop(cr, None)
-        mirror = self.eps.get(ep or info.ep)
-        if mirror is not None:
-            mirror.state = EpState.COMPLETION_PENDING
 
     def cr_reject(self, cr: int, private_data: bytes) -> Op:
         """dat_cr_reject (2.0: with private data for the active side's PEER_REJECTED)."""
         info = self.crs.get(cr)
         if info is None:
             raise DatInvalidHandle(Sub.INVALID_HANDLE_CR, f"no connection request {cr!r}")
-        yield Call("cr_reject", [cr, bytes(private_data)])
+        yield Call("cr_reject", [cr, bytes(private_data)], moves_ep=True)
         self.crs.pop(cr, None)
-        if info.ep in self.eps:
-            self.eps[info.ep].state = EpState.UNCONNECTED
 
     # -- posts (no reply) ----------------------------------------------------------------------
 

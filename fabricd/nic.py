@@ -494,7 +494,7 @@ class Nic:
                 timeout_us / 1e6, lambda: self._ep_input(ep, EpInput.CONNECT_TIMEOUT)
             )
         self.shell.connect_peer(link, host, port)
-        return []
+        return [ep.handle, ep.state]
 
     def _ep_disconnect(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         ep = self._ep(consumer, args[0])
@@ -504,9 +504,9 @@ class Nic:
         if flags == CloseFlags.GRACEFUL and ep.state == S.CONNECTED:
             ep.state, _ = ep_states.transition(ep.state, EpInput.DISCONNECT_GRACEFUL)
             self._maybe_drained(ep)
-            return [ep.state]
+            return [ep.handle, ep.state]
         if flags == CloseFlags.GRACEFUL and ep.state == S.DISCONNECT_PENDING:
-            return [ep.state]  # the spec: a second graceful request has no effect
+            return [ep.handle, ep.state]  # the spec: a second graceful request has no effect
         self._ep_input(
             ep,
             EpInput.DISCONNECT_ABRUPT
@@ -514,13 +514,13 @@ class Nic:
             else EpInput.DISCONNECT_GRACEFUL,
             notify_peer=True,
         )
-        return [ep.state]
+        return [ep.handle, ep.state]
 
     def _ep_reset(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         ep = self._ep(consumer, args[0])
         ep.state, _ = ep_states.transition(ep.state, EpInput.RESET)
         ep.next_seq, ep.acked = 1, 0
-        return [ep.state]
+        return [ep.handle, ep.state]
 
     def _ep_input(
         self,
@@ -612,16 +612,19 @@ class Nic:
         listener = self._add_listener(consumer, conn_qual, evd, 0, ep)
         ep.state, _ = ep_states.transition(ep.state, EpInput.RSP_CREATE)
         ep.rsp = listener
-        return [listener.handle]
+        return [listener.handle, ep.handle, ep.state]
 
     def _listener_free(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         listener = consumer.psps.get(args[0]) if type(args[0]) is int else None
         if listener is None:
             raise DatInvalidHandle(Sub.INVALID_HANDLE_PSP, f"no service point {args[0]!r}")
         self._remove_listener(listener)
-        if listener.ep is not None and listener.ep.state == S.RESERVED:
-            listener.ep.state, _ = ep_states.transition(listener.ep.state, EpInput.RSP_FREE)
-        return []
+        ep = listener.ep
+        if ep is None:
+            return []
+        if ep.state == S.RESERVED:
+            ep.state, _ = ep_states.transition(ep.state, EpInput.RSP_FREE)
+        return [ep.handle, ep.state]
 
     def _cr(self, consumer: Consumer, handle: Any) -> Cr:
         cr = consumer.crs.get(handle) if type(handle) is int else None
@@ -647,7 +650,7 @@ class Nic:
         link.cr = None
         if link.closed:
             self._ep_input(ep, EpInput.ACCEPT_FAILED)
-            return []
+            return [ep.handle, ep.state]
         ep.link, link.ep = link, ep
         self._send(
             link,
@@ -655,7 +658,7 @@ class Nic:
                 FrameType.CONN_ACCEPT, pdata, ep.attr.max_rdma_read_in, ep.attr.max_rdma_read_out
             ),
         )
-        return []
+        return [ep.handle, ep.state]
 
     def _cr_reject(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         cr = self._cr(consumer, args[0])
@@ -666,7 +669,7 @@ class Nic:
             ep.state, _ = ep_states.transition(ep.state, EpInput.REJECT)
         self._send(cr.link, encode(FrameType.CONN_REJECT, True, pdata))
         self._drop_link(cr.link, "connection request rejected")
-        return []
+        return [ep.handle, ep.state] if ep is not None else []
 
     # -- peer links ----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import socket
 from collections.abc import Callable, Sequence
 from typing import cast
 
+from fabricd.local import local_pair
 from fabricd.nic import Consumer, Nic, PeerLink, Timer
 from fabricd.shm import ShmMapper
 from proto.codec import Frame, FrameReader, Sink, encode
@@ -248,9 +249,22 @@ class Daemon:
 
     # Shell
     def connect_peer(self, link: PeerLink, host: str, port: int) -> None:
+        if self.is_self(host, port):
+            assert self._loop is not None
+            local_pair(self.nic, self._loop, link)
+            return
         task = asyncio.get_running_loop().create_task(self._connect(link, host, port))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def is_self(self, host: str, port: int) -> bool:
+        """Does (host, port) name this daemon? Then a connection takes the local path."""
+        if port != self.port:
+            return False
+        return host == self.host or (
+            self.host in ("0.0.0.0", "127.0.0.1", "::", "::1", "localhost")
+            and host in ("127.0.0.1", "localhost", "::1", self.name)
+        )
 
     async def _connect(self, link: PeerLink, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()

@@ -65,6 +65,29 @@ def encode_frame(ftype: FrameType, *fields: Any, payload: bytes = b"") -> bytes:
     return encode(ftype, *fields, payload_len=len(payload)) + payload
 
 
+def decode_header(raw: bytes | memoryview, max_payload: int = MAX_PAYLOAD_LEN) -> Frame:
+    """Decode and validate one msgpack header (without its 4-byte length prefix)."""
+    try:
+        obj = msgpack.unpackb(raw, raw=False, use_list=True, strict_map_key=True)
+    except Exception as exc:  # msgpack raises many kinds on garbage
+        raise MalformedFrame(f"header is not msgpack: {exc!r}") from None
+    if not isinstance(obj, list) or len(obj) < 2:
+        raise MalformedFrame("header is not an array [type, payload_len, ...]")
+    ftype, plen = obj[0], obj[1]
+    if type(ftype) is not int or type(plen) is not int:
+        raise MalformedFrame("frame type and payload length must be integers")
+    try:
+        kind = FrameType(ftype)
+    except ValueError:
+        raise MalformedFrame(f"unknown frame type {ftype:#x}") from None
+    fields = obj[2:]
+    if len(fields) != len(FIELDS[kind]):
+        raise MalformedFrame(f"{kind.name} has {len(fields)} fields, expected {len(FIELDS[kind])}")
+    if plen < 0 or plen > max_payload:
+        raise FrameTooLarge(f"payload length {plen} outside 0..{max_payload}")
+    return Frame(kind, fields, plen)
+
+
 def _collect(_: Frame) -> Sink:
     return None
 
@@ -173,27 +196,7 @@ class FrameReader:
         return self._decode_header(raw)
 
     def _decode_header(self, raw: memoryview) -> Frame:
-        try:
-            obj = msgpack.unpackb(raw, raw=False, use_list=True, strict_map_key=True)
-        except Exception as exc:  # msgpack raises many kinds on garbage
-            raise MalformedFrame(f"header is not msgpack: {exc!r}") from None
-        if not isinstance(obj, list) or len(obj) < 2:
-            raise MalformedFrame("header is not an array [type, payload_len, ...]")
-        ftype, plen = obj[0], obj[1]
-        if type(ftype) is not int or type(plen) is not int:
-            raise MalformedFrame("frame type and payload length must be integers")
-        try:
-            kind = FrameType(ftype)
-        except ValueError:
-            raise MalformedFrame(f"unknown frame type {ftype:#x}") from None
-        fields = obj[2:]
-        if len(fields) != len(FIELDS[kind]):
-            raise MalformedFrame(
-                f"{kind.name} has {len(fields)} fields, expected {len(FIELDS[kind])}"
-            )
-        if plen < 0 or plen > self._max_payload:
-            raise FrameTooLarge(f"payload length {plen} outside 0..{self._max_payload}")
-        return Frame(kind, fields, plen)
+        return decode_header(raw, self._max_payload)
 
     def _begin_payload(self, frame: Frame) -> None:
         sink = self._sink_for(frame)
