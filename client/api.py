@@ -155,6 +155,12 @@ class Ia:
         """Registrable memory from the IA's shared-memory arena."""
         return self.arena.alloc(size)
 
+    def alloc_shared(self, cookie: bytes, size: int) -> Buffer:
+        """Shared memory for a DAT_MEM_TYPE_SHARED_VIRTUAL LMR: every consumer of this node
+        that names the same 40-byte cookie gets the same pages."""
+        name, _ = self.run(self.core.shared_attach(cookie, size))
+        return self.arena.map_shared(name, size)
+
     def mem_free(self, buf: Buffer) -> None:
         """Return memory from alloc."""
         self.arena.free(buf)
@@ -170,14 +176,19 @@ class Ia:
     def lmr_create(
         self,
         mem_type: int,
-        region: Buffer | int,
+        region: Buffer | int | tuple[bytes, Buffer | int] | Lmr,
         length: int,
         pz: Pz,
         privileges: int,
     ) -> Lmr:
-        """dat_lmr_create; VIRTUAL memory must come from :meth:`alloc`."""
+        """dat_lmr_create: VIRTUAL memory comes from :meth:`alloc`, SHARED_VIRTUAL is
+        ``(cookie, memory from alloc_shared)``, LMR is an existing Lmr."""
+        if isinstance(region, Lmr):
+            region = region.handle
         if isinstance(region, Buffer):
             region = region.address
+        elif isinstance(region, tuple) and len(region) == 2 and isinstance(region[1], Buffer):
+            region = (region[0], region[1].address)
         op = self.core.lmr_create(
             mem_type, region, length, pz.handle, privileges, self.arena.locate
         )

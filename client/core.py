@@ -18,6 +18,7 @@ from proto.attrs import MAX_PRIVATE_DATA, EpAttr
 from proto.checks import Region, check_local_iov, is_int, parse_triplet
 from proto.codec import Frame, FrameReader, encode
 from proto.constants import (
+    LMR_COOKIE_SIZE,
     TIMEOUT_INFINITE,
     CloseFlags,
     CompletionFlags,
@@ -339,7 +340,13 @@ class ClientCore:
         locate: Any,
     ) -> Op:
         """dat_lmr_create; ``locate(address, length)`` names the shm segment of VIRTUAL memory."""
-        if mem_type == MemType.VIRTUAL:
+        description: Any = region
+        if mem_type in (MemType.VIRTUAL, MemType.SHARED_VIRTUAL):
+            cookie = None
+            if mem_type == MemType.SHARED_VIRTUAL:
+                if not isinstance(region, (tuple, list)) or len(region) != 2:
+                    raise DatInvalidParameter(Sub.INVALID_ARG3, "region must be (cookie, address)")
+                cookie, region = bytes(region[0]), region[1]
             if not is_int(region) or not is_int(length):
                 raise DatInvalidParameter(Sub.INVALID_ARG3, "region must be a virtual address")
             where = locate(region, max(length, 1))
@@ -347,9 +354,9 @@ class ClientCore:
                 raise DatInvalidParameter(
                     Sub.INVALID_ARG3, "memory must come from the IA's allocator (ia.alloc)"
                 )
-            description: Any = [where[0], where[1], region]
-        else:
-            description = region
+            description = [where[0], where[1], region]
+            if cookie is not None:
+                description.insert(0, cookie)
         handle, lmr_ctx, rmr_ctx, size, address = yield Call(
             "lmr_create", [int(mem_type), description, length, pz, privileges]
         )
@@ -357,6 +364,13 @@ class ClientCore:
         self.lmrs[handle] = info
         self.regions[lmr_ctx] = Region(address, size, pz, MemPriv(privileges))
         return info
+
+    def shared_attach(self, cookie: bytes, size: int) -> Op:
+        """Create or join the node's shared region of a 40-byte cookie: (segment, length)."""
+        if len(cookie) != LMR_COOKIE_SIZE:
+            raise DatInvalidParameter(Sub.INVALID_ARG1, "a DAT_LMR_COOKIE is 40 bytes")
+        name, length = yield Call("shared_attach", [bytes(cookie), size])
+        return name, length
 
     def lmr_free(self, handle: int) -> Op:
         """dat_lmr_free."""

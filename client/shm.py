@@ -14,9 +14,10 @@ import os
 from dataclasses import dataclass
 
 from proto.constants import OPTIMAL_ALIGNMENT
+from proto.segments import SEGMENT_PREFIX, SHARED_PREFIX
 
 SHM_DIR = "/dev/shm"
-SEGMENT_PREFIX = "datfabric-"
+
 DEFAULT_CHUNK = 64 << 20
 
 
@@ -70,7 +71,21 @@ class Arena:
             mm = mmap.mmap(fd, size)
         finally:
             os.close(fd)
-        seg = _Segment(name, mm, memoryview(mm), _address_of(mm), [(0, size)])
+        return self._add(_Segment(name, mm, memoryview(mm), _address_of(mm), [(0, size)]))
+
+    def map_shared(self, name: str, size: int) -> Buffer:
+        """Map a shared region the daemon created for a cookie (SHARED_VIRTUAL memory)."""
+        if not name.startswith(SHARED_PREFIX):
+            raise ValueError(f"{name!r} is not a shared region")
+        fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
+        try:
+            mm = mmap.mmap(fd, os.fstat(fd).st_size)
+        finally:
+            os.close(fd)
+        seg = self._add(_Segment(name, mm, memoryview(mm), _address_of(mm), []))
+        return Buffer(seg.base, size, seg.view[:size], name, 0)
+
+    def _add(self, seg: _Segment) -> _Segment:
         i = bisect.bisect(self._by_base, seg.base)
         self._by_base.insert(i, seg.base)
         self._segments.insert(i, seg)
@@ -140,10 +155,11 @@ class Arena:
         return seg.view[off : off + length]
 
     def close(self) -> None:
-        """Unlink and unmap every segment."""
+        """Unlink and unmap every segment (the daemon removes shared regions)."""
         for seg in self._segments:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(SHM_DIR, seg.name))
+            if not seg.name.startswith(SHARED_PREFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(SHM_DIR, seg.name))
             seg.view.release()
             # a Buffer still referenced keeps its mapping until the process ends
             with contextlib.suppress(BufferError):

@@ -22,6 +22,10 @@ class SegmentMapper(Protocol):
 
     def unmap(self, name: str) -> None: ...
 
+    def remove(self, name: str) -> None: ...
+
+    def create(self, name: str, size: int) -> int: ...
+
 
 @dataclass(eq=False, slots=True)
 class Lmr:
@@ -35,6 +39,7 @@ class Lmr:
     lmr_context: int
     rmr_context: int
     bound_rmrs: int = 0
+    cookie: bytes | None = None  # SHARED_VIRTUAL
     children: list[Lmr] = field(default_factory=list)
 
     def local(self, address: int, length: int) -> memoryview:
@@ -66,6 +71,14 @@ class MemoryRegistry:
     def unmap_segment(self, name: str) -> None:
         """Drop one mapping reference taken by map_segment."""
         self._mapper.unmap(name)
+
+    def create_segment(self, name: str, size: int) -> int:
+        """Create (or find) a segment of at least ``size`` bytes; returns its size."""
+        return self._mapper.create(name, size)
+
+    def remove_segment(self, name: str) -> None:
+        """Delete a shared segment nobody registers any more."""
+        self._mapper.remove(name)
 
     def register(
         self,

@@ -19,7 +19,15 @@ from proto import ep_states
 from proto.attrs import MAX_PRIVATE_DATA, EpAttr, ia_attributes
 from proto.checks import Region, check_local_iov, parse_triplet
 from proto.codec import DISCARD, Frame, Sink, encode
-from proto.constants import CloseFlags, CompletionFlags, DatReturnSubtype, Dtos, MemPriv, MemType
+from proto.constants import (
+    LMR_COOKIE_SIZE,
+    CloseFlags,
+    CompletionFlags,
+    DatReturnSubtype,
+    Dtos,
+    MemPriv,
+    MemType,
+)
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.constants import EventNumber as E
@@ -27,9 +35,11 @@ from proto.ep_states import EpInput
 from proto.errors import (
     DatConnQualInUse,
     DatError,
+    DatInsufficientResources,
     DatInvalidHandle,
     DatInvalidParameter,
     DatInvalidState,
+    DatLengthError,
     DatModelNotSupported,
     MalformedFrame,
     UnexpectedFrame,
@@ -43,6 +53,8 @@ from proto.frames import (
     ROLE_PEER,
     FrameType,
 )
+from proto.segments import SHARED_PREFIX as SHARED_SEGMENT_PREFIX
+from proto.segments import shared_segment_name
 
 log = logging.getLogger("fabricd")
 Sub = DatReturnSubtype
@@ -141,6 +153,15 @@ class Ep:
 
 
 @dataclass(eq=False)
+class SharedRegion:
+    """The node's shared memory of one DAT_LMR_COOKIE and the consumers attached to it."""
+
+    segment: str
+    length: int
+    users: set[int] = field(default_factory=set)
+
+
+@dataclass(eq=False)
 class Listener:
     """A PSP (persistent) or RSP (reserved, one-shot) listening on a conn_qual."""
 
@@ -204,6 +225,7 @@ class Nic:
         self.consumers: dict[int, Consumer] = {}
         self.listeners: dict[int, Listener] = {}  # conn_qual -> PSP or RSP
         self.links: dict[int, PeerLink] = {}
+        self.shared: dict[bytes, SharedRegion] = {}  # by cookie: all 40 bytes are the key
         self._next = 0
         self._dirty: list[Consumer] = []
         self._calls: dict[str, Callable[[Consumer, list[Any]], list[Any]]] = {
@@ -212,6 +234,7 @@ class Nic:
             "pz_free": self._pz_free,
             "lmr_create": self._lmr_create,
             "lmr_free": self._lmr_free,
+            "shared_attach": self._shared_attach,
             "ep_create": self._ep_create,
             "ep_free": self._ep_free,
             "ep_connect": self._ep_connect,
@@ -316,7 +339,7 @@ class Nic:
             result = handler(consumer, args)
             code, message = 0, ""
         except DatError as err:
-            code, message, result = err.code, str(err), []
+            code, message, result = err.code, err.message, []
         except (TypeError, ValueError) as err:
             code, message, result = DatInvalidParameter().code, f"bad arguments: {err}", []
         consumer.channel.send(encode(FrameType.REPLY, req_id, code, message, result))
@@ -335,6 +358,7 @@ class Nic:
             self._drop_link(cr.link, "consumer went away before accepting")
         for lmr in list(consumer.lmrs.values()):
             self._release_lmr(consumer, lmr)
+        self._shared_detach(consumer)
         log.info("consumer %s closed IA %d", consumer.name, consumer.id)
 
     # -- lookups -------------------------------------------------------------------------------
@@ -383,22 +407,20 @@ class Nic:
         if type(privileges) is not int or privileges & ~int(MemPriv.ALL):
             raise DatInvalidParameter(Sub.INVALID_ARG6, f"bad mem_privileges {privileges!r}")
         privs = MemPriv(privileges)
-        if mem_type == MemType.VIRTUAL:
-            segment, offset, address = region_description
+        cookie = None
+        if mem_type in (MemType.VIRTUAL, MemType.SHARED_VIRTUAL):
             if type(length) is not int or length <= 0:
-                raise DatInvalidParameter(Sub.INVALID_ARG4, "length must be positive")
+                raise DatLengthError(message="length must be positive")
+            if mem_type == MemType.SHARED_VIRTUAL:
+                cookie, *region_description = region_description
+                if not isinstance(cookie, bytes) or len(cookie) != LMR_COOKIE_SIZE:
+                    raise DatInvalidParameter(Sub.INVALID_ARG3, "a DAT_LMR_COOKIE is 40 bytes")
+            segment, offset, address = region_description
             if not isinstance(segment, str) or type(offset) is not int or type(address) is not int:
                 raise DatInvalidParameter(Sub.INVALID_ARG3, "bad region description")
-            try:
-                whole = self.memory.map_segment(segment)
-            except (OSError, ValueError) as err:
-                raise DatInvalidParameter(
-                    Sub.INVALID_ARG3, f"cannot map {segment}: {err}"
-                ) from None
-            if offset < 0 or offset + length > len(whole):
-                self.memory.unmap_segment(segment)
-                raise DatInvalidParameter(Sub.INVALID_ARG4, "range outside the shared segment")
-            view = whole[offset : offset + length]
+            if cookie is not None:
+                self._check_shared(consumer, cookie, segment)
+            view = self._map_range(segment, offset, length)
         elif mem_type == MemType.LMR:
             parent = (
                 consumer.lmrs.get(region_description) if type(region_description) is int else None
@@ -406,15 +428,65 @@ class Nic:
             if parent is None:
                 raise DatInvalidHandle(Sub.INVALID_HANDLE_LMR, "region is not an LMR handle")
             segment, address, length = parent.segment, parent.region.address, parent.region.length
+            cookie = parent.cookie
             self.memory.map_segment(segment)
             view = parent.view[:]
         else:
-            raise DatModelNotSupported(message=f"memory type {mem_type!r} is not offered yet")
+            raise DatModelNotSupported(message=f"memory type {mem_type!r} is not offered")
         region = Region(address, length, pz, privs)
         lmr = self.memory.register(self._handle(), consumer.id, region, segment, view)
+        lmr.cookie = cookie
         consumer.lmrs[lmr.handle] = lmr
         consumer.pzs[pz] += 1
         return [lmr.handle, lmr.lmr_context, lmr.rmr_context, length, address]
+
+    def _map_range(self, segment: str, offset: int, length: int) -> memoryview:
+        """The consumer's bytes [offset, offset+length) of ``segment``, mapped by the daemon."""
+        try:
+            whole = self.memory.map_segment(segment)
+        except (OSError, ValueError) as err:
+            raise DatInvalidParameter(Sub.INVALID_ARG3, f"cannot map {segment}: {err}") from None
+        if offset < 0 or offset + length > len(whole):
+            self.memory.unmap_segment(segment)
+            raise DatInvalidParameter(Sub.INVALID_ARG4, "range outside the shared segment")
+        return whole[offset : offset + length]
+
+    def _check_shared(self, consumer: Consumer, cookie: bytes, segment: str) -> None:
+        """SHARED_VIRTUAL: the memory must be the platform's shared region of this cookie."""
+        if not segment.startswith(SHARED_SEGMENT_PREFIX):
+            raise DatInvalidState(message="the buffer was not allocated as shared memory")
+        region = self.shared.get(cookie)
+        if region is None or region.segment != segment or consumer.id not in region.users:
+            raise DatInvalidState(message="the buffer is not the shared region of this cookie")
+
+    def _shared_attach(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        """Create or join the node's shared region of a cookie (the platform's primitive)."""
+        cookie, size = args
+        if not isinstance(cookie, bytes) or len(cookie) != LMR_COOKIE_SIZE:
+            raise DatInvalidParameter(Sub.INVALID_ARG1, "a DAT_LMR_COOKIE is 40 bytes")
+        if type(size) is not int or size <= 0:
+            raise DatLengthError(message="size must be positive")
+        region = self.shared.get(cookie)
+        if region is None:
+            segment = shared_segment_name(cookie)
+            try:
+                length = self.memory.create_segment(segment, size)
+            except OSError as err:
+                raise DatInsufficientResources(Sub.RESOURCE_MEMORY, str(err)) from None
+            region = self.shared[cookie] = SharedRegion(segment, length)
+        if size > region.length:
+            raise DatInvalidParameter(
+                Sub.INVALID_ARG2, f"the region of this cookie has {region.length} bytes"
+            )
+        region.users.add(consumer.id)
+        return [region.segment, region.length]
+
+    def _shared_detach(self, consumer: Consumer) -> None:
+        for cookie, region in list(self.shared.items()):
+            region.users.discard(consumer.id)
+            if not region.users:
+                del self.shared[cookie]
+                self.memory.remove_segment(region.segment)
 
     def _lmr_free(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         lmr = consumer.lmrs.get(args[0]) if type(args[0]) is int else None

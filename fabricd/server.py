@@ -245,6 +245,8 @@ class Daemon:
             task.cancel()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket_path)
+        for region in self.nic.shared.values():
+            self.mapper.remove(region.segment)
         self.mapper.close()
 
     # Shell

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -67,6 +68,24 @@ class ShmMapper:
             except BufferError:
                 alive.append(mm)
         self._zombies = alive
+
+    def create(self, name: str, size: int) -> int:
+        """Create a segment (or find the one a crashed daemon left); returns its size."""
+        if not SEGMENT_NAME.match(name):
+            raise ValueError(f"{name!r} is not a datfabric segment name")
+        fd = os.open(os.path.join(self._root, name), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            if os.fstat(fd).st_size < size:
+                os.ftruncate(fd, size)
+            return os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+
+    def remove(self, name: str) -> None:
+        """Unlink a segment (the last LMR over a shared region went away)."""
+        if SEGMENT_NAME.match(name):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self._root, name))
 
     def remove_consumer_segments(self, token: str) -> list[str]:
         """Unlink the segments a consumer created (it died without dat_ia_close)."""

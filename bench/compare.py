@@ -1,0 +1,436 @@
+"""Our fabric next to UCX over TCP on this machine, one table.
+
+``python -m bench.compare [--sizes 4096,65536,1048576] [--iters N] [--json]``
+
+At each size it runs ``fabricctl bench`` (write bw, read bw at window 16; write lat at window 1)
+and ``ucx_perftest`` over TCP on loopback (``ucp_put_bw``, ``ucp_get``, ``ucp_put_lat``), each
+client against its own server, every process under a timeout. A run that fails shows ``n/a``
+and says why on stderr.
+
+Units: MB = 10^6 bytes everywhere (ucx_perftest's MB = 2^20 is converted). Our latency is the
+median post-to-completion time at window 1, i.e. a full round trip; ucx ``put_lat`` is the
+median of half a round trip (ping-pong / 2), so it is printed as UCX reports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+UCX_PERFTEST = "ucx_perftest"
+UCX_ENV = {"UCX_TLS": "tcp", "UCX_NET_DEVICES": "lo"}
+UCX_MB = 1 << 20  # ucx_perftest's MB (UCS_MBYTE)
+DEFAULT_SIZES = (4096, 65536, 1048576)
+DEFAULT_ITERS = 1000  # perftest's default; about 20 s for the default sizes here
+RUN_TIMEOUT = 30.0  # seconds for any one command
+BUDGET = 150.0  # seconds for the whole comparison; later runs are skipped past it
+BW_WINDOW = 16
+LAT_WINDOW = 1
+
+COLUMNS = (
+    ("size", 8),
+    ("ours write MB/s", 15),
+    ("ucx put_bw MB/s", 15),
+    ("ratio", 6),
+    ("ours read MB/s", 14),
+    ("ucx get MB/s", 12),
+    ("ratio", 6),
+    ("ours write lat p50 us", 21),
+    ("ucx put_lat us", 14),
+)
+LEGEND = (
+    "# MB = 10^6 B (ucx_perftest's 2^20-byte MB converted); ratio = ours / ucx",
+    f"# ours: fabricctl bench, two fabricd nodes on loopback; bw at window {BW_WINDOW}; "
+    "write lat = median post-to-completion at window 1 (a FULL round trip)",
+    "# ucx: ucx_perftest UCX_TLS=tcp UCX_NET_DEVICES=lo, 'overall' bandwidth; ucp_get is "
+    "emulated over active messages on tcp; put_lat = median of HALF a round trip (RTT/2)",
+)
+
+
+class RunError(Exception):
+    """A benchmark command did not produce a result."""
+
+
+@dataclass(frozen=True)
+class UcxResult:
+    """The final line of one ucx_perftest run (times in us, bandwidth in 2^20 B/s)."""
+
+    iters: int
+    lat_p50_us: float
+    lat_avg_us: float
+    lat_overall_us: float
+    bw_avg_MiBps: float
+    bw_overall_MiBps: float
+    rate_avg: float
+    rate_overall: float
+
+    @property
+    def bw_MBps(self) -> float:
+        """Overall bandwidth in 10^6 B/s."""
+        return self.bw_overall_MiBps * UCX_MB / 1e6
+
+
+def _numbers(fields: list[str]) -> list[float] | None:
+    try:
+        return [float(f) for f in fields]
+    except ValueError:
+        return None
+
+
+def parse_ucx(text: str) -> UcxResult:
+    """Parse ucx_perftest output: the table (with or without ``-f``) or CSV (``-v``).
+
+    Result rows have eight numbers: iterations, latency 50.0%ile / average / overall (us),
+    bandwidth average / overall (MB/s, 2^20), message rate average / overall (msg/s). A row
+    may be prefixed with ``Final:`` or ``[thread N]``; the ``Final:`` row wins, else the last.
+    """
+    final: list[float] | None = None
+    last: list[float] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        is_final = line.startswith("Final:")
+        if is_final:
+            line = line[len("Final:") :]
+        elif line.startswith("[thread"):
+            line = line.partition("]")[2]
+        fields = line.split(",") if "," in line else line.split()
+        values = _numbers([f.strip() for f in fields])
+        if values is None or len(values) != 8:
+            continue
+        last = values
+        if is_final:
+            final = values
+    row = final or last
+    if row is None:
+        raise RunError("no result row in ucx_perftest output")
+    return UcxResult(int(row[0]), *row[1:])
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _listening(port: int) -> bool | None:
+    """Whether something listens on TCP ``port`` (None: cannot tell without /proc)."""
+    hexport = f":{port:04X}"
+    found = False
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                next(f, None)
+                for line in f:
+                    parts = line.split()
+                    if len(parts) > 3 and parts[1].endswith(hexport) and parts[3] == "0A":
+                        return True
+            found = True
+        except OSError:
+            continue
+    return False if found else None
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def run_ucx(test: str, size: int, iters: int, timeout: float) -> UcxResult:
+    """One ucx_perftest client/server pair over TCP on loopback; the server is always ended."""
+    exe = shutil.which(UCX_PERFTEST)
+    if exe is None:
+        raise RunError("ucx_perftest not found (Debian package ucx-utils)")
+    env = {**os.environ, **UCX_ENV}
+    port = _free_port()
+    deadline = time.monotonic() + timeout
+    server = subprocess.Popen(
+        [exe, "-p", str(port)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while (up := _listening(port)) is False:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RunError(f"ucx_perftest server did not listen on {port}")
+            time.sleep(0.01)
+        if up is None:
+            time.sleep(0.5)  # no /proc: give the server a moment
+        argv = [exe, "127.0.0.1", "-p", str(port), "-t", test, "-s", str(size), "-n", str(iters)]
+        try:
+            client = subprocess.run(
+                [*argv, "-f"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=max(1.0, deadline - time.monotonic()),
+            )
+        except subprocess.TimeoutExpired as e:
+            raise RunError(f"{test} {size} B timed out after {timeout:.0f} s") from e
+        if client.returncode != 0:
+            tail = (client.stderr or client.stdout).strip().splitlines()[-3:]
+            raise RunError(f"{test} {size} B exit {client.returncode}: {' | '.join(tail)}")
+        return parse_ucx(client.stdout)
+    finally:
+        _stop(server)
+
+
+def _run_group(argv: list[str], timeout: float, what: str) -> tuple[int, str, str]:
+    """Run ``argv`` in its own process group; on timeout end the whole group (its daemons)."""
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        for sig in (signal.SIGTERM, signal.SIGKILL):  # the group: this child and its own
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.communicate(timeout=2)
+        raise RunError(f"{what} timed out after {timeout:.0f} s") from e
+    return proc.returncode, out, err.strip()
+
+
+class Ours:
+    """Runs ``fabricctl bench`` (as ``python -m client.ctl bench``) and remembers if it can't."""
+
+    def __init__(self) -> None:
+        self.no_limits = True  # skip its limit measurement when it offers that
+        self.broken: str | None = None  # set when every further run would fail the same way
+
+    def run(self, op: str, mode: str, size: int, iters: int, timeout: float) -> dict[str, Any]:
+        """One run; the JSON object for (op, mode, size)."""
+        if self.broken:
+            raise RunError("skipped: fabricctl bench is unavailable (see above)")
+        window = BW_WINDOW if mode == "bw" else LAT_WINDOW
+        argv = [
+            sys.executable,
+            "-m",
+            "client.ctl",
+            "bench",
+            "--op",
+            op,
+            "--mode",
+            mode,
+            "--size",
+            str(size),
+            "--iters",
+            str(iters),
+            "--window",
+            str(window),
+            "--json",
+        ]
+        what = f"fabricctl bench {op} {mode} {size} B"
+        while True:
+            rc, out, err = _run_group(
+                argv + (["--no-limits"] if self.no_limits else []), timeout, what
+            )
+            if rc == 2 and self.no_limits and "--no-limits" in err:
+                self.no_limits = False
+                continue
+            break
+        if rc == 2 and ("invalid choice" in err or "unrecognized" in err):
+            self.broken = f"fabricctl bench unavailable: {err.splitlines()[-1]}"
+            raise RunError(self.broken)
+        if rc != 0:
+            raise RunError(f"{what} exit {rc}: {' | '.join(err.splitlines()[-3:])}")
+        for line in reversed(out.splitlines()):
+            with contextlib.suppress(ValueError):
+                obj = json.loads(line)
+                if isinstance(obj, dict) and obj.get("size", size) == size:
+                    return obj
+        raise RunError(f"fabricctl bench {op} {mode} {size} B printed no JSON result")
+
+
+def _num(obj: dict[str, Any] | None, key: str) -> float | None:
+    value = obj.get(key) if obj else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+@dataclass
+class Row:
+    """One size: our three figures and UCX's three."""
+
+    size: int
+    iters: int
+    ours_write_MBps: float | None = None
+    ucx_put_bw_MBps: float | None = None
+    ours_read_MBps: float | None = None
+    ucx_get_MBps: float | None = None
+    ours_write_lat_us_p50: float | None = None  # full round trip
+    ucx_put_lat_us_p50: float | None = None  # half round trip
+
+    def to_json(self) -> dict[str, Any]:
+        """The --json line (MB = 10^6 B; ucx put_lat is RTT/2, ours is a full RTT)."""
+
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(x, 3)
+
+        return {
+            "size": self.size,
+            "iters": self.iters,
+            "ours_write_MBps": r(self.ours_write_MBps),
+            "ucx_put_bw_MBps": r(self.ucx_put_bw_MBps),
+            "write_ratio": r(_ratio(self.ours_write_MBps, self.ucx_put_bw_MBps)),
+            "ours_read_MBps": r(self.ours_read_MBps),
+            "ucx_get_MBps": r(self.ucx_get_MBps),
+            "read_ratio": r(_ratio(self.ours_read_MBps, self.ucx_get_MBps)),
+            "ours_write_lat_us_p50": r(self.ours_write_lat_us_p50),
+            "ucx_put_lat_us_p50": r(self.ucx_put_lat_us_p50),
+        }
+
+    def cells(self) -> list[str]:
+        """The table cells, ``n/a`` where a run failed."""
+
+        def f(x: float | None, spec: str) -> str:
+            return "n/a" if x is None else format(x, spec)
+
+        return [
+            str(self.size),
+            f(self.ours_write_MBps, ".1f"),
+            f(self.ucx_put_bw_MBps, ".1f"),
+            f(_ratio(self.ours_write_MBps, self.ucx_put_bw_MBps), ".2f"),
+            f(self.ours_read_MBps, ".1f"),
+            f(self.ucx_get_MBps, ".1f"),
+            f(_ratio(self.ours_read_MBps, self.ucx_get_MBps), ".2f"),
+            f(self.ours_write_lat_us_p50, ".1f"),
+            f(self.ucx_put_lat_us_p50, ".2f"),
+        ]
+
+
+def format_line(cells: list[str]) -> str:
+    """Right-aligned columns, two spaces apart."""
+    return "  ".join(c.rjust(w) for c, (_, w) in zip(cells, COLUMNS, strict=True))
+
+
+def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
+    """Run the six measurements at one size; failures leave None and go to stderr."""
+    row = Row(size, iters)
+
+    def attempt(what: str, fn: Callable[[float], float | None]) -> float | None:
+        left = deadline - time.monotonic()
+        try:
+            if left <= 1.0:
+                raise RunError("time budget used up")
+            return fn(min(RUN_TIMEOUT, left))
+        except (RunError, OSError, subprocess.SubprocessError) as e:
+            print(f"compare: {what} at {size} B: {e}", file=sys.stderr)
+            return None
+
+    row.ours_write_MBps = attempt(
+        "ours write bw", lambda t: _num(ours.run("write", "bw", size, iters, t), "bw_MBps")
+    )
+    row.ucx_put_bw_MBps = attempt(
+        "ucx ucp_put_bw", lambda t: run_ucx("ucp_put_bw", size, iters, t).bw_MBps
+    )
+    row.ours_read_MBps = attempt(
+        "ours read bw", lambda t: _num(ours.run("read", "bw", size, iters, t), "bw_MBps")
+    )
+    row.ucx_get_MBps = attempt("ucx ucp_get", lambda t: run_ucx("ucp_get", size, iters, t).bw_MBps)
+    row.ours_write_lat_us_p50 = attempt(
+        "ours write lat", lambda t: _num(ours.run("write", "lat", size, iters, t), "lat_us_p50")
+    )
+    row.ucx_put_lat_us_p50 = attempt(
+        "ucx ucp_put_lat", lambda t: run_ucx("ucp_put_lat", size, iters, t).lat_p50_us
+    )
+    return row
+
+
+def _nproc() -> int:
+    """What ``nproc`` prints: the CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not a list of byte counts: {text!r}") from e
+    if not sizes or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError("sizes must be positive")
+    return sizes
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    p = argparse.ArgumentParser(
+        prog="python -m bench.compare",
+        description="fabricctl bench next to ucx_perftest over TCP, at each size",
+        allow_abbrev=False,
+    )
+    p.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=list(DEFAULT_SIZES),
+        help="comma-separated bytes (default 4096,65536,1048576)",
+    )
+    p.add_argument(
+        "--iters",
+        type=int,
+        default=DEFAULT_ITERS,
+        help=f"iterations of every run (default {DEFAULT_ITERS})",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per size instead")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the comparison and print it; 0 if every cell was measured, 1 otherwise."""
+    args = build_parser().parse_args(argv)
+    if args.iters <= 0:
+        print("compare: --iters must be positive", file=sys.stderr)
+        return 2
+    deadline = time.monotonic() + BUDGET
+    ours = Ours()
+    if not args.json:
+        now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        print(f"# {now}  {platform.machine()}  nproc {_nproc()}  iters {args.iters}")
+        print("\n".join(LEGEND))
+        print(format_line([name for name, _ in COLUMNS]), flush=True)
+    complete = True
+    for size in args.sizes:
+        row = compare_size(size, args.iters, ours, deadline)
+        complete = complete and None not in row.to_json().values()
+        if args.json:
+            print(json.dumps(row.to_json()), flush=True)
+        else:
+            print(format_line(row.cells()), flush=True)
+    return 0 if complete else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
