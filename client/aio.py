@@ -32,9 +32,7 @@ from proto.constants import (
 from proto.errors import (
     DatAbort,
     DatInvalidHandle,
-    DatInvalidParameter,
     DatProviderNotFound,
-    DatTimeoutExpired,
 )
 from proto.frames import ROLE_CONSUMER
 
@@ -239,23 +237,25 @@ class AsyncEvd:
         return self.ia.core.evd_dequeue(self.handle)
 
     async def wait(self, timeout: int = TIMEOUT_INFINITE, threshold: int = 1) -> tuple[Event, int]:
-        """dat_evd_wait: (event, nmore)."""
-        evd = self.ia.core.evd(self.handle)
-        if threshold <= 0 or threshold > evd.qlen:
-            raise DatInvalidParameter(Sub.INVALID_ARG3, f"bad threshold {threshold!r}")
+        """dat_evd_wait: (event, nmore); a second concurrent waiter gets DAT_INVALID_STATE."""
+        core = self.ia.core
+        evd = core.evd_wait_begin(self.handle, threshold)
         seconds = None if timeout == TIMEOUT_INFINITE else timeout / 1e6
         try:
-            await self.ia._until(
-                lambda: len(evd.queue) >= threshold or self.ia.core.catastrophic, seconds
-            )
+            await self.ia._until(lambda: len(evd.queue) >= threshold or core.catastrophic, seconds)
         except TimeoutError:
-            err = DatTimeoutExpired(message=f"no {threshold} events within {timeout} us")
-            err.nmore = len(evd.queue)  # type: ignore[attr-defined]
-            raise err from None
+            raise core.evd_timeout(evd, threshold, timeout) from None
+        finally:
+            evd.waiting = False
         if len(evd.queue) < threshold:
             raise DatAbort(message="the IA's daemon is gone")
         event = evd.queue.popleft()
         return event, len(evd.queue)
+
+    def post_se(self, pointer: Any = None) -> None:
+        """dat_evd_post_se (wakes a waiter of this IA)."""
+        self.ia.core.evd_post_se(self.handle, pointer)
+        self.ia._wake()
 
     def free(self) -> None:
         """dat_evd_free."""

@@ -8,7 +8,7 @@ import secrets
 import select
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -169,9 +169,29 @@ class Ia:
         """dat_pz_create."""
         return Pz(self, self.run(self.core.pz_create()))
 
-    def evd_create(self, min_qlen: int, flags: int = EvdFlags.DEFAULT) -> Evd:
-        """dat_evd_create."""
-        return Evd(self, self.core.evd_create(min_qlen, flags))
+    def evd_create(
+        self, min_qlen: int, flags: int = EvdFlags.DEFAULT, cno: Cno | None = None
+    ) -> Evd:
+        """dat_evd_create (``cno``: the CNO to wake when an event arrives)."""
+        return Evd(self, self.core.evd_create(min_qlen, flags, cno.handle if cno else 0))
+
+    def cno_create(self) -> Cno:
+        """dat_cno_create."""
+        return Cno(self, self.core.cno_create())
+
+    def _until(self, ready: Callable[[], bool], timeout: int, dead_ok: bool = False) -> None:
+        """Pump the socket until ``ready()``; DAT_TIMEOUT_EXPIRED after ``timeout`` µs."""
+        deadline = None if timeout == TIMEOUT_INFINITE else time.monotonic() + timeout / 1e6
+        self._pump(0)
+        while not ready():
+            if self.core.catastrophic and not dead_ok:
+                raise DatAbort(message="the IA's daemon is gone")
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise DatTimeoutExpired(message=f"nothing within {timeout} us")
+            if self.core.catastrophic:
+                time.sleep(min(remaining or 0.05, 0.05))
+            self._pump(remaining)
 
     def lmr_create(
         self,
@@ -257,29 +277,47 @@ class Evd(_Handle):
 
     def wait(self, timeout: int = TIMEOUT_INFINITE, threshold: int = 1) -> tuple[Event, int]:
         """dat_evd_wait: (event, nmore); DAT_TIMEOUT_EXPIRED carries ``nmore`` too."""
-        evd = self.ia.core.evd(self.handle)
-        if type(threshold) is not int or threshold <= 0 or threshold > evd.qlen:
-            raise DatInvalidParameter(Sub.INVALID_ARG3, f"bad threshold {threshold!r}")
-        deadline = None if timeout == TIMEOUT_INFINITE else time.monotonic() + timeout / 1e6
-        self.ia._pump(0)
-        while True:
-            if len(evd.queue) >= threshold:
-                event = self._handed_out(evd.queue.popleft())
-                return event, len(evd.queue)
-            if self.ia.core.catastrophic and self.handle != ASYNC_EVD:
-                raise DatAbort(message="the IA's daemon is gone")
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                err = DatTimeoutExpired(message=f"no {threshold} events within {timeout} us")
-                err.nmore = len(evd.queue)  # type: ignore[attr-defined]
-                raise err
-            if self.ia.core.catastrophic:
-                time.sleep(min(remaining or 0.05, 0.05))
-            self.ia._pump(remaining)
+        core = self.ia.core
+        evd = core.evd_wait_begin(self.handle, threshold)
+        try:
+            self.ia._until(
+                lambda: len(evd.queue) >= threshold, timeout, dead_ok=self.handle == ASYNC_EVD
+            )
+        except DatTimeoutExpired:
+            raise core.evd_timeout(evd, threshold, timeout) from None
+        finally:
+            evd.waiting = False
+        event = self._handed_out(evd.queue.popleft())
+        return event, len(evd.queue)
+
+    def post_se(self, pointer: Any = None) -> None:
+        """dat_evd_post_se: queue a software event."""
+        self.ia.core.evd_post_se(self.handle, pointer)
 
     def free(self) -> None:
         """dat_evd_free."""
         self.ia.core.evd_free(self.handle)
+
+
+class Cno(_Handle):
+    """A consumer notification object: one waiter for many EVDs."""
+
+    def wait(self, timeout: int = TIMEOUT_INFINITE) -> Evd:
+        """dat_cno_wait: the EVD that has an event."""
+        found: list[int] = []
+
+        def ready() -> bool:
+            evd = self.ia.core.cno_ready(self.handle)
+            if evd:
+                found.append(evd)
+            return bool(evd)
+
+        self.ia._until(ready, timeout)
+        return Evd(self.ia, found[-1])
+
+    def free(self) -> None:
+        """dat_cno_free."""
+        self.ia.core.cno_free(self.handle)
 
 
 class Lmr(_Handle):

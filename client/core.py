@@ -38,6 +38,8 @@ from proto.errors import (
     DatInvalidState,
     DatLengthError,
     DatQueueEmpty,
+    DatQueueFull,
+    DatTimeoutExpired,
     UnexpectedFrame,
     error_from_code,
 )
@@ -78,6 +80,8 @@ class Event:
     remote_address: str = ""
     handle: int = 0
     reason: int = 0
+    pointer: Any = None
+    """For SOFTWARE_EVENT: what dat_evd_post_se was given."""
     cr_handle: Any = field(default=None, compare=False, repr=False)
     """For CONNECTION_REQUEST: the CR object of the API that returned the event."""
 
@@ -91,6 +95,8 @@ class EvdState:
     flags: EvdFlags
     queue: deque[Event] = field(default_factory=deque)
     overflowed: bool = False
+    waiting: bool = False  # a dat_evd_wait is in progress (one waiter at a time)
+    cno: int = 0
 
 
 @dataclass(eq=False)
@@ -152,6 +158,7 @@ class ClientCore:
         self.lmrs: dict[int, LmrInfo] = {}
         self.regions: dict[int, Region] = {}  # lmr_context -> region
         self.crs: dict[int, CrInfo] = {}
+        self.cnos: dict[int, set[int]] = {}  # CNO -> its EVDs
         self.catastrophic = False
         self.ready = False  # the daemon's HELLO arrived
         self._moves_ep: set[int] = set()
@@ -273,15 +280,70 @@ class ClientCore:
         self._handles += 1
         return self._handles
 
-    def evd_create(self, min_qlen: int, flags: int) -> int:
+    def evd_create(self, min_qlen: int, flags: int, cno: int = 0) -> int:
         """dat_evd_create: a local event queue of at least ``min_qlen`` entries."""
         if not is_int(min_qlen) or min_qlen <= 0:
             raise DatInvalidParameter(Sub.INVALID_ARG2, "min_qlen must be positive")
         if not is_int(flags) or flags & ~int(EvdFlags.DEFAULT | EvdFlags.SOFTWARE):
             raise DatInvalidParameter(Sub.INVALID_ARG4, f"bad EVD flags {flags!r}")
+        if cno and cno not in self.cnos:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {cno!r}")
         handle = self.new_handle()
-        self.evds[handle] = EvdState(handle, min_qlen, EvdFlags(flags))
+        self.evds[handle] = EvdState(handle, min_qlen, EvdFlags(flags), cno=cno)
+        if cno:
+            self.cnos[cno].add(handle)
         return handle
+
+    def evd_wait_begin(self, handle: int, threshold: int) -> EvdState:
+        """The checks of dat_evd_wait; marks the EVD as having its one waiter."""
+        evd = self.evd(handle)
+        if not is_int(threshold) or threshold <= 0 or threshold > evd.qlen:
+            raise DatInvalidParameter(Sub.INVALID_ARG3, f"bad threshold {threshold!r}")
+        if evd.waiting:
+            raise DatInvalidState(Sub.INVALID_STATE_EVD_WAITER, "the EVD already has a waiter")
+        if evd.overflowed:
+            raise DatInvalidState(Sub.INVALID_STATE_EVD_IN_USE, "the EVD overflowed")
+        evd.waiting = True
+        return evd
+
+    @staticmethod
+    def evd_timeout(evd: EvdState, threshold: int, timeout: int) -> DatTimeoutExpired:
+        """DAT_TIMEOUT_EXPIRED for a wait, with ``nmore`` (the events queued meanwhile)."""
+        err = DatTimeoutExpired(message=f"no {threshold} events within {timeout} us")
+        err.nmore = len(evd.queue)
+        return err
+
+    def evd_post_se(self, handle: int, pointer: Any) -> None:
+        """dat_evd_post_se: a software event on an EVD created with the SOFTWARE flag."""
+        evd = self.evd(handle)
+        if not evd.flags & EvdFlags.SOFTWARE:
+            raise DatInvalidParameter(Sub.INVALID_ARG1, "the EVD takes no software events")
+        if len(evd.queue) >= evd.qlen:
+            raise DatQueueFull(message="the EVD is full")
+        evd.queue.append(Event(EventNumber.SOFTWARE_EVENT, handle, pointer=pointer))
+
+    def cno_create(self) -> int:
+        """dat_cno_create: a waiter shared by the EVDs attached to it."""
+        handle = self.new_handle()
+        self.cnos[handle] = set()
+        return handle
+
+    def cno_ready(self, handle: int) -> int:
+        """The first attached EVD holding an event (0 if none); DAT_INVALID_HANDLE if no CNO."""
+        if handle not in self.cnos:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {handle!r}")
+        for evd in sorted(self.cnos[handle]):
+            if self.evds[evd].queue:
+                return evd
+        return 0
+
+    def cno_free(self, handle: int) -> None:
+        """dat_cno_free: refused while an EVD is attached."""
+        if handle not in self.cnos:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {handle!r}")
+        if self.cnos[handle]:
+            raise DatInvalidState(Sub.INVALID_STATE_CNO_IN_USE, "EVDs are attached")
+        del self.cnos[handle]
 
     def evd(self, handle: Any) -> EvdState:
         """An EVD by handle, or DAT_INVALID_HANDLE."""
@@ -298,11 +360,15 @@ class ClientCore:
         for ep in self.eps.values():
             if handle in (ep.recv_evd, ep.request_evd, ep.connect_evd):
                 raise DatInvalidState(Sub.INVALID_STATE_EVD_IN_USE, f"EP {ep.handle} uses it")
-        del self.evds[handle]
+        evd = self.evds.pop(handle)
+        if evd.cno:
+            self.cnos[evd.cno].discard(handle)
 
     def evd_dequeue(self, handle: int) -> Event:
         """dat_evd_dequeue: the oldest event, or DAT_QUEUE_EMPTY."""
         evd = self.evd(handle)
+        if evd.waiting:
+            raise DatInvalidState(Sub.INVALID_STATE_EVD_WAITER, "a waiter owns the EVD")
         if not evd.queue:
             raise DatQueueEmpty(message="no event queued")
         return evd.queue.popleft()

@@ -185,9 +185,10 @@ class DatQueueFull(DatError):
 
 
 class DatTimeoutExpired(DatError):
-    """DAT_TIMEOUT_EXPIRED."""
+    """DAT_TIMEOUT_EXPIRED; from dat_evd_wait it still reports ``nmore``."""
 
     TYPE = DatReturnType.TIMEOUT_EXPIRED
+    nmore: int = 0
 
 
 class DatProviderAlreadyRegistered(DatError):
