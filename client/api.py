@@ -165,6 +165,14 @@ class Ia:
         """Return memory from alloc."""
         self.arena.free(buf)
 
+    def lmr_sync_rdma_read(self, local_segments: Sequence[Triplet]) -> None:
+        """dat_lmr_sync_rdma_read: local writes become visible to incoming RDMA Reads."""
+        self.run(self.core.lmr_sync(False, local_segments))
+
+    def lmr_sync_rdma_write(self, local_segments: Sequence[Triplet]) -> None:
+        """dat_lmr_sync_rdma_write: incoming RDMA Writes become visible to this process."""
+        self.run(self.core.lmr_sync(True, local_segments))
+
     def pz_create(self) -> Pz:
         """dat_pz_create."""
         return Pz(self, self.run(self.core.pz_create()))

@@ -159,6 +159,7 @@ class ClientCore:
         self.regions: dict[int, Region] = {}  # lmr_context -> region
         self.crs: dict[int, CrInfo] = {}
         self.cnos: dict[int, set[int]] = {}  # CNO -> its EVDs
+        self.lmr_sync_req: bool | None = None  # the provider attribute, once asked
         self.catastrophic = False
         self.ready = False  # the daemon's HELLO arrived
         self._moves_ep: set[int] = set()
@@ -437,6 +438,26 @@ class ClientCore:
             raise DatInvalidParameter(Sub.INVALID_ARG1, "a DAT_LMR_COOKIE is 40 bytes")
         name, length = yield Call("shared_attach", [bytes(cookie), size])
         return name, length
+
+    def lmr_sync(self, to_cpu: bool, segments: Sequence[Triplet]) -> Op:
+        """dat_lmr_sync_rdma_write (``to_cpu``) / _read: checked here, done by the daemon only
+        when the provider attribute lmr_sync_req says memory is not coherent."""
+        if not isinstance(segments, (list, tuple)):
+            raise DatInvalidParameter(Sub.INVALID_ARG2, "local_segments must be a list")
+        for triplet in segments:
+            address, length, context = parse_triplet(triplet)
+            region = self.regions.get(context)
+            if length and region is None:
+                raise DatInvalidParameter(Sub.INVALID_ARG2, f"no LMR with context {context:#x}")
+            if length and region is not None and not region.contains(address, length):
+                raise DatInvalidParameter(
+                    Sub.INVALID_ARG2, f"{address:#x}+{length} is outside its LMR"
+                )
+        if self.lmr_sync_req is None:
+            (attrs,) = yield Call("ia_query", [])
+            self.lmr_sync_req = bool(attrs["lmr_sync_req"])
+        if self.lmr_sync_req:
+            yield Call("lmr_sync", [to_cpu, _wire_iov(segments)])
 
     def lmr_free(self, handle: int) -> Op:
         """dat_lmr_free."""

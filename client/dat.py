@@ -172,6 +172,24 @@ def dat_lmr_query(lmr: Lmr, lmr_param_mask: int, lmr_param: Ref[LmrInfo]) -> int
     return _status(lambda: _set(lmr_param, _need(lmr, Lmr, Sub.INVALID_HANDLE_LMR).query()))
 
 
+def dat_lmr_sync_rdma_read(ia: Ia, local_segments: Sequence[Triplet], num_segments: int) -> int:
+    """dat_lmr_sync_rdma_read."""
+    return _status(
+        lambda: _need(ia, Ia, Sub.INVALID_HANDLE_IA).lmr_sync_rdma_read(
+            _iov(num_segments, local_segments)
+        )
+    )
+
+
+def dat_lmr_sync_rdma_write(ia: Ia, local_segments: Sequence[Triplet], num_segments: int) -> int:
+    """dat_lmr_sync_rdma_write."""
+    return _status(
+        lambda: _need(ia, Ia, Sub.INVALID_HANDLE_IA).lmr_sync_rdma_write(
+            _iov(num_segments, local_segments)
+        )
+    )
+
+
 def dat_lmr_free(lmr: Lmr) -> int:
     """dat_lmr_free."""
     return _status(lambda: _need(lmr, Lmr, Sub.INVALID_HANDLE_LMR).free())

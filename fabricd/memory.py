@@ -26,6 +26,8 @@ class SegmentMapper(Protocol):
 
     def create(self, name: str, size: int) -> int: ...
 
+    def shadow(self, name: str) -> memoryview: ...
+
 
 @dataclass(eq=False, slots=True)
 class Lmr:
@@ -38,9 +40,16 @@ class Lmr:
     view: memoryview  # exactly the registered range
     lmr_context: int
     rmr_context: int
+    offset: int = 0  # of the registered range in its segment
+    io: memoryview | None = None  # noncoherent mode: the I/O view RDMA reaches
     bound_rmrs: int = 0
     cookie: bytes | None = None  # SHARED_VIRTUAL
     children: list[Lmr] = field(default_factory=list)
+
+    @property
+    def target(self) -> memoryview:
+        """What remote RDMA reaches: the I/O view when memory is not coherent, else the bytes."""
+        return self.io if self.io is not None else self.view
 
     def local(self, address: int, length: int) -> memoryview:
         """The bytes of [address, address+length) (already checked to lie inside)."""
@@ -51,8 +60,11 @@ class Lmr:
 class MemoryRegistry:
     """LMRs by local and remote key; every remote access is checked here."""
 
-    def __init__(self, mapper: SegmentMapper, random_u32: Callable[[], int]) -> None:
+    def __init__(
+        self, mapper: SegmentMapper, random_u32: Callable[[], int], coherent: bool = True
+    ) -> None:
         self._mapper = mapper
+        self.coherent = coherent
         self._random_u32 = random_u32
         self.by_lmr_context: dict[int, Lmr] = {}
         self.by_rmr_context: dict[int, Lmr] = {}
@@ -87,13 +99,18 @@ class MemoryRegistry:
         region: Region,
         segment: str,
         view: memoryview,
+        offset: int = 0,
     ) -> Lmr:
         """Enter an LMR; an rmr_context exists only when remote privileges were asked for."""
         lmr_context = self.new_key()
         rmr_context = 0
         while region.privileges & REMOTE_PRIVS and rmr_context in (0, lmr_context):
             rmr_context = self.new_key()
-        lmr = Lmr(handle, owner, region, segment, view, lmr_context, rmr_context)
+        lmr = Lmr(handle, owner, region, segment, view, lmr_context, rmr_context, offset)
+        if not self.coherent:
+            # registration is a synchronisation point: the I/O view starts as the CPU view
+            lmr.io = self._mapper.shadow(segment)[offset : offset + region.length]
+            lmr.io[:] = view
         self.by_lmr_context[lmr_context] = lmr
         if rmr_context:
             self.by_rmr_context[rmr_context] = lmr
@@ -105,6 +122,8 @@ class MemoryRegistry:
         if lmr.rmr_context:
             self.by_rmr_context.pop(lmr.rmr_context, None)
         lmr.view.release()
+        if lmr.io is not None:
+            lmr.io.release()
 
     def remote(
         self, rmr_context: int, address: int, length: int, need: MemPriv, pz: int
@@ -120,4 +139,24 @@ class MemoryRegistry:
             return lmr.view[0:0]
         if not region.contains(address, length):
             return None
-        return lmr.local(address, length)
+        off = address - region.address
+        return lmr.target[off : off + length]
+
+    def stale(self, rmr_context: int, address: int, length: int) -> bool:
+        """Noncoherent mode: does the CPU view differ from what an RDMA Read will see?"""
+        lmr = self.by_rmr_context.get(rmr_context)
+        if lmr is None or lmr.io is None:
+            return False
+        off = address - lmr.region.address
+        return lmr.io[off : off + length] != lmr.view[off : off + length]
+
+    @staticmethod
+    def sync(lmr: Lmr, address: int, length: int, to_cpu: bool) -> None:
+        """dat_lmr_sync_rdma_write (I/O view to CPU) or _read (CPU to I/O) for one range."""
+        if lmr.io is None:
+            return
+        off = address - lmr.region.address
+        if to_cpu:
+            lmr.view[off : off + length] = lmr.io[off : off + length]
+        else:
+            lmr.io[off : off + length] = lmr.view[off : off + length]

@@ -217,11 +217,12 @@ class Nic:
         shell: Shell,
         mapper: SegmentMapper,
         random_u32: Callable[[], int],
+        coherent: bool = True,
     ) -> None:
         self.name = name
         self.address = address
         self.shell = shell
-        self.memory = MemoryRegistry(mapper, random_u32)
+        self.memory = MemoryRegistry(mapper, random_u32, coherent)
         self.consumers: dict[int, Consumer] = {}
         self.listeners: dict[int, Listener] = {}  # conn_qual -> PSP or RSP
         self.links: dict[int, PeerLink] = {}
@@ -235,6 +236,7 @@ class Nic:
             "lmr_create": self._lmr_create,
             "lmr_free": self._lmr_free,
             "shared_attach": self._shared_attach,
+            "lmr_sync": self._lmr_sync,
             "ep_create": self._ep_create,
             "ep_free": self._ep_free,
             "ep_connect": self._ep_connect,
@@ -387,7 +389,7 @@ class Nic:
     # -- IA, PZ, LMR ---------------------------------------------------------------------------
 
     def _ia_query(self, consumer: Consumer, args: list[Any]) -> list[Any]:
-        return [ia_attributes(self.name, self.address_text)]
+        return [ia_attributes(self.name, self.address_text, not self.memory.coherent)]
 
     def _pz_create(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         pz = self._handle()
@@ -428,13 +430,13 @@ class Nic:
             if parent is None:
                 raise DatInvalidHandle(Sub.INVALID_HANDLE_LMR, "region is not an LMR handle")
             segment, address, length = parent.segment, parent.region.address, parent.region.length
-            cookie = parent.cookie
+            offset, cookie = parent.offset, parent.cookie
             self.memory.map_segment(segment)
             view = parent.view[:]
         else:
             raise DatModelNotSupported(message=f"memory type {mem_type!r} is not offered")
         region = Region(address, length, pz, privs)
-        lmr = self.memory.register(self._handle(), consumer.id, region, segment, view)
+        lmr = self.memory.register(self._handle(), consumer.id, region, segment, view, offset)
         lmr.cookie = cookie
         consumer.lmrs[lmr.handle] = lmr
         consumer.pzs[pz] += 1
@@ -487,6 +489,28 @@ class Nic:
             if not region.users:
                 del self.shared[cookie]
                 self.memory.remove_segment(region.segment)
+
+    def _lmr_sync(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        """dat_lmr_sync_rdma_write (to_cpu) and dat_lmr_sync_rdma_read, for any LMRs and PZs."""
+        to_cpu, segments = args
+        if not isinstance(segments, list):
+            raise DatInvalidParameter(Sub.INVALID_ARG2, "local_segments must be a list")
+        ranges = []
+        for triplet in segments:
+            address, length, context = parse_triplet(triplet)
+            if length == 0:
+                continue
+            lmr = self.memory.by_lmr_context.get(context)
+            if lmr is None or lmr.owner != consumer.id:
+                raise DatInvalidParameter(Sub.INVALID_ARG2, f"no LMR with context {context:#x}")
+            if not lmr.region.contains(address, length):
+                raise DatInvalidParameter(
+                    Sub.INVALID_ARG2, f"{address:#x}+{length} lies outside its LMR"
+                )
+            ranges.append((lmr, address, length))
+        for lmr, address, length in ranges:  # all checked first: nothing half done
+            self.memory.sync(lmr, address, length, bool(to_cpu))
+        return []
 
     def _lmr_free(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         lmr = consumer.lmrs.get(args[0]) if type(args[0]) is int else None
@@ -1150,6 +1174,10 @@ class Nic:
             link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
             self._target_fault(link)
             return
+        if not self.memory.coherent and self.memory.stale(rmr_context, address, length):
+            log.warning("RDMA Read of %#x+%d on EP %d serves the I/O view, which differs from "
+                        "the CPU's bytes: dat_lmr_sync_rdma_read was not called after they were "
+                        "written", address, length, ep.handle)
         self._send(link, encode(FrameType.READ_RESP, seq, payload_len=length), [view])
         link.acked = seq
         link.ack_due = True

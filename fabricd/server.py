@@ -202,6 +202,7 @@ class Daemon:
         socket_path: str,
         *,
         seed: int | None = None,
+        coherent: bool = True,
     ) -> None:
         self.name = name
         self.host = host
@@ -209,7 +210,9 @@ class Daemon:
         self.socket_path = socket_path
         self.mapper = ShmMapper()
         rng = random.Random(seed if seed is not None else int.from_bytes(os.urandom(8), "big"))
-        self.nic = Nic(name, (host, port), self, self.mapper, lambda: rng.getrandbits(32))
+        self.nic = Nic(
+            name, (host, port), self, self.mapper, lambda: rng.getrandbits(32), coherent
+        )
         self._servers: list[asyncio.AbstractServer] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -26,6 +26,7 @@ class ShmMapper:
         self._root = root
         self._maps: dict[str, tuple[mmap.mmap, memoryview, int]] = {}
         self._zombies: list[mmap.mmap] = []
+        self._shadows: dict[str, memoryview] = {}
 
     def map(self, name: str) -> memoryview:
         """Return a writable view of the whole segment ``name`` (counted)."""
@@ -46,6 +47,14 @@ class ShmMapper:
         self._maps[name] = (mm, view, refs + 1)
         return view
 
+    def shadow(self, name: str) -> memoryview:
+        """Private memory the size of segment ``name``: its I/O view in noncoherent mode."""
+        view = self._shadows.get(name)
+        if view is None:
+            size = len(self._maps[name][1])
+            view = self._shadows[name] = memoryview(mmap.mmap(-1, size))
+        return view
+
     def unmap(self, name: str) -> None:
         """Drop one reference; the last one unmaps the segment."""
         entry = self._maps.get(name)
@@ -57,6 +66,9 @@ class ShmMapper:
             return
         del self._maps[name]
         view.release()
+        shadow = self._shadows.pop(name, None)
+        if shadow is not None:
+            shadow.release()
         self._zombies.append(mm)
         self._reap()
 

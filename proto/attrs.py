@@ -79,7 +79,7 @@ class EpAttr:
             raise DatInvalidParameter(DatReturnSubtype.INVALID_ARG6, "only RC service is offered")
 
 
-def ia_attributes(adapter_name: str, address: str) -> dict[str, Any]:
+def ia_attributes(adapter_name: str, address: str, lmr_sync_req: bool) -> dict[str, Any]:
     """DAT_IA_ATTR and the provider attributes a dat_ia_query reports."""
     return {
         "adapter_name": adapter_name,
@@ -100,5 +100,5 @@ def ia_attributes(adapter_name: str, address: str) -> dict[str, Any]:
         "max_rmrs": 1 << 20,
         "max_private_data_size": MAX_PRIVATE_DATA,
         "optimal_buffer_alignment": 256,
-        "lmr_sync_req": False,
+        "lmr_sync_req": lmr_sync_req,
     }

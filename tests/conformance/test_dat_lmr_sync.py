@@ -1,0 +1,161 @@
+"""dat_lmr_sync_rdma_read and dat_lmr_sync_rdma_write (spec/000 and spec/001).
+
+In the daemon's noncoherent mode RDMA reaches an I/O view of each LMR that only the sync calls
+reconcile with the CPU's bytes; in coherent mode (the default) the calls succeed and do nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from client.api import Ia, Pz
+from client.dat import Ref, dat_ia_close, dat_ia_open, dat_lmr_sync_rdma_read
+from fabricd.launch import Node
+from proto.constants import DAT_SUCCESS, DatReturnType, EventNumber, MemPriv, MemType, get_type
+from proto.errors import DatInvalidParameter
+from tests.conftest import StartNode
+from tests.integration.flows import Pair, connect_pair, wait_event
+
+NONCOHERENT = ["--coherency", "noncoherent"]
+
+
+@pytest.fixture
+def pair(start: StartNode) -> Iterator[tuple[Pair, Node]]:
+    a = start("nc-a", extra=NONCOHERENT)
+    b = start("nc-b", extra=NONCOHERENT)
+    p = connect_pair(a.socket, b.socket, b.address, size=8192)
+    yield p, b
+    p.close()
+
+
+def _write(p: Pair, data: bytes, at: int) -> None:
+    p.view_a[: len(data)] = data
+    p.ep_a.post_rdma_write([p.lmr_a.triplet(0, len(data))], 1, p.lmr_b.remote(at, len(data)))
+    assert wait_event(p.evd_a, EventNumber.DTO_COMPLETION_EVENT).status == 0
+
+
+def _read(p: Pair, at: int, n: int) -> bytes:
+    p.ep_a.post_rdma_read([p.lmr_a.triplet(4096, n)], 2, p.lmr_b.remote(at, n))
+    assert wait_event(p.evd_a, EventNumber.DTO_COMPLETION_EVENT).status == 0
+    return bytes(p.view_a[4096 : 4096 + n])
+
+
+def test_the_provider_attribute_says_whether_sync_is_needed(start: StartNode) -> None:
+    """'needed if and only if the Provider attribute specifies that this operation is needed'"""
+    coherent, noncoherent = start("c"), start("n", extra=NONCOHERENT)
+    with Ia(coherent.socket) as ia:
+        assert ia.query()["lmr_sync_req"] is False
+    with Ia(noncoherent.socket) as ia:
+        assert ia.query()["lmr_sync_req"] is True
+
+
+def test_sync_rdma_write_makes_an_incoming_write_visible(pair: tuple[Pair, Node]) -> None:
+    """sync_rdma_write: 'makes effects of an incoming RDMA Write operation visible to the
+    Consumer'; 'the Consumer must call dat_lmr_sync_rdma_write() before reading data'."""
+    p, _ = pair
+    _write(p, b"fresh bytes", 100)
+    assert bytes(p.view_b[100:111]) == bytes(11), "without the sync the consumer sees stale data"
+    p.ia_b.lmr_sync_rdma_write([p.lmr_b.triplet(100, 11)])
+    assert bytes(p.view_b[100:111]) == b"fresh bytes"
+
+
+def test_sync_rdma_read_makes_local_writes_visible_to_an_incoming_read(
+    pair: tuple[Pair, Node],
+) -> None:
+    """sync_rdma_read: 'must be called after the Consumer has modified the memory range but
+    before the RDMA Read operation begins'; without it 'the returned contents are undefined'."""
+    p, b = pair
+    p.view_b[200:210] = b"cpu-writes"
+    assert _read(p, 200, 10) == bytes(10), "the read saw the I/O view, not the CPU's bytes"
+    assert "dat_lmr_sync_rdma_read was not called" in b.log_text(), "the daemon names the range"
+    p.ia_b.lmr_sync_rdma_read([p.lmr_b.triplet(200, 10)])
+    assert _read(p, 200, 10) == b"cpu-writes"
+
+
+def test_a_local_write_to_an_rdma_write_target_is_synchronised_too(
+    pair: tuple[Pair, Node],
+) -> None:
+    """sync_rdma_write: 'after an RDMA Write completes, the Consumer must call
+    dat_lmr_sync_rdma_write() before performing a local write to the same range'."""
+    p, _ = pair
+    _write(p, b"remote", 300)
+    p.ia_b.lmr_sync_rdma_write([p.lmr_b.triplet(300, 6)])
+    p.view_b[300:306] = b"LOCAL!"
+    p.ia_b.lmr_sync_rdma_read([p.lmr_b.triplet(300, 6)])
+    assert _read(p, 300, 6) == b"LOCAL!"
+
+
+def test_one_call_batches_ranges_of_different_lmrs_and_pzs(pair: tuple[Pair, Node]) -> None:
+    """'It is permissible to batch synchronizations ... The local_segments entries need not
+    contain the same LMR and need not be in the same Protection Zone.'"""
+    p, _ = pair
+    other = p.ia_b.lmr_create(
+        MemType.VIRTUAL, p.ia_b.alloc(4096), 4096, p.ia_b.pz_create(), MemPriv.ALL
+    )
+    ep_pz = Pz(p.ia_b, p.ia_b.core.ep_mirror(p.ep_b.handle).pz)
+    alias = p.ia_b.lmr_create(MemType.LMR, other, 0, ep_pz, MemPriv.ALL)  # reachable by the EP
+    p.view_b[0:4] = b"abcd"
+    p.ia_b.arena.view(other.registered_address, 4)[:] = b"wxyz"
+    p.ia_b.lmr_sync_rdma_read([p.lmr_b.triplet(0, 4), other.triplet(0, 4)])
+    assert _read(p, 0, 4) == b"abcd"
+    p.ep_a.post_rdma_read([p.lmr_a.triplet(4096, 4)], 3, alias.remote(0, 4))
+    assert wait_event(p.evd_a, EventNumber.DTO_COMPLETION_EVENT).status == 0
+    assert bytes(p.view_a[4096:4100]) == b"wxyz"
+
+
+def test_batched_write_sync_of_two_lmrs(pair: tuple[Pair, Node]) -> None:
+    p, _ = pair
+    _write(p, b"first", 0)
+    _write(p, b"second", 1000)
+    p.ia_b.lmr_sync_rdma_write([p.lmr_b.triplet(0, 5), p.lmr_b.triplet(1000, 6)])
+    assert bytes(p.view_b[0:5]) == b"first" and bytes(p.view_b[1000:1006]) == b"second"
+
+
+@pytest.mark.parametrize("call", ["lmr_sync_rdma_read", "lmr_sync_rdma_write"])
+def test_a_segment_outside_its_lmr_is_an_invalid_parameter(
+    pair: tuple[Pair, Node], call: str
+) -> None:
+    """RETURN VALUES: DAT_INVALID_PARAMETER 'the address range for a local segment fell outside
+    the boundaries of the corresponding Local Memory Region or the LMR handle was invalid'."""
+    p, _ = pair
+    with pytest.raises(DatInvalidParameter):
+        getattr(p.ia_b, call)([p.lmr_b.triplet(8000, 500)])
+    with pytest.raises(DatInvalidParameter):
+        getattr(p.ia_b, call)([[p.lmr_b.registered_address, 4, 0xDEAD]])
+    # nothing of a refused batch is done
+    p.view_b[0:4] = b"keep"
+    with pytest.raises(DatInvalidParameter):
+        p.ia_b.lmr_sync_rdma_read([p.lmr_b.triplet(0, 4), p.lmr_b.triplet(9000, 1)])
+    assert _read(p, 0, 4) == bytes(4)
+
+
+def test_invalid_handle_is_reported(start: StartNode) -> None:
+    """RETURN VALUES: DAT_INVALID_HANDLE 'The DAT handle is invalid.'"""
+    node = start("h", extra=NONCOHERENT)
+    ia: Ref[Ia] = Ref()
+    assert dat_ia_open(node.socket, 8, Ref(), ia) == DAT_SUCCESS
+    assert ia.value is not None
+    assert get_type(dat_lmr_sync_rdma_read(ia.value.async_evd, [], 0)) == (  # type: ignore[arg-type]
+        DatReturnType.INVALID_HANDLE
+    )
+    assert dat_lmr_sync_rdma_read(ia.value, [], 0) == DAT_SUCCESS
+    assert dat_ia_close(ia.value, 0) == DAT_SUCCESS
+
+
+def test_in_coherent_mode_the_calls_succeed_and_change_nothing(
+    two_nodes: tuple[Node, Node],
+) -> None:
+    a, b = two_nodes
+    p = connect_pair(a.socket, b.socket, b.address, size=8192)
+    try:
+        _write(p, b"visible", 0)
+        assert bytes(p.view_b[0:7]) == b"visible", "coherent: no sync needed"
+        p.view_b[0:7] = b"changed"
+        p.ia_b.lmr_sync_rdma_write([p.lmr_b.triplet(0, 7)])
+        assert bytes(p.view_b[0:7]) == b"changed", "the sync changed nothing"
+        p.ia_b.lmr_sync_rdma_read([p.lmr_b.triplet(0, 7)])
+        assert _read(p, 0, 7) == b"changed"
+    finally:
+        p.close()
