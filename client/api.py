@@ -222,6 +222,10 @@ class Ia:
         )
         return Lmr(self, self.run(op))
 
+    def rmr_create(self, pz: Pz) -> Rmr:
+        """dat_rmr_create: a memory window in ``pz``."""
+        return Rmr(self, self.run(self.core.rmr_create(pz.handle)), pz)
+
     def ep_create(
         self,
         pz: Pz,
@@ -459,6 +463,62 @@ class Ep(_Handle):
     ) -> None:
         """dat_ep_post_rdma_read."""
         self._post(Dtos.RDMA_READ, local_iov, cookie, remote, flags)
+
+
+class Rmr(_Handle):
+    """A memory window: bound with dat_rmr_bind to part of an LMR, it has its own key."""
+
+    def __init__(self, ia: Ia, handle: int, pz: Pz) -> None:
+        super().__init__(ia, handle)
+        self.pz = pz
+        self.lmr: Lmr | None = None
+        self.target: list[int] = [0, 0, 0]
+        self.privileges = 0
+        self.rmr_context = 0
+
+    def bind(
+        self,
+        lmr: Lmr | None,
+        lmr_triplet: Triplet,
+        privileges: int,
+        ep: Ep,
+        cookie: int = 0,
+        flags: int = CompletionFlags.DEFAULT,
+    ) -> int:
+        """dat_rmr_bind: returns the new rmr_context (a length of 0 unbinds)."""
+        context: int = self.ia.run(
+            self.ia.core.rmr_bind(
+                self.handle,
+                lmr.handle if lmr else 0,
+                lmr_triplet,
+                privileges,
+                ep.handle,
+                cookie,
+                flags,
+            )
+        )
+        self.lmr, self.privileges, self.rmr_context = lmr, privileges, context
+        self.target = [int(lmr_triplet[0]), int(lmr_triplet[1]), context]
+        return context
+
+    def remote(self, offset: int = 0, length: int | None = None) -> list[int]:
+        """The RMR triplet a peer needs to reach (part of) the bound window."""
+        address, size, context = self.target
+        return [address + offset, size - offset if length is None else length, context]
+
+    def query(self) -> dict[str, Any]:
+        """dat_rmr_query: PZ, LMR, bound range, privileges and current context."""
+        return {
+            "pz": self.pz,
+            "lmr": self.lmr,
+            "lmr_triplet": self.target[:2],
+            "mem_privileges": self.privileges,
+            "rmr_context": self.rmr_context,
+        }
+
+    def free(self) -> None:
+        """dat_rmr_free."""
+        self.ia.run(self.ia.core.rmr_free(self.handle))
 
 
 class Psp(_Handle):

@@ -233,6 +233,14 @@ class ClientCore:
                     mirror.requests -= 1
             if evd:
                 self._enqueue(Event(number, evd, ep, cookie, status, length, op))
+        elif number == EventNumber.RMR_BIND_COMPLETION_EVENT:
+            _, evd, ep, rmr, cookie, status = ev
+            if ep in self.eps:
+                self.eps[ep].requests -= 1
+            if evd:
+                self._enqueue(
+                    Event(number, evd, ep, cookie, status, handle=rmr, operation=Dtos.BIND_MW)
+                )
         elif number == EventNumber.CONNECTION_REQUEST_EVENT:
             _, evd, sp, conn_qual, cr, remote, pdata, ep = ev
             self.crs[cr] = CrInfo(cr, sp, conn_qual, remote, bytes(pdata), ep)
@@ -465,6 +473,44 @@ class ClientCore:
         info = self.lmrs.pop(handle, None)
         if info is not None:
             self.regions.pop(info.lmr_context, None)
+
+    def rmr_create(self, pz: int) -> Op:
+        """dat_rmr_create: an unbound memory window in ``pz``."""
+        (rmr,) = yield Call("rmr_create", [pz])
+        return rmr
+
+    def rmr_free(self, rmr: int) -> Op:
+        """dat_rmr_free."""
+        yield Call("rmr_free", [rmr])
+
+    def rmr_bind(
+        self,
+        rmr: int,
+        lmr: int,
+        triplet: Triplet,
+        privileges: int,
+        ep: int,
+        cookie: int,
+        flags: int,
+    ) -> Op:
+        """dat_rmr_bind: the new rmr_context now; RMR_BIND_COMPLETION on the request EVD."""
+        mirror = self.ep_mirror(ep)
+        if mirror.state not in ep_states.REQUEST_POST_STATES:
+            raise ep_states.state_error(mirror.state, "dat_rmr_bind")
+        if flags & CompletionFlags.UNSIGNALLED and not (
+            mirror.attr.request_completion_flags & CompletionFlags.UNSIGNALLED
+        ):
+            raise DatInvalidParameter(
+                Sub.INVALID_ARG6, "UNSIGNALLED needs the EP's request_completion_flags to allow it"
+            )
+        if mirror.requests >= mirror.attr.max_request_dtos:
+            raise DatInsufficientResources(Sub.RESOURCE_TEP, "request queue is full")
+        wire = list(parse_triplet(triplet))
+        (context,) = yield Call(
+            "rmr_bind", [rmr, lmr, wire, int(privileges), ep, cookie, int(flags)]
+        )
+        mirror.requests += 1
+        return context
 
     def ep_create(
         self, pz: int, recv_evd: int, request_evd: int, connect_evd: int, attr: EpAttr | None

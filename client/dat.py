@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from client.api import Cr, Ep, Evd, Ia, Lmr, Psp, Pz, Rsp
+from client.api import Cr, Ep, Evd, Ia, Lmr, Psp, Pz, Rmr, Rsp
 from client.core import CrInfo, Event, LmrInfo, Triplet
 from proto.attrs import EpAttr
 from proto.constants import (
@@ -193,6 +193,54 @@ def dat_lmr_sync_rdma_write(ia: Ia, local_segments: Sequence[Triplet], num_segme
 def dat_lmr_free(lmr: Lmr) -> int:
     """dat_lmr_free."""
     return _status(lambda: _need(lmr, Lmr, Sub.INVALID_HANDLE_LMR).free())
+
+
+def dat_rmr_create(pz: Pz, rmr: Ref[Rmr]) -> int:
+    """dat_rmr_create."""
+
+    def run() -> None:
+        zone = _need(pz, Pz, Sub.INVALID_HANDLE_PZ)
+        rmr.value = zone.ia.rmr_create(zone)
+
+    return _status(run)
+
+
+def dat_rmr_bind(
+    rmr: Rmr,
+    lmr: Lmr | None,
+    lmr_triplet: Triplet,
+    mem_privileges: int,
+    va_type: int,
+    ep: Ep,
+    user_cookie: int,
+    completion_flags: int,
+    rmr_context: Ref[int],
+) -> int:
+    """dat_rmr_bind (2.0 order: rmr, lmr, triplet, privileges, va_type, ep, ...)."""
+
+    def run() -> None:
+        if va_type != 0:
+            raise DatModelNotSupported(message="zero-based virtual addresses are not offered")
+        rmr_context.value = _need(rmr, Rmr, Sub.INVALID_HANDLE_RMR).bind(
+            lmr,
+            lmr_triplet,
+            mem_privileges,
+            _need(ep, Ep, Sub.INVALID_HANDLE_EP),
+            user_cookie,
+            completion_flags,
+        )
+
+    return _status(run)
+
+
+def dat_rmr_query(rmr: Rmr, rmr_param_mask: int, rmr_param: Ref[dict[str, Any]]) -> int:
+    """dat_rmr_query."""
+    return _status(lambda: _set(rmr_param, _need(rmr, Rmr, Sub.INVALID_HANDLE_RMR).query()))
+
+
+def dat_rmr_free(rmr: Rmr) -> int:
+    """dat_rmr_free."""
+    return _status(lambda: _need(rmr, Rmr, Sub.INVALID_HANDLE_RMR).free())
 
 
 # -- EVD ---------------------------------------------------------------------------------------

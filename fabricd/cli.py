@@ -39,9 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="unix socket path for local consumers",
     )
     p.add_argument("--seed", type=int, default=None, help="seed for keys (replayable runs)")
-    p.add_argument("--coherency", choices=["coherent", "noncoherent"], default="coherent",
-                   help="noncoherent: RDMA reaches an I/O view that only dat_lmr_sync_* "
-                   "reconciles with the CPU's (lmr_sync_req is then set)")
+    p.add_argument(
+        "--coherency",
+        choices=["coherent", "noncoherent"],
+        default="coherent",
+        help="noncoherent: RDMA reaches an I/O view that only dat_lmr_sync_* "
+        "reconciles with the CPU's (lmr_sync_req is then set)",
+    )
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -49,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 async def run(args: argparse.Namespace) -> None:
     """Start the daemon, print one ready line, and serve until SIGTERM or SIGINT."""
     host, port = args.listen
-    daemon = Daemon(args.name, host, port, args.socket, seed=args.seed,
-                    coherent=args.coherency == "coherent")
+    daemon = Daemon(
+        args.name, host, port, args.socket, seed=args.seed, coherent=args.coherency == "coherent"
+    )
     await daemon.start()
     print(
         f"fabricd {args.name} ready peer={daemon.host}:{daemon.port} socket={args.socket}",

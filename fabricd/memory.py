@@ -57,6 +57,14 @@ class Lmr:
         return self.view[off : off + length]
 
 
+@dataclass(eq=False, slots=True)
+class Window:
+    """A bound RMR: its own range, privileges and PZ over part of an LMR (dat_rmr_bind)."""
+
+    region: Region
+    lmr: Lmr
+
+
 class MemoryRegistry:
     """LMRs by local and remote key; every remote access is checked here."""
 
@@ -67,14 +75,39 @@ class MemoryRegistry:
         self.coherent = coherent
         self._random_u32 = random_u32
         self.by_lmr_context: dict[int, Lmr] = {}
-        self.by_rmr_context: dict[int, Lmr] = {}
+        self.by_rmr_context: dict[int, Lmr | Window] = {}
+        self._reserved: set[int] = set()
 
     def new_key(self) -> int:
         """A fresh non-zero 32-bit key not in use as a local or remote context."""
         while True:
             key = self._random_u32() & 0xFFFFFFFF
-            if key and key not in self.by_lmr_context and key not in self.by_rmr_context:
+            if (
+                key
+                and key not in self.by_lmr_context
+                and key not in self.by_rmr_context
+                and (key not in self._reserved)
+            ):
                 return key
+
+    def reserve_key(self) -> int:
+        """A remote key promised now (dat_rmr_bind returns it) and bound later."""
+        key = self.new_key()
+        self._reserved.add(key)
+        return key
+
+    def bind(self, key: int, window: Window) -> None:
+        """Make a reserved key reach ``window`` (the bind executes)."""
+        self._reserved.discard(key)
+        self.by_rmr_context[key] = window
+        window.lmr.bound_rmrs += 1
+
+    def unbind(self, key: int) -> None:
+        """A window's key stops working: later accesses are protection errors."""
+        self._reserved.discard(key)
+        entry = self.by_rmr_context.pop(key, None)
+        if isinstance(entry, Window):
+            entry.lmr.bound_rmrs -= 1
 
     def map_segment(self, name: str) -> memoryview:
         """Map a consumer's segment; raises OSError or ValueError on a bad name."""
@@ -129,22 +162,24 @@ class MemoryRegistry:
         self, rmr_context: int, address: int, length: int, need: MemPriv, pz: int
     ) -> memoryview | None:
         """The target bytes of a remote access, or None if the key, privilege, PZ or range fails."""
-        lmr = self.by_rmr_context.get(rmr_context)
-        if lmr is None:
+        entry = self.by_rmr_context.get(rmr_context)
+        if entry is None:
             return None
-        region = lmr.region
+        region = entry.region
         if not region.privileges & need or region.pz != pz:
             return None
+        lmr = entry if isinstance(entry, Lmr) else entry.lmr
         if length == 0:
             return lmr.view[0:0]
         if not region.contains(address, length):
             return None
-        off = address - region.address
+        off = address - lmr.region.address
         return lmr.target[off : off + length]
 
     def stale(self, rmr_context: int, address: int, length: int) -> bool:
         """Noncoherent mode: does the CPU view differ from what an RDMA Read will see?"""
-        lmr = self.by_rmr_context.get(rmr_context)
+        entry = self.by_rmr_context.get(rmr_context)
+        lmr = entry if isinstance(entry, Lmr) or entry is None else entry.lmr
         if lmr is None or lmr.io is None:
             return False
         off = address - lmr.region.address

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fabricd.memory import Lmr, MemoryRegistry, SegmentMapper
+from fabricd.memory import Lmr, MemoryRegistry, SegmentMapper, Window
 from proto import ep_states
 from proto.attrs import MAX_PRIVATE_DATA, EpAttr, ia_attributes
 from proto.checks import Region, check_local_iov, parse_triplet
@@ -41,6 +41,8 @@ from proto.errors import (
     DatInvalidState,
     DatLengthError,
     DatModelNotSupported,
+    DatPrivilegesViolation,
+    DatProtectionViolation,
     MalformedFrame,
     UnexpectedFrame,
     VersionMismatch,
@@ -101,6 +103,7 @@ class Consumer:
     pzs: dict[int, int] = field(default_factory=dict)  # pz handle -> users
     lmrs: dict[int, Lmr] = field(default_factory=dict)
     eps: dict[int, Ep] = field(default_factory=dict)
+    rmrs: dict[int, Rmr] = field(default_factory=dict)
     psps: dict[int, Listener] = field(default_factory=dict)
     crs: dict[int, Cr] = field(default_factory=dict)
     events: list[list[Any]] = field(default_factory=list)
@@ -118,6 +121,29 @@ class Op:
     length: int
     views: list[memoryview]
     done: bool = False
+    remote: tuple[int, int, int] = (0, 0, 0)  # the RMR triplet of an RDMA DTO
+    bind: Bind | None = None
+
+
+@dataclass(eq=False, slots=True)
+class Bind:
+    """What an RMR bind will do when it executes (its new key is already promised)."""
+
+    rmr: Rmr
+    lmr: Lmr | None
+    region: Region
+    key: int
+
+
+@dataclass(eq=False)
+class Rmr:
+    """A memory window (dat_rmr_create): unbound, or bound to part of an LMR."""
+
+    handle: int
+    pz: int
+    context: int = 0
+    lmr: Lmr | None = None
+    region: Region | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -143,8 +169,11 @@ class Ep:
     attr: EpAttr
     state: S = S.UNCONNECTED
     link: PeerLink | None = None
-    ops: deque[Op] = field(default_factory=deque)
+    ops: deque[Op] = field(default_factory=deque)  # every outstanding request DTO
+    held: deque[Op] = field(default_factory=deque)  # posted, not started yet (fence, credits)
     recvs: deque[Recv] = field(default_factory=deque)
+    reads_out: int = 0  # RDMA Read requests sent and not answered
+    reads_done: int = 0  # RDMA Read responses received (tells the target its load)
     next_seq: int = 1
     acked: int = 0
     timer: Timer | None = None
@@ -198,6 +227,7 @@ class PeerLink:
     hello: bool = False
     remote_name: str = ""
     acked: int = 0  # target side: last request sequence number executed
+    reads_in: int = 0  # target side: RDMA Read requests received
     ack_due: bool = False
     fault: tuple[int, St] | None = None  # target side: a request refused while its payload drains
     stalled: deque[Frame] = field(default_factory=deque)  # frames held behind an RNR send
@@ -237,6 +267,9 @@ class Nic:
             "lmr_free": self._lmr_free,
             "shared_attach": self._shared_attach,
             "lmr_sync": self._lmr_sync,
+            "rmr_create": self._rmr_create,
+            "rmr_bind": self._rmr_bind,
+            "rmr_free": self._rmr_free,
             "ep_create": self._ep_create,
             "ep_free": self._ep_free,
             "ep_connect": self._ep_connect,
@@ -358,6 +391,8 @@ class Nic:
             self.listeners.pop(listener.conn_qual, None)
         for cr in list(consumer.crs.values()):
             self._drop_link(cr.link, "consumer went away before accepting")
+        for rmr in consumer.rmrs.values():
+            self._unbind(rmr)
         for lmr in list(consumer.lmrs.values()):
             self._release_lmr(consumer, lmr)
         self._shared_detach(consumer)
@@ -528,6 +563,94 @@ class Nic:
         self.memory.free(lmr)
         self.memory.unmap_segment(lmr.segment)
 
+    # -- memory windows ------------------------------------------------------------------------
+
+    def _rmr(self, consumer: Consumer, handle: Any) -> Rmr:
+        rmr = consumer.rmrs.get(handle) if type(handle) is int else None
+        if rmr is None:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_RMR, f"no RMR {handle!r}")
+        return rmr
+
+    def _rmr_create(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        """dat_rmr_create: an unbound window in a PZ."""
+        pz = self._pz(consumer, args[0])
+        rmr = Rmr(self._handle(), pz)
+        consumer.rmrs[rmr.handle] = rmr
+        consumer.pzs[pz] += 1
+        return [rmr.handle]
+
+    def _rmr_free(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        """dat_rmr_free: a bound window is unbound first (its key stops working)."""
+        rmr = self._rmr(consumer, args[0])
+        self._unbind(rmr)
+        del consumer.rmrs[rmr.handle]
+        if rmr.pz in consumer.pzs:
+            consumer.pzs[rmr.pz] -= 1
+        return []
+
+    def _unbind(self, rmr: Rmr) -> None:
+        if rmr.context:
+            self.memory.unbind(rmr.context)
+        rmr.context, rmr.lmr, rmr.region = 0, None, None
+
+    def _rmr_bind(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        """dat_rmr_bind: checked now, executed in posting order on the EP, completed with
+        RMR_BIND_COMPLETION on its request EVD; returns the new rmr_context at once."""
+        rmr_handle, lmr_handle, triplet, privileges, ep_handle, cookie, flags = args
+        rmr = self._rmr(consumer, rmr_handle)
+        ep = self._ep(consumer, ep_handle)
+        address, length, context = parse_triplet(triplet)
+        if type(privileges) is not int or privileges & ~int(MemPriv.ALL):
+            raise DatInvalidParameter(Sub.INVALID_ARG3, f"bad mem_privileges {privileges!r}")
+        remote = MemPriv(privileges) & (MemPriv.REMOTE_READ | MemPriv.REMOTE_WRITE)
+        lmr = None
+        if length:
+            lmr = consumer.lmrs.get(lmr_handle) if type(lmr_handle) is int else None
+            if lmr is None:
+                lmr = self.memory.by_lmr_context.get(context)
+            if lmr is None or lmr.owner != consumer.id or lmr.lmr_context != context:
+                raise DatInvalidHandle(Sub.INVALID_HANDLE_LMR, "the triplet names no LMR")
+            if not lmr.region.contains(address, length):
+                raise DatInvalidParameter(Sub.INVALID_ARG2, "the range exceeds the LMR")
+            local = lmr.region.privileges
+            if (remote & MemPriv.REMOTE_READ and not local & MemPriv.LOCAL_READ) or (
+                remote & MemPriv.REMOTE_WRITE and not local & MemPriv.LOCAL_WRITE
+            ):
+                raise DatPrivilegesViolation(
+                    message="remote read needs the LMR's local read, remote write its local write"
+                )
+            if rmr.pz != lmr.region.pz or rmr.pz != ep.pz:
+                raise DatProtectionViolation(message="the RMR, LMR and EP are not in one PZ")
+        if ep.state not in ep_states.REQUEST_POST_STATES:
+            raise ep_states.state_error(ep.state, "dat_rmr_bind")
+        if type(flags) is not int or type(cookie) is not int:
+            raise DatInvalidParameter(Sub.INVALID_ARG6, "bad completion flags or cookie")
+        key = self.memory.reserve_key() if length else 0
+        op = Op(Dtos.BIND_MW, cookie, flags, 0, 0, [])
+        op.bind = Bind(rmr, lmr, Region(address, length, rmr.pz, remote), key)
+        self._enqueue(ep, op)
+        return [key]
+
+    def _bind(self, ep: Ep, op: Op) -> None:
+        """Execute a bind: the window's previous key dies, the promised one starts to work."""
+        bind = op.bind
+        assert bind is not None
+        rmr = bind.rmr
+        self._unbind(rmr)
+        lmr = bind.lmr
+        if lmr is not None:
+            if self.memory.by_lmr_context.get(lmr.lmr_context) is not lmr:
+                op.done = True  # the LMR went away: the bind fails and breaks the connection
+                ep.ops.remove(op)
+                ep.ops.appendleft(op)
+                self._ep_input(
+                    ep, EpInput.BROKEN, first_status=St.RMR_OPERATION_FAILED, notify_peer=True
+                )
+                return
+            self.memory.bind(bind.key, Window(bind.region, lmr))
+            rmr.context, rmr.lmr, rmr.region = bind.key, lmr, bind.region
+        op.done = True
+
     # -- endpoints -----------------------------------------------------------------------------
 
     def _ep_create(self, consumer: Consumer, args: list[Any]) -> list[Any]:
@@ -615,7 +738,7 @@ class Nic:
     def _ep_reset(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         ep = self._ep(consumer, args[0])
         ep.state, _ = ep_states.transition(ep.state, EpInput.RESET)
-        ep.next_seq, ep.acked = 1, 0
+        ep.next_seq, ep.acked, ep.reads_out, ep.reads_done = 1, 0, 0, 0
         return [ep.handle, ep.state]
 
     def _ep_input(
@@ -653,6 +776,8 @@ class Nic:
 
     def _flush(self, ep: Ep, first_status: St | None) -> None:
         """Complete every outstanding DTO: the failed one with its error, the rest FLUSHED."""
+        ep.held.clear()
+        ep.reads_out = 0
         while ep.ops:
             op = ep.ops.popleft()
             status = first_status if first_status is not None else St.DTO_ERR_FLUSHED
@@ -1024,6 +1149,7 @@ class Nic:
             return
         dto = _POST_DTOS[kind]
         op = Op(dto, cookie, flags, 0, 0, [])
+        remote = None
         try:
             need = MemPriv.LOCAL_WRITE if dto == Dtos.RDMA_READ else MemPriv.LOCAL_READ
             op.views, op.length = self._local_views(consumer, ep, local_iov, need)
@@ -1039,22 +1165,52 @@ class Nic:
             else:
                 self._flush(ep, St.DTO_ERR_LOCAL_PROTECTION)
             return
-        op.seq = ep.next_seq
-        ep.next_seq += 1
+        if remote is not None:
+            op.remote = remote
+            if dto == Dtos.RDMA_READ:
+                op.length = remote[1]
+        self._enqueue(ep, op)
+
+    def _enqueue(self, ep: Ep, op: Op) -> None:
+        """Queue a request DTO in posting order; it starts when nothing holds it back."""
+        if op.kind != Dtos.BIND_MW:
+            op.seq = ep.next_seq
+            ep.next_seq += 1
         ep.ops.append(op)
         if ep.state != S.CONNECTED or ep.link is None:
             self._flush(ep, None if ep.state == S.DISCONNECTED else St.DTO_ERR_LOCAL_EP)
             return
-        if dto == Dtos.RDMA_WRITE:
-            assert remote is not None
-            hdr = encode(FrameType.WRITE, op.seq, remote[0], remote[2], payload_len=op.length)
-            self._send(ep.link, hdr, op.views)
-        elif dto == Dtos.SEND:
-            self._send(ep.link, encode(FrameType.SEND, op.seq, payload_len=op.length), op.views)
-        else:
-            assert remote is not None
-            op.length = remote[1]
-            self._send(ep.link, encode(FrameType.READ_REQ, op.seq, remote[0], remote[2], remote[1]))
+        ep.held.append(op)
+        self._transmit(ep)
+
+    def _transmit(self, ep: Ep) -> None:
+        """Start held DTOs in order. An RDMA Read waits for a read credit (max_rdma_read_out),
+        a BARRIER_FENCE DTO for every earlier read, and whatever was posted later waits too."""
+        link = ep.link
+        while ep.held and link is not None and ep.link is link:
+            op = ep.held[0]
+            if ep.reads_out and (
+                op.flags & CompletionFlags.BARRIER_FENCE
+                or (op.kind == Dtos.RDMA_READ and ep.reads_out >= ep.attr.max_rdma_read_out)
+            ):
+                break
+            ep.held.popleft()
+            if op.kind == Dtos.RDMA_WRITE:
+                address, _, rmr_context = op.remote
+                hdr = encode(FrameType.WRITE, op.seq, address, rmr_context, payload_len=op.length)
+                self._send(link, hdr, op.views)
+            elif op.kind == Dtos.SEND:
+                self._send(link, encode(FrameType.SEND, op.seq, payload_len=op.length), op.views)
+            elif op.kind == Dtos.RDMA_READ:
+                ep.reads_out += 1
+                address, length, rmr_context = op.remote
+                self._send(
+                    link,
+                    encode(FrameType.READ_REQ, op.seq, address, rmr_context, length, ep.reads_done),
+                )
+            else:
+                self._bind(ep, op)
+        self._retire(ep)
 
     def _local_views(
         self, consumer: Consumer, ep: Ep, iov: Any, need: MemPriv
@@ -1096,6 +1252,19 @@ class Nic:
         evd = ep.request_evd
         if status == St.DTO_SUCCESS and op.flags & SILENT:
             evd = 0  # no event: the consumer only gets its queue slot back
+        if op.kind == Dtos.BIND_MW:
+            if op.bind is not None and not op.done:  # flushed before it executed
+                self.memory.unbind(op.bind.key)
+            event = [
+                E.RMR_BIND_COMPLETION_EVENT,
+                evd,
+                ep.handle,
+                op.bind.rmr.handle if op.bind else 0,
+                op.cookie,
+                status,
+            ]
+            self._push(ep.consumer, event)
+            return
         self._dto_event(ep, evd, op.cookie, status, op.length if status == 0 else 0, op.kind)
 
     def _retire(self, ep: Ep) -> None:
@@ -1103,10 +1272,7 @@ class Nic:
         ops = ep.ops
         while ops:
             op = ops[0]
-            if op.kind == Dtos.RDMA_READ:
-                if not op.done:
-                    break
-            elif op.seq > ep.acked:
+            if not op.done and (op.kind in _ANSWERED or op.seq > ep.acked):
                 break
             ops.popleft()
             self._complete(ep, op, St.DTO_SUCCESS)
@@ -1131,7 +1297,9 @@ class Nic:
             raise MalformedFrame("read response matches no outstanding RDMA Read")
         op.done = True
         op.length = frame.payload_len
-        self._retire(ep)
+        ep.reads_out -= 1
+        ep.reads_done += 1
+        self._transmit(ep)
 
     def _nak(self, link: PeerLink, seq: Any, status: St) -> None:
         ep = link.ep
@@ -1163,10 +1331,20 @@ class Nic:
             self._drop_link(link, "remote access error")
 
     def _serve_read(self, link: PeerLink, fields: list[Any]) -> None:
-        seq, address, rmr_context, length = fields
+        seq, address, rmr_context, length, reads_done = fields
         ep = link.ep
         if ep is None:
             raise UnexpectedFrame("RDMA Read request on a link with no endpoint")
+        link.reads_in += 1
+        if type(reads_done) is not int or link.reads_in - reads_done > ep.attr.max_rdma_read_in:
+            log.info(
+                "EP %d: more incoming RDMA Reads than max_rdma_read_in=%d",
+                ep.handle,
+                ep.attr.max_rdma_read_in,
+            )
+            link.fault = (seq, St.DTO_ERR_REMOTE_RESPONDER)
+            self._target_fault(link)
+            return
         view = None
         if type(length) is int and 0 <= length <= ep.attr.max_rdma_size:
             view = self.memory.remote(rmr_context, address, length, MemPriv.REMOTE_READ, ep.pz)
@@ -1175,9 +1353,14 @@ class Nic:
             self._target_fault(link)
             return
         if not self.memory.coherent and self.memory.stale(rmr_context, address, length):
-            log.warning("RDMA Read of %#x+%d on EP %d serves the I/O view, which differs from "
-                        "the CPU's bytes: dat_lmr_sync_rdma_read was not called after they were "
-                        "written", address, length, ep.handle)
+            log.warning(
+                "RDMA Read of %#x+%d on EP %d serves the I/O view, which differs from "
+                "the CPU's bytes: dat_lmr_sync_rdma_read was not called after they were "
+                "written",
+                address,
+                length,
+                ep.handle,
+            )
         self._send(link, encode(FrameType.READ_RESP, seq, payload_len=length), [view])
         link.acked = seq
         link.ack_due = True
@@ -1217,6 +1400,7 @@ class Nic:
 
 
 _DATA_FRAMES = frozenset({FrameType.WRITE, FrameType.READ_REQ, FrameType.SEND})
+_ANSWERED = frozenset({Dtos.RDMA_READ, Dtos.BIND_MW})  # done by an answer, not by an ACK
 _POST_DTOS = {
     FrameType.POST_SEND: Dtos.SEND,
     FrameType.POST_WRITE: Dtos.RDMA_WRITE,

@@ -210,9 +210,7 @@ class Daemon:
         self.socket_path = socket_path
         self.mapper = ShmMapper()
         rng = random.Random(seed if seed is not None else int.from_bytes(os.urandom(8), "big"))
-        self.nic = Nic(
-            name, (host, port), self, self.mapper, lambda: rng.getrandbits(32), coherent
-        )
+        self.nic = Nic(name, (host, port), self, self.mapper, lambda: rng.getrandbits(32), coherent)
         self._servers: list[asyncio.AbstractServer] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -66,7 +66,7 @@ FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
     FrameType.DISCONNECT: (),
     FrameType.HEARTBEAT: (),
     FrameType.WRITE: ("seq", "address", "rmr_context"),
-    FrameType.READ_REQ: ("seq", "address", "rmr_context", "length"),
+    FrameType.READ_REQ: ("seq", "address", "rmr_context", "length", "reads_done"),
     FrameType.READ_RESP: ("seq",),
     FrameType.SEND: ("seq",),
     FrameType.ACK: ("seq",),

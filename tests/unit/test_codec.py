@@ -167,6 +167,7 @@ SAMPLE_FIELDS: dict[str, Any] = {
     "address": 0xFFFF_FFFF_FFFF_0000,
     "rmr_context": 99,
     "length": 1 << 20,
+    "reads_done": 3,
     "status": -3,
 }
 
