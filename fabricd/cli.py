@@ -46,6 +46,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="noncoherent: RDMA reaches an I/O view that only dat_lmr_sync_* "
         "reconciles with the CPU's (lmr_sync_req is then set)",
     )
+    p.add_argument(
+        "--heartbeat-interval",
+        type=float,
+        default=1.0,
+        help="seconds between heartbeats on a quiet peer stream",
+    )
+    p.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=3.0,
+        help="seconds of silence after which a peer stream counts as cut",
+    )
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -54,7 +66,13 @@ async def run(args: argparse.Namespace) -> None:
     """Start the daemon, print one ready line, and serve until SIGTERM or SIGINT."""
     host, port = args.listen
     daemon = Daemon(
-        args.name, host, port, args.socket, seed=args.seed, coherent=args.coherency == "coherent"
+        args.name,
+        host,
+        port,
+        args.socket,
+        seed=args.seed,
+        coherent=args.coherency == "coherent",
+        heartbeat=(args.heartbeat_interval, args.heartbeat_timeout),
     )
     await daemon.start()
     print(

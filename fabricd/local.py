@@ -103,4 +103,5 @@ def local_pair(nic: Nic, loop: asyncio.AbstractEventLoop, active: PeerLink) -> N
     a.peer, b.peer = b, a
     a.link = active
     b.link = nic.peer_accepted(b)
+    active.local = b.link.local = True
     nic.link_up(active, a)

@@ -232,6 +232,10 @@ class PeerLink:
     fault: tuple[int, St] | None = None  # target side: a request refused while its payload drains
     stalled: deque[Frame] = field(default_factory=deque)  # frames held behind an RNR send
     closed: bool = False
+    local: bool = False  # both ends in this daemon: no heartbeat needed
+    sent: bool = False  # something was sent since the last tick
+    heard: bool = False  # something arrived since the last tick
+    last_heard: float = 0.0
 
 
 # -- the NIC -----------------------------------------------------------------------------------
@@ -248,11 +252,14 @@ class Nic:
         mapper: SegmentMapper,
         random_u32: Callable[[], int],
         coherent: bool = True,
+        heartbeat: tuple[float, float] = (1.0, 3.0),
     ) -> None:
         self.name = name
         self.address = address
         self.shell = shell
         self.memory = MemoryRegistry(mapper, random_u32, coherent)
+        self.heartbeat_interval, self.heartbeat_timeout = heartbeat
+        self.now = 0.0
         self.consumers: dict[int, Consumer] = {}
         self.listeners: dict[int, Listener] = {}  # conn_qual -> PSP or RSP
         self.links: dict[int, PeerLink] = {}
@@ -964,9 +971,26 @@ class Nic:
     def _send(link: PeerLink, header: bytes, payload: Sequence[memoryview] = ()) -> None:
         if link.channel is not None and not link.closed:
             link.channel.send(header, payload)
-        elif not link.closed and not payload:
-            # not connected yet: keep control frames for link_up
-            pass
+            link.sent = True
+
+    def tick(self, now: float) -> None:
+        """Every heartbeat interval: a HEARTBEAT on each quiet stream, and a stream that has
+        heard nothing for the heartbeat timeout is taken as cut (a silent partition)."""
+        self.now = now
+        for link in list(self.links.values()):
+            if link.channel is None or link.closed or link.local:
+                continue
+            if link.heard or not link.last_heard:
+                link.heard, link.last_heard = False, now
+            elif now - link.last_heard > self.heartbeat_timeout:
+                reason = f"nothing heard for {now - link.last_heard:.1f} s (heartbeat timeout)"
+                self.link_lost(link, reason)
+                if link.channel is not None:
+                    link.channel.close(reason)
+                continue
+            if not link.sent:
+                self._send(link, _HEARTBEAT)
+            link.sent = False
 
     def peer_sink(self, link: PeerLink, frame: Frame) -> Sink:
         """Where the payload of a frame from a peer lands: straight into registered memory.
@@ -1068,6 +1092,7 @@ class Nic:
 
     def peer_batch_end(self, link: PeerLink) -> None:
         """After one read from the stream: one cumulative ACK for everything executed."""
+        link.heard = True
         if link.ack_due and not link.closed:
             link.ack_due = False
             self._send(link, encode(FrameType.ACK, link.acked))
@@ -1400,6 +1425,7 @@ class Nic:
 
 
 _DATA_FRAMES = frozenset({FrameType.WRITE, FrameType.READ_REQ, FrameType.SEND})
+_HEARTBEAT = encode(FrameType.HEARTBEAT)
 _ANSWERED = frozenset({Dtos.RDMA_READ, Dtos.BIND_MW})  # done by an answer, not by an ACK
 _POST_DTOS = {
     FrameType.POST_SEND: Dtos.SEND,

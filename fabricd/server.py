@@ -203,6 +203,7 @@ class Daemon:
         *,
         seed: int | None = None,
         coherent: bool = True,
+        heartbeat: tuple[float, float] = (1.0, 3.0),
     ) -> None:
         self.name = name
         self.host = host
@@ -210,7 +211,10 @@ class Daemon:
         self.socket_path = socket_path
         self.mapper = ShmMapper()
         rng = random.Random(seed if seed is not None else int.from_bytes(os.urandom(8), "big"))
-        self.nic = Nic(name, (host, port), self, self.mapper, lambda: rng.getrandbits(32), coherent)
+        self.nic = Nic(
+            name, (host, port), self, self.mapper, lambda: rng.getrandbits(32), coherent, heartbeat
+        )
+        self._ticker: asyncio.TimerHandle | None = None
         self._servers: list[asyncio.AbstractServer] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -230,6 +234,7 @@ class Daemon:
             lambda: ConsumerStream(self.nic, self.mapper), self.socket_path, backlog=4096
         )
         self._servers = [tcp, unix]
+        self._tick()
         log.info(
             "fabricd %s: peers on %s:%d, consumers on %s",
             self.name,
@@ -238,8 +243,15 @@ class Daemon:
             self.socket_path,
         )
 
+    def _tick(self) -> None:
+        assert self._loop is not None
+        self.nic.tick(self._loop.time())
+        self._ticker = self._loop.call_later(self.nic.heartbeat_interval, self._tick)
+
     async def close(self) -> None:
         """Stop listening and remove the consumer socket."""
+        if self._ticker is not None:
+            self._ticker.cancel()
         for server in self._servers:
             server.close()
         for task in list(self._tasks):

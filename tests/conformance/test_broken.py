@@ -1,0 +1,100 @@
+"""Broken connections, with nothing lost: every outstanding DTO completes exactly once, in
+posting order: the failed one with its error, then BROKEN, then the rest FLUSHED."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from client.api import Ia
+from fabricd.launch import Node
+from proto.constants import DtoCompletionStatus as St
+from proto.constants import EpState, EventNumber
+from proto.errors import DatAbort
+from tests.conftest import StartNode
+from tests.integration.flows import Pair, connect_pair, wait_event
+from tests.integration.netns import two_hosts, unavailable
+
+FAST_HEARTBEAT = ["--heartbeat-interval", "0.2", "--heartbeat-timeout", "1.0"]
+
+
+def _expect_broken(p: Pair, cookies: list[int], first: St) -> None:
+    """The first cookie fails with ``first``, BROKEN follows, the rest are FLUSHED."""
+    error = wait_event(p.evd_a, EventNumber.DTO_COMPLETION_EVENT)
+    assert (error.cookie, error.status) == (cookies[0], first)
+    assert wait_event(p.evd_a, EventNumber.CONNECTION_EVENT_BROKEN).ep == p.ep_a.handle
+    flushed = [wait_event(p.evd_a, EventNumber.DTO_COMPLETION_EVENT) for _ in cookies[1:]]
+    assert [(e.cookie, e.status) for e in flushed] == [(c, St.DTO_ERR_FLUSHED)
+                                                       for c in cookies[1:]]
+    assert p.ep_a.state == EpState.DISCONNECTED
+    with pytest.raises(Exception, match="QUEUE_EMPTY"):
+        p.evd_a.dequeue()  # exactly once: nothing more
+
+
+def test_a_peer_daemon_killed_mid_transfer(two_nodes: tuple[Node, Node]) -> None:
+    a, b = two_nodes
+    p = connect_pair(a.socket, b.socket, b.address, size=8 << 20)
+    try:
+        cookies = list(range(1, 9))
+        for c in cookies:
+            p.ep_a.post_rdma_write([p.lmr_a.triplet(0, 8 << 20)], c, p.lmr_b.remote())
+        b.proc.send_signal(signal.SIGKILL)
+        b.proc.wait()
+        # some writes may have completed before the kill: they come first, successful
+        done = []
+        while True:
+            event = wait_event(p.evd_a, EventNumber.DTO_COMPLETION_EVENT)
+            if event.status != St.DTO_SUCCESS:
+                break
+            done.append(event.cookie)
+        assert done == cookies[: len(done)], "completions in posting order"
+        assert event.cookie == cookies[len(done)] and event.status == St.DTO_ERR_TRANSPORT
+        assert wait_event(p.evd_a, EventNumber.CONNECTION_EVENT_BROKEN).ep == p.ep_a.handle
+        rest = [wait_event(p.evd_a, EventNumber.DTO_COMPLETION_EVENT)
+                for _ in cookies[len(done) + 1 :]]
+        assert [e.cookie for e in rest] == cookies[len(done) + 1 :]
+        assert all(e.status == St.DTO_ERR_FLUSHED for e in rest)
+    finally:
+        p.ia_a.close()
+
+
+def test_a_consumer_whose_daemon_dies_gets_ia_catastrophic(start: StartNode) -> None:
+    node = start("doomed")
+    ia = Ia(node.socket)
+    evd = ia.evd_create(4)
+    node.proc.send_signal(signal.SIGKILL)
+    node.proc.wait()
+    event, _ = ia.async_evd.wait(5_000_000)
+    assert event.event_number == EventNumber.ASYNC_ERROR_IA_CATASTROPHIC
+    started = time.monotonic()
+    with pytest.raises(DatAbort):
+        evd.wait(10_000_000)  # an error, never a hang
+    assert time.monotonic() - started < 5
+    with pytest.raises(DatAbort):
+        ia.pz_create()
+    ia.close()
+
+
+def test_a_cut_link_is_detected_by_heartbeat(start: StartNode) -> None:
+    why = unavailable()
+    if why:
+        pytest.skip(why)
+    with two_hosts(index=3) as hosts:
+        a = start("cut-a", host=hosts.addr[0], port=7471, netns=hosts.ns[0], extra=FAST_HEARTBEAT)
+        b = start("cut-b", host=hosts.addr[1], port=7471, netns=hosts.ns[1], extra=FAST_HEARTBEAT)
+        p = connect_pair(a.socket, b.socket, b.address)
+        try:
+            hosts.link(up=False)  # no packet will ever answer: no RST, no FIN
+            cut = time.monotonic()
+            p.ep_a.post_rdma_read([p.lmr_a.triplet(0, 64)], 1, p.lmr_b.remote(0, 64))
+            p.ep_a.post_rdma_write([p.lmr_a.triplet(0, 64)], 2, p.lmr_b.remote(0, 64))
+            _expect_broken(p, [1, 2], St.DTO_ERR_TRANSPORT)
+            assert time.monotonic() - cut < 5, "detected within the heartbeat timeout"
+            assert wait_event(p.evd_b, EventNumber.CONNECTION_EVENT_BROKEN).ep == p.ep_b.handle
+            assert "heartbeat timeout" in a.log_text()
+        finally:
+            p.close()
+            for node in (a, b):
+                node.stop()
