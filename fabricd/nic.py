@@ -122,6 +122,7 @@ class Op:
     views: list[memoryview]
     done: bool = False
     remote: tuple[int, int, int] = (0, 0, 0)  # the RMR triplet of an RDMA DTO
+    status: St = St.DTO_SUCCESS  # done but failed: breaks the connection when retired
     bind: Bind | None = None
 
 
@@ -647,12 +648,7 @@ class Nic:
         lmr = bind.lmr
         if lmr is not None:
             if self.memory.by_lmr_context.get(lmr.lmr_context) is not lmr:
-                op.done = True  # the LMR went away: the bind fails and breaks the connection
-                ep.ops.remove(op)
-                ep.ops.appendleft(op)
-                self._ep_input(
-                    ep, EpInput.BROKEN, first_status=St.RMR_OPERATION_FAILED, notify_peer=True
-                )
+                op.done, op.status = True, St.RMR_OPERATION_FAILED  # the LMR went away
                 return
             self.memory.bind(bind.key, Window(bind.region, lmr))
             rmr.context, rmr.lmr, rmr.region = bind.key, lmr, bind.region
@@ -1235,6 +1231,8 @@ class Nic:
                 )
             else:
                 self._bind(ep, op)
+                if op.status != St.DTO_SUCCESS:
+                    break
         self._retire(ep)
 
     def _local_views(
@@ -1278,7 +1276,7 @@ class Nic:
         if status == St.DTO_SUCCESS and op.flags & SILENT:
             evd = 0  # no event: the consumer only gets its queue slot back
         if op.kind == Dtos.BIND_MW:
-            if op.bind is not None and not op.done:  # flushed before it executed
+            if op.bind is not None and status != St.DTO_SUCCESS:  # flushed or failed
                 self.memory.unbind(op.bind.key)
             event = [
                 E.RMR_BIND_COMPLETION_EVENT,
@@ -1299,6 +1297,9 @@ class Nic:
             op = ops[0]
             if not op.done and (op.kind in _ANSWERED or op.seq > ep.acked):
                 break
+            if op.status != St.DTO_SUCCESS:  # in order, after what finished before it
+                self._ep_input(ep, EpInput.BROKEN, first_status=op.status, notify_peer=True)
+                return
             ops.popleft()
             self._complete(ep, op, St.DTO_SUCCESS)
         self._maybe_drained(ep)

@@ -8,7 +8,14 @@ import pytest
 
 from client.api import Pz, Rmr
 from fabricd.launch import Node
-from proto.constants import CompletionFlags, DatReturnSubtype, EventNumber, MemPriv, MemType
+from proto.constants import (
+    CompletionFlags,
+    DatReturnSubtype,
+    EpState,
+    EventNumber,
+    MemPriv,
+    MemType,
+)
 from proto.constants import DtoCompletionStatus as St
 from proto.errors import (
     DatInvalidHandle,
@@ -211,3 +218,27 @@ def test_query_reports_the_binding(pair: Pair) -> None:
     param = rmr.query()
     assert param["rmr_context"] == context and param["lmr"] is pair.lmr_b
     assert param["lmr_triplet"] == [pair.lmr_b.registered_address + 64, 32]
+
+
+def test_a_bind_that_fails_after_returning_breaks_the_connection(pair: Pair) -> None:
+    """'If the RMR Bind fails after dat_rmr_bind() returns, connection of ep_handle is broken.
+    The Endpoint transitions into a DAT_EP_STATE_DISCONNECTED state and the
+    DAT_CONNECTION_EVENT_BROKEN event is delivered to the connect_evd_handle'. Here the bind
+    waits behind a fence while its LMR is freed, so it fails when it executes."""
+    a_pz = Pz(pair.ia_a, pair.ia_a.core.ep_mirror(pair.ep_a.handle).pz)
+    lmr = pair.ia_a.lmr_create(MemType.VIRTUAL, pair.ia_a.alloc(256), 256, a_pz, MemPriv.ALL)
+    rmr = pair.ia_a.rmr_create(a_pz)
+    pair.ep_a.post_send([pair.lmr_a.triplet(0, 8)], cookie=1)  # B has no receive: it stalls
+    pair.ep_a.post_rdma_read([pair.lmr_a.triplet(64, 8)], 2, pair.lmr_b.remote(0, 8))
+    rmr.bind(
+        lmr, lmr.triplet(0, 64), RW, pair.ep_a, cookie=3, flags=CompletionFlags.BARRIER_FENCE
+    )  # waits for the read
+    lmr.free()  # allowed: the window is not bound yet
+    pair.ep_b.post_recv([pair.lmr_b.triplet(0, 64)], cookie=4)  # the stream moves on
+    sent = wait_event(pair.evd_a, EventNumber.DTO_COMPLETION_EVENT)
+    read = wait_event(pair.evd_a, EventNumber.DTO_COMPLETION_EVENT)
+    assert [(e.cookie, e.status) for e in (sent, read)] == [(1, 0), (2, 0)]
+    bind = wait_event(pair.evd_a, EventNumber.RMR_BIND_COMPLETION_EVENT)
+    assert (bind.cookie, bind.status) == (3, St.RMR_OPERATION_FAILED)
+    assert wait_event(pair.evd_a, EventNumber.CONNECTION_EVENT_BROKEN).ep == pair.ep_a.handle
+    assert pair.ep_a.state == EpState.DISCONNECTED
