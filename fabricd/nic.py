@@ -1049,7 +1049,8 @@ class Nic:
             return
         kind = frame.type
         if kind in _DATA_FRAMES:
-            if link.stalled or frame.payload is not None:  # held: receiver not ready
+            not_ready = kind == FrameType.SEND and link.ep is not None and not link.ep.recvs
+            if link.stalled or frame.payload is not None or not_ready:  # receiver not ready
                 link.stalled.append(frame)
             else:
                 self._execute(link, frame)
