@@ -866,8 +866,10 @@ class Nic:
             ep = rsp_ep
         else:
             ep = self._ep(consumer, args[1])
-            if rsp_ep is not None and ep is not rsp_ep:
+            if rsp_ep is not None:
                 raise DatInvalidHandle(Sub.INVALID_HANDLE_EP, "the RSP's request has its own EP")
+            if ep.state != S.UNCONNECTED:  # a PASSIVE_CP EP waits for its own RSP's request
+                raise ep_states.state_error(ep.state, "dat_cr_accept with this EP")
         ep.state, _ = ep_states.transition(ep.state, EpInput.ACCEPT)
         del consumer.crs[cr.handle]
         link = cr.link
