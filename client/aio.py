@@ -242,14 +242,14 @@ class AsyncEvd:
         evd = core.evd_wait_begin(self.handle, threshold)
         seconds = None if timeout == TIMEOUT_INFINITE else timeout / 1e6
         try:
-            await self.ia._until(lambda: len(evd.queue) >= threshold or core.catastrophic, seconds)
+            await self.ia._until(lambda: evd.ready(threshold) or core.catastrophic, seconds)
         except TimeoutError:
             raise core.evd_timeout(evd, threshold, timeout) from None
         finally:
             evd.waiting = False
-        if len(evd.queue) < threshold:
+        if not evd.ready(threshold):
             raise DatAbort(message="the IA's daemon is gone")
-        event = evd.queue.popleft()
+        event = evd.pop()
         return event, len(evd.queue)
 
     def post_se(self, pointer: Any = None) -> None:

@@ -113,8 +113,14 @@ class Ia:
             if n < len(buf):
                 break
 
+    def _open(self) -> None:
+        """Every call on a closed IA is DAT_INVALID_HANDLE."""
+        if self.closed:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_IA, f"IA {self.name} is closed")
+
     def run(self, op: Op) -> Any:
         """Drive an operation of the core: send each call, wait for its reply."""
+        self._open()
         try:
             call = next(op)
             while True:
@@ -181,6 +187,7 @@ class Ia:
         self, min_qlen: int, flags: int = EvdFlags.DEFAULT, cno: Cno | None = None
     ) -> Evd:
         """dat_evd_create (``cno``: the CNO to wake when an event arrives)."""
+        self._open()
         return Evd(self, self.core.evd_create(min_qlen, flags, cno.handle if cno else 0))
 
     def cno_create(self) -> Cno:
@@ -213,6 +220,7 @@ class Ia:
         ``(cookie, memory from alloc_shared)``, LMR is an existing Lmr."""
         if isinstance(region, Lmr):
             region = region.handle
+        self._open()
         if isinstance(region, Buffer):
             region = region.address
         elif isinstance(region, tuple) and len(region) == 2 and isinstance(region[1], Buffer):
@@ -292,14 +300,12 @@ class Evd(_Handle):
         core = self.ia.core
         evd = core.evd_wait_begin(self.handle, threshold)
         try:
-            self.ia._until(
-                lambda: len(evd.queue) >= threshold, timeout, dead_ok=self.handle == ASYNC_EVD
-            )
+            self.ia._until(lambda: evd.ready(threshold), timeout, dead_ok=self.handle == ASYNC_EVD)
         except DatTimeoutExpired:
             raise core.evd_timeout(evd, threshold, timeout) from None
         finally:
             evd.waiting = False
-        event = self._handed_out(evd.queue.popleft())
+        event = self._handed_out(evd.pop())
         return event, len(evd.queue)
 
     def post_se(self, pointer: Any = None) -> None:
@@ -357,6 +363,8 @@ class Lmr(_Handle):
 
     def query(self) -> LmrInfo:
         """dat_lmr_query."""
+        if self.handle not in self.ia.core.lmrs:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_LMR, f"LMR {self.handle} was freed")
         return self.info
 
     def free(self) -> None:

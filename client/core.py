@@ -82,6 +82,8 @@ class Event:
     reason: int = 0
     pointer: Any = None
     """For SOFTWARE_EVENT: what dat_evd_post_se was given."""
+    notify: bool = True
+    """False for an UNSIGNALLED completion: it is queued but wakes no waiter."""
     cr_handle: Any = field(default=None, compare=False, repr=False)
     """For CONNECTION_REQUEST: the CR object of the API that returned the event."""
 
@@ -97,6 +99,22 @@ class EvdState:
     overflowed: bool = False
     waiting: bool = False  # a dat_evd_wait is in progress (one waiter at a time)
     cno: int = 0
+    notifying: int = 0  # queued events that notify (all but UNSIGNALLED completions)
+
+    def push(self, event: Event) -> None:
+        """Queue an event."""
+        self.queue.append(event)
+        self.notifying += event.notify
+
+    def pop(self) -> Event:
+        """Take the oldest event."""
+        event = self.queue.popleft()
+        self.notifying -= event.notify
+        return event
+
+    def ready(self, threshold: int) -> bool:
+        """Would a waiter wake: ``threshold`` events, at least one of them a notification?"""
+        return len(self.queue) >= threshold and self.notifying > 0
 
 
 @dataclass(eq=False)
@@ -224,7 +242,7 @@ class ClientCore:
     def _event(self, ev: list[Any]) -> None:
         number = EventNumber(ev[0])
         if number == EventNumber.DTO_COMPLETION_EVENT:
-            _, evd, ep, cookie, status, length, op = ev
+            _, evd, ep, cookie, status, length, op, notify = ev
             mirror = self.eps.get(ep)
             if mirror is not None:
                 if op == Dtos.RECEIVE:
@@ -232,14 +250,23 @@ class ClientCore:
                 else:
                     mirror.requests -= 1
             if evd:
-                self._enqueue(Event(number, evd, ep, cookie, status, length, op))
+                self._enqueue(Event(number, evd, ep, cookie, status, length, op, notify=notify))
         elif number == EventNumber.RMR_BIND_COMPLETION_EVENT:
-            _, evd, ep, rmr, cookie, status = ev
+            _, evd, ep, rmr, cookie, status, notify = ev
             if ep in self.eps:
                 self.eps[ep].requests -= 1
             if evd:
                 self._enqueue(
-                    Event(number, evd, ep, cookie, status, handle=rmr, operation=Dtos.BIND_MW)
+                    Event(
+                        number,
+                        evd,
+                        ep,
+                        cookie,
+                        status,
+                        handle=rmr,
+                        operation=Dtos.BIND_MW,
+                        notify=notify,
+                    )
                 )
         elif number == EventNumber.CONNECTION_REQUEST_EVENT:
             _, evd, sp, conn_qual, cr, remote, pdata, ep = ev
@@ -280,7 +307,7 @@ class ClientCore:
                         Event(EventNumber.ASYNC_ERROR_EVD_OVERFLOW, ASYNC_EVD, handle=evd.handle)
                     )
             return
-        evd.queue.append(event)
+        evd.push(event)
 
     # -- objects kept here ---------------------------------------------------------------------
 
@@ -329,7 +356,7 @@ class ClientCore:
             raise DatInvalidParameter(Sub.INVALID_ARG1, "the EVD takes no software events")
         if len(evd.queue) >= evd.qlen:
             raise DatQueueFull(message="the EVD is full")
-        evd.queue.append(Event(EventNumber.SOFTWARE_EVENT, handle, pointer=pointer))
+        evd.push(Event(EventNumber.SOFTWARE_EVENT, handle, pointer=pointer))
 
     def cno_create(self) -> int:
         """dat_cno_create: a waiter shared by the EVDs attached to it."""
@@ -342,7 +369,7 @@ class ClientCore:
         if handle not in self.cnos:
             raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {handle!r}")
         for evd in sorted(self.cnos[handle]):
-            if self.evds[evd].queue:
+            if self.evds[evd].notifying:
                 return evd
         return 0
 
@@ -380,7 +407,7 @@ class ClientCore:
             raise DatInvalidState(Sub.INVALID_STATE_EVD_WAITER, "a waiter owns the EVD")
         if not evd.queue:
             raise DatQueueEmpty(message="no event queued")
-        return evd.queue.popleft()
+        return evd.pop()
 
     def ep_mirror(self, handle: Any) -> EpMirror:
         """An endpoint by handle, or DAT_INVALID_HANDLE."""
@@ -579,8 +606,8 @@ class ClientCore:
 
     def psp_create(self, conn_qual: int, evd: int, flags: int) -> Op:
         """dat_psp_create."""
-        self.evd(evd)
-        (psp,) = yield Call("psp_create", [conn_qual, evd, int(flags)])
+        backlog = self.evd(evd).qlen  # the EVD's length is the backlog
+        (psp,) = yield Call("psp_create", [conn_qual, evd, int(flags), backlog])
         return psp
 
     def psp_free(self, psp: int) -> Op:

@@ -60,7 +60,6 @@ from proto.segments import shared_segment_name
 
 log = logging.getLogger("fabricd")
 Sub = DatReturnSubtype
-SILENT = CompletionFlags.SUPPRESS | CompletionFlags.UNSIGNALLED
 
 
 class Channel(Protocol):
@@ -201,6 +200,7 @@ class Listener:
     evd: int
     flags: int
     ep: Ep | None = None  # RSP only
+    backlog: int = 1 << 30  # PSP: the CR EVD's length; requests beyond it are refused
 
 
 @dataclass(eq=False)
@@ -320,10 +320,12 @@ class Nic:
                 consumer.channel.send(encode(FrameType.EVENTS, consumer.events))
             consumer.events = []
 
-    def _dto_event(self, ep: Ep, evd: int, cookie: int, status: St, length: int, op: Dtos) -> None:
-        self._push(
-            ep.consumer, [E.DTO_COMPLETION_EVENT, evd, ep.handle, cookie, status, length, op]
-        )
+    def _dto_event(
+        self, ep: Ep, evd: int, cookie: int, status: St, length: int, op: Dtos, notify: bool = True
+    ) -> None:
+        """Queue a DTO completion; ``notify`` False: an UNSIGNALLED one, which wakes nobody."""
+        event = [E.DTO_COMPLETION_EVENT, evd, ep.handle, cookie, status, length, op, notify]
+        self._push(ep.consumer, event)
 
     def _conn_event(self, ep: Ep, event: E, private_data: bytes = b"") -> None:
         self._push(ep.consumer, [event, ep.connect_evd, ep.handle, private_data, ep.state])
@@ -489,8 +491,11 @@ class Nic:
         """The consumer's bytes [offset, offset+length) of ``segment``, mapped by the daemon."""
         try:
             whole = self.memory.map_segment(segment)
-        except (OSError, ValueError) as err:
+        except (FileNotFoundError, ValueError) as err:
             raise DatInvalidParameter(Sub.INVALID_ARG3, f"cannot map {segment}: {err}") from None
+        except OSError as err:  # out of descriptors or memory
+            msg = f"cannot map {segment}: {err}"
+            raise DatInsufficientResources(Sub.RESOURCE_MEMORY, msg) from None
         if offset < 0 or offset + length > len(whole):
             self.memory.unmap_segment(segment)
             raise DatInvalidParameter(Sub.INVALID_ARG4, "range outside the shared segment")
@@ -823,10 +828,14 @@ class Nic:
             listener.ep.rsp = None
 
     def _psp_create(self, consumer: Consumer, args: list[Any]) -> list[Any]:
-        conn_qual, evd, flags = args
+        conn_qual, evd, flags, backlog = args
         if flags != 0:
             raise DatModelNotSupported(message="only DAT_PSP_CONSUMER_FLAG is offered yet")
-        return [self._add_listener(consumer, conn_qual, evd, flags, None).handle]
+        if type(backlog) is not int or backlog <= 0:
+            raise DatInvalidParameter(Sub.INVALID_ARG3, "the CR EVD has no room")
+        listener = self._add_listener(consumer, conn_qual, evd, flags, None)
+        listener.backlog = backlog
+        return [listener.handle]
 
     def _rsp_create(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         conn_qual, ep_handle, evd = args
@@ -1101,6 +1110,11 @@ class Nic:
     def _conn_request(self, link: PeerLink, fields: list[Any]) -> None:
         conn_qual, pdata, rd_in, rd_out = fields
         listener = self.listeners.get(conn_qual)
+        if listener is not None and listener.ep is None:
+            waiting = sum(1 for cr in listener.consumer.crs.values() if cr.listener is listener)
+            if waiting >= listener.backlog:  # the PSP's EVD is its backlog
+                log.info("conn_qual %d: backlog of %d full", conn_qual, listener.backlog)
+                listener = None
         if listener is None or link.active or link.ep is not None or link.cr is not None:
             self._send(link, encode(FrameType.CONN_REJECT, False, b""))
             self._drop_link(link, f"no listener on conn_qual {conn_qual}")
@@ -1179,15 +1193,12 @@ class Nic:
             op.views, op.length = self._local_views(consumer, ep, local_iov, need)
             remote = parse_triplet(fields[4]) if dto != Dtos.SEND else None
         except DatError as err:
+            # as on hardware: this DTO fails at once, then the connection breaks and every
+            # DTO still outstanding is flushed
             log.info("EP %d: local check failed: %s", ep.handle, err)
-            op.seq = ep.next_seq
-            ep.ops.append(op)
+            self._complete(ep, op, St.DTO_ERR_LOCAL_PROTECTION)
             if ep.state in (S.CONNECTED, S.DISCONNECT_PENDING):
-                self._ep_input(
-                    ep, EpInput.BROKEN, first_status=St.DTO_ERR_LOCAL_PROTECTION, notify_peer=True
-                )
-            else:
-                self._flush(ep, St.DTO_ERR_LOCAL_PROTECTION)
+                self._ep_input(ep, EpInput.BROKEN, notify_peer=True)
             return
         if remote is not None:
             op.remote = remote
@@ -1276,8 +1287,10 @@ class Nic:
 
     def _complete(self, ep: Ep, op: Op, status: St) -> None:
         evd = ep.request_evd
-        if status == St.DTO_SUCCESS and op.flags & SILENT:
+        success = status == St.DTO_SUCCESS
+        if success and op.flags & CompletionFlags.SUPPRESS:
             evd = 0  # no event: the consumer only gets its queue slot back
+        notify = not (success and op.flags & CompletionFlags.UNSIGNALLED)
         if op.kind == Dtos.BIND_MW:
             if op.bind is not None and status != St.DTO_SUCCESS:  # flushed or failed
                 self.memory.unbind(op.bind.key)
@@ -1288,10 +1301,12 @@ class Nic:
                 op.bind.rmr.handle if op.bind else 0,
                 op.cookie,
                 status,
+                notify,
             ]
             self._push(ep.consumer, event)
             return
-        self._dto_event(ep, evd, op.cookie, status, op.length if status == 0 else 0, op.kind)
+        length = op.length if success else 0
+        self._dto_event(ep, evd, op.cookie, status, length, op.kind, notify)
 
     def _retire(self, ep: Ep) -> None:
         """Complete, in posting order, every DTO at the head of the queue that is finished."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Final
 
-from proto.constants import CompletionFlags, DatReturnSubtype, Qos, ServiceType
+from proto.constants import CompletionFlags, DatReturnSubtype, IovOwnership, Qos, ServiceType
 from proto.errors import DatInvalidParameter
 
 MAX_DTOS: Final = 4096
@@ -101,4 +101,5 @@ def ia_attributes(adapter_name: str, address: str, lmr_sync_req: bool) -> dict[s
         "max_private_data_size": MAX_PRIVATE_DATA,
         "optimal_buffer_alignment": 256,
         "lmr_sync_req": lmr_sync_req,
+        "iov_ownership_on_return": IovOwnership.CONSUMER,  # local_iov is copied at post
     }

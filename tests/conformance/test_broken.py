@@ -26,8 +26,7 @@ def _expect_broken(p: Pair, cookies: list[int], first: St) -> None:
     assert (error.cookie, error.status) == (cookies[0], first)
     assert wait_event(p.evd_a, EventNumber.CONNECTION_EVENT_BROKEN).ep == p.ep_a.handle
     flushed = [wait_event(p.evd_a, EventNumber.DTO_COMPLETION_EVENT) for _ in cookies[1:]]
-    assert [(e.cookie, e.status) for e in flushed] == [(c, St.DTO_ERR_FLUSHED)
-                                                       for c in cookies[1:]]
+    assert [(e.cookie, e.status) for e in flushed] == [(c, St.DTO_ERR_FLUSHED) for c in cookies[1:]]
     assert p.ep_a.state == EpState.DISCONNECTED
     with pytest.raises(Exception, match="QUEUE_EMPTY"):
         p.evd_a.dequeue()  # exactly once: nothing more
@@ -52,8 +51,9 @@ def test_a_peer_daemon_killed_mid_transfer(two_nodes: tuple[Node, Node]) -> None
         assert done == cookies[: len(done)], "completions in posting order"
         assert event.cookie == cookies[len(done)] and event.status == St.DTO_ERR_TRANSPORT
         assert wait_event(p.evd_a, EventNumber.CONNECTION_EVENT_BROKEN).ep == p.ep_a.handle
-        rest = [wait_event(p.evd_a, EventNumber.DTO_COMPLETION_EVENT)
-                for _ in cookies[len(done) + 1 :]]
+        rest = [
+            wait_event(p.evd_a, EventNumber.DTO_COMPLETION_EVENT) for _ in cookies[len(done) + 1 :]
+        ]
         assert [e.cookie for e in rest] == cookies[len(done) + 1 :]
         assert all(e.status == St.DTO_ERR_FLUSHED for e in rest)
     finally:

@@ -383,11 +383,6 @@ def test_active_cp_transport_error_gives_non_peer_rejected(
     assert_state(x, S.DISCONNECTED)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not implemented: the PSP backlog (its EVD's qlen) is not enforced; a request beyond "
-    "it overflows the consumer's CR EVD and is lost instead of being refused",
-)
 def test_active_cp_backlog_full_gives_non_peer_rejected(hosts: tuple[Host, Host]) -> None:
     """ACTIVE_CP | no listener, backlog full, remote QoS unsupported, transport error |
     DISCONNECTED | NON_PEER_REJECTED (here: the PSP's backlog, its EVD qlen, is full)"""

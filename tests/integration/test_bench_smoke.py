@@ -11,14 +11,27 @@ import sys
 
 import pytest
 
-KEYS = {"op", "mode", "size", "iters", "window", "same_node", "bw_MBps", "msg_rate",
-        "lat_us_p50", "lat_us_p99", "ratio"}
+KEYS = {
+    "op",
+    "mode",
+    "size",
+    "iters",
+    "window",
+    "same_node",
+    "bw_MBps",
+    "msg_rate",
+    "lat_us_p50",
+    "lat_us_p99",
+    "ratio",
+}
 
 
 def _bench(*args: str) -> list[dict[str, object]]:
     out = subprocess.run(
         [sys.executable, "-m", "client.ctl", "bench", "--json", "--verify", "--no-limits", *args],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
