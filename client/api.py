@@ -406,6 +406,29 @@ class Ep(_Handle):
         ep = self.ia.core.ep_mirror(self.handle)
         return ep.state, ep.recvs == 0, ep.requests == 0
 
+    def modify(
+        self,
+        *,
+        pz: Pz | None = None,
+        recv_evd: Evd | None = None,
+        request_evd: Evd | None = None,
+        connect_evd: Evd | None = None,
+        attr: EpAttr | None = None,
+    ) -> None:
+        """dat_ep_modify: what is given changes (PZ, EVDs, attributes), before connecting."""
+        changes: dict[str, Any] = {}
+        for name, value in (
+            ("pz", pz),
+            ("recv_evd", recv_evd),
+            ("request_evd", request_evd),
+            ("connect_evd", connect_evd),
+        ):
+            if value is not None:
+                changes[name] = value.handle
+        if attr is not None:
+            changes["attr"] = attr
+        self.ia.run(self.ia.core.ep_modify(self.handle, changes))
+
     def connect(
         self,
         remote_addr: Any,

@@ -273,6 +273,10 @@ class ClientCore:
             self.crs[cr] = CrInfo(cr, sp, conn_qual, remote, bytes(pdata), ep)
             if ep in self.eps:
                 self.eps[ep].state = EpState.PASSIVE_CONNECTION_PENDING
+            elif ep:  # a PSP with the PROVIDER flag made this EP for the request
+                self.eps[ep] = EpMirror(
+                    ep, 0, 0, 0, 0, EpAttr(), EpState.TENTATIVE_CONNECTION_PENDING
+                )
             self._enqueue(
                 Event(
                     number,
@@ -557,6 +561,22 @@ class ClientCore:
         )
         return handle
 
+    def ep_modify(self, handle: int, changes: dict[str, Any]) -> Op:
+        """dat_ep_modify: PZ, EVDs or attributes, before the connection is made."""
+        ep = self.ep_mirror(handle)
+        for name in ("recv_evd", "request_evd", "connect_evd"):
+            if changes.get(name) and changes[name] not in self.evds:
+                raise DatInvalidHandle(Sub.INVALID_HANDLE_EVD_CONN, f"no EVD {changes[name]!r}")
+        wire = dict(changes)
+        if isinstance(wire.get("attr"), EpAttr):
+            wire["attr"] = wire["attr"].to_wire()
+        granted, _, _ = yield Call("ep_modify", [handle, wire], moves_ep=True)
+        ep.pz = changes.get("pz", ep.pz)
+        ep.recv_evd = changes.get("recv_evd", ep.recv_evd)
+        ep.request_evd = changes.get("request_evd", ep.request_evd)
+        ep.connect_evd = changes.get("connect_evd", ep.connect_evd)
+        ep.attr = EpAttr.from_wire(granted)
+
     def ep_free(self, handle: int) -> Op:
         """dat_ep_free."""
         yield Call("ep_free", [handle])
@@ -642,6 +662,9 @@ class ClientCore:
             raise DatInvalidHandle(Sub.INVALID_HANDLE_CR, f"no connection request {cr!r}")
         yield Call("cr_reject", [cr, bytes(private_data)], moves_ep=True)
         self.crs.pop(cr, None)
+        mirror = self.eps.get(info.ep)
+        if mirror is not None and mirror.state == EpState.TENTATIVE_CONNECTION_PENDING:
+            del self.eps[info.ep]  # the provider freed the EP it had made
 
     # -- posts (no reply) ----------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from proto.constants import (
     Dtos,
     MemPriv,
     MemType,
+    PspFlags,
 )
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
@@ -214,6 +215,7 @@ class Cr:
     private_data: bytes
     rdma_read_in: int
     rdma_read_out: int
+    ep: Ep | None = None  # the EP the request carries: its RSP's, or one the provider made
 
 
 @dataclass(eq=False)
@@ -280,6 +282,7 @@ class Nic:
             "rmr_free": self._rmr_free,
             "ep_create": self._ep_create,
             "ep_free": self._ep_free,
+            "ep_modify": self._ep_modify,
             "ep_connect": self._ep_connect,
             "ep_disconnect": self._ep_disconnect,
             "ep_reset": self._ep_reset,
@@ -663,7 +666,7 @@ class Nic:
 
     def _ep_create(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         pz_handle, recv_evd, request_evd, connect_evd, attr = args
-        pz = self._pz(consumer, pz_handle)
+        pz = self._pz(consumer, pz_handle) if pz_handle else 0  # NULL: set by dat_ep_modify
         for evd in (recv_evd, request_evd, connect_evd):
             if type(evd) is not int or evd < 0:
                 raise DatInvalidHandle(Sub.INVALID_HANDLE_EVD_CONN, f"bad EVD {evd!r}")
@@ -671,8 +674,43 @@ class Nic:
             self._handle(), consumer, pz, recv_evd, request_evd, connect_evd, EpAttr.from_wire(attr)
         )
         consumer.eps[ep.handle] = ep
-        consumer.pzs[pz] += 1
+        if pz:
+            consumer.pzs[pz] += 1
         return [ep.handle, ep.attr.to_wire()]
+
+    def _ep_modify(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        """dat_ep_modify: PZ only in UNCONNECTED or TENTATIVE_CP; EVDs and attributes before
+        the connection is made (UNCONNECTED, RESERVED, PASSIVE_CP, TENTATIVE_CP)."""
+        ep = self._ep(consumer, args[0])
+        changes = args[1]
+        if not isinstance(changes, dict) or set(changes) - _MODIFIABLE:
+            raise DatInvalidParameter(Sub.INVALID_ARG2, f"cannot modify {changes!r}")
+        before_connect = (
+            S.UNCONNECTED,
+            S.RESERVED,
+            S.PASSIVE_CONNECTION_PENDING,
+            S.TENTATIVE_CONNECTION_PENDING,
+        )
+        if ep.state not in before_connect or (
+            "pz" in changes and ep.state not in (S.UNCONNECTED, S.TENTATIVE_CONNECTION_PENDING)
+        ):
+            raise ep_states.state_error(ep.state, "dat_ep_modify")
+        pz = self._pz(consumer, changes["pz"]) if changes.get("pz") else ep.pz
+        attr = EpAttr.from_wire(changes["attr"]) if "attr" in changes else ep.attr
+        for name in ("recv_evd", "request_evd", "connect_evd"):
+            value = changes.get(name, 0)
+            if type(value) is not int or value < 0:
+                raise DatInvalidHandle(Sub.INVALID_HANDLE_EVD_CONN, f"bad EVD {value!r}")
+        if pz != ep.pz:  # nothing is changed until everything is checked
+            if ep.pz in consumer.pzs:
+                consumer.pzs[ep.pz] -= 1
+            consumer.pzs[pz] += 1
+            ep.pz = pz
+        ep.recv_evd = changes.get("recv_evd", ep.recv_evd)
+        ep.request_evd = changes.get("request_evd", ep.request_evd)
+        ep.connect_evd = changes.get("connect_evd", ep.connect_evd)
+        ep.attr = attr
+        return [ep.attr.to_wire(), ep.handle, ep.state]
 
     def _ep_free(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         ep = self._ep(consumer, args[0])
@@ -706,6 +744,11 @@ class Nic:
         if type(timeout_us) is not int or timeout_us <= 0:
             raise DatInvalidParameter(Sub.INVALID_ARG4, "timeout must be positive")
         pdata = self._bytes(private_data, "private_data")
+        if ep.state == S.UNCONNECTED and (not ep.pz or not ep.connect_evd):
+            raise DatInvalidState(
+                Sub.INVALID_STATE_EP_NOTREADY,
+                "the EP needs a PZ and a connect EVD before it connects",
+            )
         ep.state, _ = ep_states.transition(ep.state, EpInput.CONNECT)
         link = self._new_link(active=True)
         link.ep = ep
@@ -829,8 +872,8 @@ class Nic:
 
     def _psp_create(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         conn_qual, evd, flags, backlog = args
-        if flags != 0:
-            raise DatModelNotSupported(message="only DAT_PSP_CONSUMER_FLAG is offered yet")
+        if flags not in (PspFlags.CONSUMER, PspFlags.PROVIDER):
+            raise DatInvalidParameter(Sub.INVALID_ARG4, f"bad PSP flags {flags!r}")
         if type(backlog) is not int or backlog <= 0:
             raise DatInvalidParameter(Sub.INVALID_ARG3, "the CR EVD has no room")
         listener = self._add_listener(consumer, conn_qual, evd, flags, None)
@@ -868,17 +911,21 @@ class Nic:
     def _cr_accept(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         cr = self._cr(consumer, args[0])
         pdata = self._bytes(args[2], "private_data")
-        rsp_ep = cr.listener.ep
         if args[1] in (None, 0):
-            if rsp_ep is None:
+            if cr.ep is None:
                 raise DatInvalidHandle(Sub.INVALID_HANDLE_EP, "this request carries no endpoint")
-            ep = rsp_ep
+            ep = cr.ep
         else:
             ep = self._ep(consumer, args[1])
-            if rsp_ep is not None:
-                raise DatInvalidHandle(Sub.INVALID_HANDLE_EP, "the RSP's request has its own EP")
+            if cr.ep is not None:
+                raise DatInvalidHandle(Sub.INVALID_HANDLE_EP, "this request carries its own EP")
             if ep.state != S.UNCONNECTED:  # a PASSIVE_CP EP waits for its own RSP's request
                 raise ep_states.state_error(ep.state, "dat_cr_accept with this EP")
+        if not ep.pz or not ep.connect_evd:
+            raise DatInvalidState(
+                Sub.INVALID_STATE_EP_NOTREADY,
+                "the EP needs a PZ and a connect EVD (dat_ep_modify) before it accepts",
+            )
         ep.state, _ = ep_states.transition(ep.state, EpInput.ACCEPT)
         del consumer.crs[cr.handle]
         link = cr.link
@@ -899,11 +946,14 @@ class Nic:
         cr = self._cr(consumer, args[0])
         pdata = self._bytes(args[1], "private_data")
         del consumer.crs[cr.handle]
-        ep = cr.listener.ep
-        if ep is not None and ep.state == S.PASSIVE_CONNECTION_PENDING:
-            ep.state, _ = ep_states.transition(ep.state, EpInput.REJECT)
+        ep = cr.ep
         self._send(cr.link, encode(FrameType.CONN_REJECT, True, pdata))
         self._drop_link(cr.link, "connection request rejected")
+        if ep is not None and ep.state == S.TENTATIVE_CONNECTION_PENDING:
+            self._destroy_ep(ep)  # the provider made it, the provider frees it
+            return []
+        if ep is not None and ep.state == S.PASSIVE_CONNECTION_PENDING:
+            ep.state, _ = ep_states.transition(ep.state, EpInput.REJECT)
         return [ep.handle, ep.state] if ep is not None else []
 
     # -- peer links ----------------------------------------------------------------------------
@@ -1123,13 +1173,19 @@ class Nic:
         cr = Cr(self._handle(), consumer, link, listener, bytes(pdata or b""), rd_in, rd_out)
         consumer.crs[cr.handle] = cr
         link.cr = cr
-        ep_handle = 0
         if listener.ep is not None:  # an RSP fires once
-            ep = listener.ep
+            cr.ep = listener.ep
             self._remove_listener(listener)
-            ep.state, _ = ep_states.transition(ep.state, EpInput.REQUEST_ARRIVED)
-            ep.cr = cr
-            ep_handle = ep.handle
+            cr.ep.state, _ = ep_states.transition(cr.ep.state, EpInput.REQUEST_ARRIVED)
+        elif listener.flags & PspFlags.PROVIDER:  # an EP with no PZ or EVDs yet
+            cr.ep = Ep(
+                self._handle(), consumer, 0, 0, 0, 0, EpAttr(), S.TENTATIVE_CONNECTION_PENDING
+            )
+            consumer.eps[cr.ep.handle] = cr.ep
+        ep_handle = 0
+        if cr.ep is not None:
+            cr.ep.cr = cr
+            ep_handle = cr.ep.handle
         self._push(
             consumer,
             [
@@ -1445,6 +1501,7 @@ class Nic:
 
 _DATA_FRAMES = frozenset({FrameType.WRITE, FrameType.READ_REQ, FrameType.SEND})
 _HEARTBEAT = encode(FrameType.HEARTBEAT)
+_MODIFIABLE = frozenset({"pz", "recv_evd", "request_evd", "connect_evd", "attr"})
 _ANSWERED = frozenset({Dtos.RDMA_READ, Dtos.BIND_MW})  # done by an answer, not by an ACK
 _POST_DTOS = {
     FrameType.POST_SEND: Dtos.SEND,

@@ -515,11 +515,6 @@ def test_reserved_request_gives_passive_cp_and_the_rsp_stops_listening(
     assert_state(x, S.ACTIVE_CONNECTION_PENDING)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not implemented: dat_psp_create with DAT_PSP_PROVIDER_FLAG (MODEL_NOT_SUPPORTED) "
-    "and dat_ep_modify",
-)
 def test_psp_provider_flag_request_gives_new_ep_in_tentative_cp(hosts: tuple[Host, Host]) -> None:
     """— (PSP, PROVIDER flag) | request arrives | new EP in TENTATIVE_CONNECTION_PENDING |
     CONNECTION_REQUEST on the PSP EVD. The EP has NULL PZ and EVDs: the consumer must ep_modify
@@ -533,14 +528,15 @@ def test_psp_provider_flag_request_gives_new_ep_in_tentative_cp(hosts: tuple[Hos
     assert request.cr_handle.query().ep != 0, "the provider made an EP for the request"
     tentative = Ep(b.ia, request.cr_handle.query().ep)
     assert tentative.state == S.TENTATIVE_CONNECTION_PENDING
-    modify = getattr(tentative, "modify", None)
-    assert modify is not None, "dat_ep_modify is missing"
+    with pytest.raises(DatInvalidState):  # NULL PZ and EVDs: not ready to accept
+        request.cr_handle.accept(None)
+    conn = b.ia.evd_create(QLEN)
+    tentative.modify(pz=b.pz, recv_evd=conn, request_evd=conn, connect_evd=conn)
+    request.cr_handle.accept(None)
+    expect(conn, E.CONNECTION_EVENT_ESTABLISHED)
+    expect(x.conn, E.CONNECTION_EVENT_ESTABLISHED)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not implemented: dat_psp_create with DAT_PSP_PROVIDER_FLAG (MODEL_NOT_SUPPORTED)",
-)
 def test_tentative_cp_reject_gives_provider_control(hosts: tuple[Host, Host]) -> None:
     """TENTATIVE_CP | cr_reject | provider control | dapl frees the EP"""
     a, b = hosts
@@ -581,14 +577,7 @@ def test_psp_consumer_flag_request_gives_cr_only_and_accept_with_own_ep(
     [
         "psp-unconnected",
         "rsp-passive-cp",
-        pytest.param(
-            "provider-tentative-cp",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="not implemented: dat_psp_create with DAT_PSP_PROVIDER_FLAG "
-                "(MODEL_NOT_SUPPORTED) and dat_ep_modify",
-            ),
-        ),
+        "provider-tentative-cp",
     ],
 )
 def test_cr_accept_gives_completion_pending_and_destroys_the_cr(
@@ -1052,10 +1041,6 @@ def test_free_is_valid_in_every_state_but_reserved_passive_cp_tentative_cp(
             assert_state(peer, S.DISCONNECTED)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not implemented: dat_psp_create with DAT_PSP_PROVIDER_FLAG (MODEL_NOT_SUPPORTED)",
-)
 def test_free_in_tentative_cp_is_invalid_state(hosts: tuple[Host, Host]) -> None:
     """any except RESERVED, PASSIVE_CP, TENTATIVE_CP | ep_free | — | (TENTATIVE_CP:
     DAT_INVALID_STATE)"""
