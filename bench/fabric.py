@@ -90,6 +90,7 @@ class Fabric:
     initiator: str
     target: str
     target_address: tuple[str, int]
+    daemons: tuple[int, int] | None = None  # pids, when this run started them
 
 
 @contextmanager
@@ -102,7 +103,7 @@ def local_fabric(same_node: bool) -> Iterator[Fabric]:
             if not same_node:
                 nodes.append(start_node("bench-b", os.path.join(tmp, "b.sock")))
             a, b = nodes[0], nodes[-1]
-            yield Fabric(a.socket, b.socket, b.address)
+            yield Fabric(a.socket, b.socket, b.address, (a.proc.pid, b.proc.pid))
         finally:
             for node in nodes:
                 node.stop()
@@ -332,8 +333,50 @@ class Progress:
             sys.stderr.write("\r" + " " * 60 + "\r")
 
 
+def connections_main(args: Any) -> int:
+    """``--op connect``: setup rate; ``--op scale``: memory and a write per pair."""
+    from bench.connections import run
+
+    count = args.iters or 1000
+    fabric_cm = (
+        local_fabric(args.same_node)
+        if not args.initiator
+        else _given(args.initiator, args.target, args.target_address)
+    )
+    with fabric_cm as fabric:
+        result = run(fabric, count, fabric.daemons, write=args.op == "scale")
+    row = {
+        "op": args.op,
+        "mode": "bw",
+        "size": 64 if args.op == "scale" else 0,
+        "iters": count,
+        "window": count,
+        "same_node": args.same_node,
+        "conn_per_s": round(result.per_second, 1),
+        "rss_growth_MB": [round(v, 1) for v in result.rss_growth_MB],
+        "writes_completed": result.writes_completed,
+    }
+    if args.json:
+        print(json.dumps(row), flush=True)
+    else:
+        print(
+            f" connections: {count}, {result.seconds * 1e6 / count:.1f} usec each, "
+            f"CPS {result.per_second:.0f}, total {result.seconds:.2f} s"
+        )
+        if args.op == "scale":
+            grow_a, grow_b = result.rss_growth_MB
+            print(
+                f" daemon memory growth: initiator node {grow_a:.1f} MB, target node "
+                f"{grow_b:.1f} MB; 64 B writes completed: {result.writes_completed}/{count}"
+            )
+    ok = args.op != "scale" or result.writes_completed == count
+    return 0 if ok else 1
+
+
 def main(args: Any) -> int:
     """Run the benchmark described by parsed ``fabricctl bench`` arguments."""
+    if args.op in ("connect", "scale"):
+        return connections_main(args)
     limits: dict[str, float] = {}
     if not args.no_limits:
         from bench.limits import measure as measure_limits

@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         help="perftest-style bandwidth and latency (ib_*_bw / ib_*_lat)",
     )
-    bench.add_argument("--op", choices=["write", "read", "send"], default="write")
+    bench.add_argument("--op", choices=["write", "read", "send", "connect", "scale"],
+                       default="write", help="connect: setup rate; scale: --iters EP pairs")
     bench.add_argument("--mode", choices=["bw", "lat"], default="bw")
     bench.add_argument("--size", type=int, default=65536, help="bytes per operation")
     bench.add_argument("--all", action="store_true", help="every power of two, 2 B to 8 MiB")

@@ -1045,7 +1045,7 @@ class Nic:
                 if link.channel is not None:
                     link.channel.close(reason)
                 continue
-            if not link.sent:
+            if not link.sent and link.hello:  # never before the HELLOs are exchanged
                 self._send(link, _HEARTBEAT)
             link.sent = False
 

@@ -106,12 +106,16 @@ class FrameReader:
         *,
         max_header: int = MAX_HEADER_LEN,
         max_payload: int = MAX_PAYLOAD_LEN,
-        bufsize: int = 256 * 1024,
+        bufsize: int = 16 * 1024,
+        max_bufsize: int = 256 * 1024,
     ) -> None:
         self._sink_for = sink_for
         self._max_header = max_header
         self._max_payload = max_payload
-        self._buf = bytearray(max(bufsize, max_header + 4))
+        self._max_bufsize = max_bufsize
+        self._want_more = False  # the last read filled all the room: a busy stream
+        self._offered = 0
+        self._buf = bytearray(max(bufsize, 256))
         self._view = memoryview(self._buf)
         self._start = 0
         self._end = 0
@@ -136,10 +140,15 @@ class FrameReader:
                 done = len(self._collect) - self._remaining
                 return memoryview(self._collect)[done:]
         self._direct = False
+        if self._want_more and self._start == self._end and len(self._buf) < self._max_bufsize:
+            self._start = self._end = 0  # empty: a bigger buffer costs no copy
+            self._want_more = False
+            self._grow()
         if self._end == len(self._buf):
             self._compact()
-            if self._end == len(self._buf):  # full of undecoded frames: grow
+            if self._end == len(self._buf):  # full of undecoded frames (a large header): grow
                 self._grow()
+        self._offered = len(self._buf) - self._end
         return self._view[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -148,6 +157,7 @@ class FrameReader:
             self._direct = False
             self._advance_payload(nbytes)
         else:
+            self._want_more = nbytes == self._offered
             self._end += nbytes
 
     def feed(self, data: bytes | memoryview) -> None:
@@ -263,7 +273,7 @@ class FrameReader:
         return frame
 
     def _grow(self) -> None:
-        bigger = bytearray(2 * len(self._buf))
+        bigger = bytearray(min(2 * len(self._buf), len(self._buf) + self._max_bufsize))
         bigger[: self._end] = self._buf[: self._end]
         self._buf, self._view = bigger, memoryview(bigger)
 

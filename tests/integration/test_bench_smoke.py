@@ -54,3 +54,13 @@ def test_bench_latency_reports_percentiles() -> None:
     assert row["window"] == 1
     p50, p99 = row["lat_us_p50"], row["lat_us_p99"]
     assert isinstance(p50, float) and isinstance(p99, float) and 0 < p50 <= p99
+
+
+def test_bench_connection_setup_and_scale_run() -> None:
+    (connect,) = _bench("--op", "connect", "--iters", "40")
+    assert connect["iters"] == 40
+    assert isinstance(connect["conn_per_s"], float) and connect["conn_per_s"] > 0
+    (scale,) = _bench("--op", "scale", "--iters", "40")
+    assert scale["writes_completed"] == 40, "a 64 B write completed on every pair"
+    growth = scale["rss_growth_MB"]
+    assert isinstance(growth, list) and len(growth) == 2
