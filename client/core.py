@@ -427,6 +427,11 @@ class ClientCore:
         (attrs,) = yield Call("ia_query", [])
         return dict(attrs)
 
+    def admin(self, method: str, args: list[Any]) -> Op:
+        """A daemon administration call (fault rules, node status): its result list."""
+        result = yield Call(method, args)
+        return result
+
     def pz_create(self) -> Op:
         """dat_pz_create."""
         (pz,) = yield Call("pz_create", [])

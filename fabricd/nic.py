@@ -14,11 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from fabricd.faults import RETRY_COUNT, FaultEngine, Message, Rule, chance
 from fabricd.memory import Lmr, MemoryRegistry, SegmentMapper, Window
 from proto import ep_states
 from proto.attrs import MAX_PRIVATE_DATA, EpAttr, ia_attributes
 from proto.checks import Region, check_local_iov, parse_triplet
-from proto.codec import DISCARD, Frame, Sink, encode
+from proto.codec import DISCARD, Frame, Sink, decode_header, encode, hello
 from proto.constants import (
     LMR_COOKIE_SIZE,
     CloseFlags,
@@ -49,8 +50,6 @@ from proto.errors import (
     VersionMismatch,
 )
 from proto.frames import (
-    MAX_PROTOCOL_VERSION,
-    MIN_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     ROLE_CONSUMER,
     ROLE_PEER,
@@ -88,6 +87,8 @@ class Shell(Protocol):
     def call_later(self, delay: float, fn: Callable[[], None]) -> Timer: ...
 
     def call_soon(self, fn: Callable[[], None]) -> None: ...
+
+    def crash(self) -> None: ...
 
 
 # -- objects -----------------------------------------------------------------------------------
@@ -236,6 +237,10 @@ class PeerLink:
     stalled: deque[Frame] = field(default_factory=deque)  # frames held behind an RNR send
     closed: bool = False
     local: bool = False  # both ends in this daemon: no heartbeat needed
+    remote_node: str = ""  # the peer daemon's node name
+    messages: int = 0  # outgoing messages counted for fault decisions
+    delayed: deque[tuple[bytes, list[memoryview]]] = field(default_factory=deque)
+    release: Timer | None = None
     sent: bool = False  # something was sent since the last tick
     heard: bool = False  # something arrived since the last tick
     last_heard: float = 0.0
@@ -262,6 +267,9 @@ class Nic:
         self.shell = shell
         self.memory = MemoryRegistry(mapper, random_u32, coherent)
         self.heartbeat_interval, self.heartbeat_timeout = heartbeat
+        self.faults = FaultEngine()
+        self.peer_names: dict[str, str] = {}  # peer address -> node name, from HELLOs
+        self.pid = 0  # set by the shell, for fabricctl node pause/resume
         self.now = 0.0
         self.consumers: dict[int, Consumer] = {}
         self.listeners: dict[int, Listener] = {}  # conn_qual -> PSP or RSP
@@ -280,6 +288,14 @@ class Nic:
             "rmr_create": self._rmr_create,
             "rmr_bind": self._rmr_bind,
             "rmr_free": self._rmr_free,
+            "fault_add": self._fault_add,
+            "fault_remove": self._fault_remove,
+            "fault_clear": self._fault_clear,
+            "fault_list": self._fault_list,
+            "fault_log": self._fault_log,
+            "rmr_revoke": self._rmr_revoke,
+            "node_crash": self._node_crash,
+            "node_status": self._node_status,
             "ep_create": self._ep_create,
             "ep_free": self._ep_free,
             "ep_modify": self._ep_modify,
@@ -358,13 +374,7 @@ class Nic:
         return consumer
 
     def _hello(self) -> bytes:
-        return encode(
-            FrameType.HELLO,
-            MIN_PROTOCOL_VERSION,
-            MAX_PROTOCOL_VERSION,
-            ROLE_PEER,
-            self.address_text,
-        )
+        return hello(ROLE_PEER, f"{self.name}@{self.address_text}")
 
     @staticmethod
     def _check_hello(frame: Frame, role: str) -> None:
@@ -662,6 +672,77 @@ class Nic:
             rmr.context, rmr.lmr, rmr.region = bind.key, lmr, bind.region
         op.done = True
 
+    # -- fault injection (the admin surface) --------------------------------------------------
+
+    def _fault_add(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        """Install rules (in force when the call returns); an optional seed first."""
+        rules, seed = args
+        if seed is not None:
+            if type(seed) is not int:
+                raise DatInvalidParameter(Sub.INVALID_ARG2, "the seed is an integer")
+            self.faults.seed = seed
+        try:
+            parsed = [Rule.from_json(r) for r in rules]
+        except (TypeError, ValueError) as err:
+            raise DatInvalidParameter(Sub.INVALID_ARG1, f"bad fault rule: {err}") from None
+        for rule in parsed:
+            self.faults.add(rule)
+            log.info("fault rule %s installed: %s", rule.name, rule.to_json())
+        return [len(self.faults.rules)]
+
+    def _fault_remove(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        if not self.faults.remove(str(args[0])):
+            raise DatInvalidParameter(Sub.INVALID_ARG1, f"no fault rule {args[0]!r}")
+        return [len(self.faults.rules)]
+
+    def _fault_clear(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        self.faults.clear()
+        for link in self.links.values():  # nothing held back any more
+            if link.delayed:
+                if link.release is not None:
+                    link.release.cancel()
+                self._release(link)
+        return [len(self.faults.rules)]
+
+    def _fault_list(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        return [[rule.to_json() for rule in self.faults.rules.values()], self.faults.seed]
+
+    def _fault_log(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        lines = list(self.faults.log)
+        if args and args[0]:
+            self.faults.log.clear()
+        return [lines]
+
+    def _rmr_revoke(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        """Revoke a remote key (of any consumer of this node): later accesses fail."""
+        key = args[0]
+        entry = self.memory.by_rmr_context.get(key) if type(key) is int else None
+        if entry is None:
+            raise DatInvalidParameter(Sub.INVALID_ARG1, f"no rmr_context {key!r}")
+        if isinstance(entry, Lmr):
+            del self.memory.by_rmr_context[key]
+        else:
+            self.memory.unbind(key)
+        log.info("rmr_context %#x revoked", key)
+        return []
+
+    def _node_crash(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        log.warning("crash requested: the node dies now")
+        self.shell.crash()
+        return []
+
+    def _node_status(self, consumer: Consumer, args: list[Any]) -> list[Any]:
+        return [
+            {
+                "name": self.name,
+                "address": self.address_text,
+                "pid": self.pid,
+                "links": len(self.links),
+                "consumers": len(self.consumers),
+                "rules": len(self.faults.rules),
+            }
+        ]
+
     # -- endpoints -----------------------------------------------------------------------------
 
     def _ep_create(self, consumer: Consumer, args: list[Any]) -> list[Any]:
@@ -753,6 +834,8 @@ class Nic:
         link = self._new_link(active=True)
         link.ep = ep
         ep.link = link
+        link.remote_name = f"{host}:{port}"
+        link.remote_node = self.peer_names.get(link.remote_name, "")
         link.stalled.append(
             Frame(
                 FrameType.CONN_REQ,
@@ -975,18 +1058,10 @@ class Nic:
             channel.close("endpoint gave up before the connection was made")
             return
         link.channel = channel
-        channel.send(
-            encode(
-                FrameType.HELLO,
-                MIN_PROTOCOL_VERSION,
-                MAX_PROTOCOL_VERSION,
-                ROLE_PEER,
-                self.address_text,
-            )
-        )
+        self._send(link, self._hello())
         while link.stalled:
             f = link.stalled.popleft()
-            channel.send(encode(f.type, *f.fields))
+            self._send(link, encode(f.type, *f.fields))
 
     def link_failed(self, link: PeerLink, reason: str) -> None:
         """Our outgoing connection could not be made: the address is unreachable."""
@@ -1011,7 +1086,8 @@ class Nic:
             if ep.state == S.COMPLETION_PENDING:
                 self._ep_input(ep, EpInput.ACCEPT_FAILED)
             elif ep.state == S.ACTIVE_CONNECTION_PENDING:
-                self._ep_input(ep, EpInput.NON_PEER_REJECTED)
+                # lost before the peer said HELLO: no fabric node could be reached there
+                self._ep_input(ep, EpInput.NON_PEER_REJECTED if link.hello else EpInput.UNREACHABLE)
             elif ep.state in (S.CONNECTED, S.DISCONNECT_PENDING):
                 first = St.DTO_ERR_TRANSPORT if ep.ops else None
                 self._ep_input(ep, EpInput.BROKEN, first_status=first)
@@ -1024,11 +1100,115 @@ class Nic:
         if link.channel is not None:
             link.channel.close(reason)
 
-    @staticmethod
-    def _send(link: PeerLink, header: bytes, payload: Sequence[memoryview] = ()) -> None:
-        if link.channel is not None and not link.closed:
+    def _send(self, link: PeerLink, header: bytes, payload: Sequence[memoryview] = ()) -> None:
+        """Every frame to a peer leaves here (through the fault rules, when there are any)."""
+        if link.channel is None or link.closed:
+            return
+        if self.faults.active:
+            self._faulty_send(link, header, payload)
+            return
+        link.channel.send(header, payload)
+        link.sent = True
+
+    def _emit(
+        self, link: PeerLink, header: bytes, payload: Sequence[memoryview], delay: float = 0.0
+    ) -> None:
+        """Send, or queue behind a delay: a link keeps its order (a slow link, not a shuffle)."""
+        if link.channel is None or link.closed:
+            return
+        if delay > 0 or link.delayed:
+            link.delayed.append((header, list(payload)))
+            if link.release is None:
+                link.release = self.shell.call_later(delay, lambda: self._release(link))
+            return
+        link.channel.send(header, payload)
+        link.sent = True
+
+    def _release(self, link: PeerLink) -> None:
+        link.release = None
+        while link.delayed and link.channel is not None and not link.closed:
+            header, payload = link.delayed.popleft()
             link.channel.send(header, payload)
-            link.sent = True
+        link.delayed.clear()
+
+    def _faulty_send(self, link: PeerLink, header: bytes, payload: Sequence[memoryview]) -> None:
+        """Apply the first rule that fires: RC retries lost requests and read responses up to
+        RETRY_COUNT times (each retry is a new message, decided anew), then gives up."""
+        frame = decode_header(memoryview(header)[4:])
+        kind = frame.type
+        name, seq, rmr_context, size = _fault_view(frame)
+        retries = RETRY_COUNT if kind in _RETRIED else 0
+        for _ in range(retries + 1):
+            link.messages += 1
+            msg = Message(
+                self.name, link.remote_node, link.id, link.messages, name, size, rmr_context, seq
+            )
+            rule = self.faults.decide(msg)
+            if rule is None:
+                self._emit(link, header, payload)
+                return
+            action = rule.action
+            if action == "corrupt" and rule.silent and payload:
+                data = bytearray(b"".join(bytes(v) for v in payload))
+                offset = int(
+                    chance(
+                        self.faults.seed + 2,
+                        rule.name,
+                        msg.src,
+                        msg.dst,
+                        msg.connection,
+                        msg.number,
+                    )
+                    * len(data)
+                )
+                data[offset] ^= 0xFF
+                self.faults.record(rule, msg, offset=offset)
+                self._emit(link, header, [memoryview(data)])
+                return
+            self.faults.record(rule, msg)
+            if action in ("drop", "corrupt"):
+                continue  # lost (a detected corruption is dropped): retried
+            if action == "blackhole":
+                return
+            if action == "delay":
+                self._emit(link, header, payload, self.faults.jitter(rule, msg))
+                return
+            if action == "duplicate":
+                self._emit(link, header, payload)
+                self._emit(link, header, payload)
+                return
+            if action == "reset":
+                self._reset(link, f"fault rule {rule.name}: reset")
+                return
+            if kind in _REQUESTS and link.ep is not None:  # status, rnr
+                status = St.DTO_ERR_RECEIVER_NOT_READY if action == "rnr" else St(rule.status)
+                self._fail_request(link.ep, seq, status)
+                return
+            self._emit(link, header, payload)
+            return
+        if kind in _REQUESTS and link.ep is not None:
+            self._fail_request(link.ep, seq, St.DTO_ERR_TRANSPORT)
+        else:
+            self._reset(link, "a response was lost past the retry count")
+
+    def _fail_request(self, ep: Ep, seq: int | None, status: St) -> None:
+        """The request ``seq`` is done, with an error: it breaks the EP when it retires."""
+        op = self._op(ep, seq)
+        if op is not None:
+            op.done, op.status = True, status
+
+    def _reset(self, link: PeerLink, reason: str) -> None:
+        """A connection reset: both ends see the stream end (a connect: the host unreachable)."""
+        if link.active and not link.hello:
+            channel = link.channel
+            self.link_failed(link, reason)
+            if channel is not None:
+                channel.close(reason)
+            return
+        channel = link.channel
+        self.link_lost(link, reason)
+        if channel is not None:
+            channel.close(reason)
 
     def tick(self, now: float) -> None:
         """Every heartbeat interval: a HEARTBEAT on each quiet stream, and a stream that has
@@ -1039,7 +1219,7 @@ class Nic:
                 continue
             if link.heard or not link.last_heard:
                 link.heard, link.last_heard = False, now
-            elif now - link.last_heard > self.heartbeat_timeout:
+            elif now - link.last_heard > self.heartbeat_timeout * (1 if link.hello else 10):
                 reason = f"nothing heard for {now - link.last_heard:.1f} s (heartbeat timeout)"
                 self.link_lost(link, reason)
                 if link.channel is not None:
@@ -1055,9 +1235,19 @@ class Nic:
         Behind a send that found no receive (receiver not ready) every payload is held, so
         that the frames execute in order once a receive is posted.
         """
+        if frame.type in _REQUESTS and self._duplicate(link, frame):
+            return DISCARD
         if link.stalled:
             return None
         return self._data_sink(link, frame)
+
+    @staticmethod
+    def _duplicate(link: PeerLink, frame: Frame) -> bool:
+        """A request seen before (a duplicated or retried message): RC executes it once."""
+        seq = frame.fields[0]
+        if type(seq) is not int:
+            raise MalformedFrame("a request's sequence number must be an integer")
+        return seq <= link.acked or any(f.fields[0] == seq for f in link.stalled)
 
     def _data_sink(self, link: PeerLink, frame: Frame) -> Sink:
         ep = link.ep
@@ -1083,6 +1273,8 @@ class Nic:
             return _truncate(recv.views, frame.payload_len)
         if kind == FrameType.READ_RESP:
             op = self._op(ep, frame.fields[0])
+            if op is None and type(frame.fields[0]) is int and frame.fields[0] < ep.next_seq:
+                return DISCARD  # a duplicate of a response already landed
             if op is None or op.kind != Dtos.RDMA_READ or frame.payload_len > op.length:
                 raise MalformedFrame("read response matches no outstanding RDMA Read")
             return _truncate(op.views, frame.payload_len)
@@ -1104,11 +1296,16 @@ class Nic:
                 raise UnexpectedFrame(f"expected HELLO, got {frame.type.name}")
             self._check_hello(frame, ROLE_PEER)
             link.hello = True
-            link.remote_name = str(frame.fields[3])
+            node, _, address = str(frame.fields[3]).rpartition("@")
+            link.remote_node, link.remote_name = node or address, address
+            self.peer_names[address] = link.remote_node
             if not link.active:
                 self._send(link, self._hello())
             return
         kind = frame.type
+        if kind in _DATA_FRAMES and frame.payload is None and self._duplicate(link, frame):
+            link.ack_due = True  # answer it again; do not execute it again
+            return
         if kind in _DATA_FRAMES:
             not_ready = kind == FrameType.SEND and link.ep is not None and not link.ep.recvs
             if link.stalled or frame.payload is not None or not_ready:  # receiver not ready
@@ -1393,8 +1590,8 @@ class Nic:
         if ep is None:
             return
         op = self._op(ep, frame.fields[0])
-        if op is None:
-            raise MalformedFrame("read response matches no outstanding RDMA Read")
+        if op is None or op.done:
+            return  # a duplicate (its sink was DISCARD)
         op.done = True
         op.length = frame.payload_len
         ep.reads_out -= 1
@@ -1501,6 +1698,29 @@ class Nic:
 
 _DATA_FRAMES = frozenset({FrameType.WRITE, FrameType.READ_REQ, FrameType.SEND})
 _HEARTBEAT = encode(FrameType.HEARTBEAT)
+_REQUESTS = frozenset({FrameType.WRITE, FrameType.SEND, FrameType.READ_REQ})
+_RETRIED = _REQUESTS | {FrameType.READ_RESP}
+_FAULT_OPS = {
+    FrameType.WRITE: "RDMA_WRITE",
+    FrameType.READ_REQ: "RDMA_READ",
+    FrameType.SEND: "SEND",
+    FrameType.READ_RESP: "READ_RESP",
+    FrameType.ACK: "ACK",
+    FrameType.NAK: "ACK",
+    FrameType.HEARTBEAT: "HEARTBEAT",
+}
+
+
+def _fault_view(frame: Frame) -> tuple[str, int | None, int | None, int]:
+    """What fault rules match on: operation, sequence number, rmr_context and size."""
+    kind = frame.type
+    name = _FAULT_OPS.get(kind, "CM")
+    seq = frame.fields[0] if name not in ("CM", "HEARTBEAT") else None
+    rmr_context = frame.fields[2] if kind in (FrameType.WRITE, FrameType.READ_REQ) else None
+    size = frame.fields[3] if kind == FrameType.READ_REQ else frame.payload_len
+    return name, seq, rmr_context, size
+
+
 _MODIFIABLE = frozenset({"pz", "recv_evd", "request_evd", "connect_evd", "attr"})
 _ANSWERED = frozenset({Dtos.RDMA_READ, Dtos.BIND_MW})  # done by an answer, not by an ACK
 _POST_DTOS = {

@@ -215,6 +215,7 @@ class Daemon:
             name, (host, port), self, self.mapper, lambda: rng.getrandbits(32), coherent, heartbeat
         )
         self._ticker: asyncio.TimerHandle | None = None
+        self.nic.pid = os.getpid()
         self._servers: list[asyncio.AbstractServer] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -291,6 +292,10 @@ class Daemon:
     def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
         assert self._loop is not None
         return self._loop.call_later(delay, fn)
+
+    def crash(self) -> None:
+        """Die at once, as a crashed node does: no goodbye to peers or consumers."""
+        os._exit(137)
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         assert self._loop is not None

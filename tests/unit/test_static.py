@@ -18,6 +18,7 @@ PURE_MODULES = [
     ROOT / "fabricd" / "__init__.py",
     ROOT / "fabricd" / "nic.py",
     ROOT / "fabricd" / "memory.py",
+    ROOT / "fabricd" / "faults.py",
     ROOT / "client" / "__init__.py",
     ROOT / "client" / "core.py",
 ]
@@ -147,6 +148,7 @@ def test_pure_module_list_is_complete() -> None:
         "proto/errors.py",
         "fabricd/nic.py",
         "fabricd/memory.py",
+        "fabricd/faults.py",
         "client/core.py",
     } <= names
     assert all(p.is_file() for p in PURE_MODULES)
