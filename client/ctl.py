@@ -8,8 +8,11 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 
+from client import faultctl
 from client.demo import DemoError, run_client, serve, table
+from client.faults import Faults, load_schedule
 from fabricd.launch import Node, start_node
 from proto.errors import DatError
 
@@ -37,13 +40,23 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--size", type=int, default=1 << 20, help="bytes per operation")
     demo.add_argument("--iters", type=int, default=200)
     demo.add_argument("--window", type=int, default=16, help="outstanding operations")
+    demo.add_argument(
+        "--faults",
+        default="",
+        metavar="SCHEDULE",
+        help="run a fault schedule (JSON or YAML) while the demo runs",
+    )
     bench = sub.add_parser(
         "bench",
         allow_abbrev=False,
         help="perftest-style bandwidth and latency (ib_*_bw / ib_*_lat)",
     )
-    bench.add_argument("--op", choices=["write", "read", "send", "connect", "scale"],
-                       default="write", help="connect: setup rate; scale: --iters EP pairs")
+    bench.add_argument(
+        "--op",
+        choices=["write", "read", "send", "connect", "scale"],
+        default="write",
+        help="connect: setup rate; scale: --iters EP pairs",
+    )
     bench.add_argument("--mode", choices=["bw", "lat"], default="bw")
     bench.add_argument("--size", type=int, default=65536, help="bytes per operation")
     bench.add_argument("--all", action="store_true", help="every power of two, 2 B to 8 MiB")
@@ -57,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--initiator", default="", help="socket of a running node (else local)")
     bench.add_argument("--target", default="", help="socket of the target's running node")
     bench.add_argument("--target-address", default="", help="HOST:PORT of the target's node")
+    faultctl.add_parsers(sub)
     return p
 
 
@@ -82,6 +96,14 @@ def _role_argv(args: argparse.Namespace, role: str, ia: str, peer: str = "") -> 
     return argv + (["--peer", peer] if peer else [])
 
 
+def _run_schedule(path: str, nodes: list[Node], stop: threading.Event) -> None:
+    """Run a fault schedule until it ends or the workload does; then print the fault log."""
+    with Faults({n.name: n.socket for n in nodes}) as faults:
+        faults.run_schedule(load_schedule(path), stop)
+        for line in faults.log():
+            print(f"fault: {line}", flush=True)
+
+
 def demo_all(args: argparse.Namespace) -> int:
     """Start two nodes on loopback and a consumer process on each; report and clean up."""
     with tempfile.TemporaryDirectory(prefix="datfabric-demo-") as tmp:
@@ -103,7 +125,14 @@ def demo_all(args: argparse.Namespace) -> int:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
             )
+            stop = threading.Event()
+            schedule = threading.Thread(target=_run_schedule, args=(args.faults, nodes, stop))
+            if args.faults:
+                schedule.start()
             c_out, c_err = client.communicate(timeout=300)
+            stop.set()
+            if args.faults:
+                schedule.join(60)
             s_out, s_err = server.communicate(timeout=60)
             sys.stdout.write(c_out + s_out)
             sys.stderr.write(c_err + s_err)
@@ -156,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
         from bench.fabric import main as bench_main
 
         sys.exit(bench_main(args))
+    sys.exit(faultctl.run(args))
 
 
 if __name__ == "__main__":

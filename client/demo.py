@@ -55,7 +55,8 @@ def expect(evd: Evd, number: EventNumber, what: str) -> Event:
         number == EventNumber.DTO_COMPLETION_EVENT
         and event.status != DtoCompletionStatus.DTO_SUCCESS
     ):
-        raise DemoError(f"{what}: completed with {DtoCompletionStatus(event.status).name}")
+        status = DtoCompletionStatus(event.status).name
+        raise DemoError(f"{what} (cookie {event.cookie}): completed with {status}")
     return event
 
 

@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -139,7 +140,7 @@ class Faults:
         finally:
             self.remove(name)
 
-    def run_schedule(self, schedule: dict[str, Any]) -> None:
+    def run_schedule(self, schedule: dict[str, Any], stop: threading.Event | None = None) -> None:
         """Phases of faults with durations, then a heal: ``{"seed": 7, "phases": [{"duration":
         2, "rules": [...]}, {"duration": 1, "partition": [["a"], ["b"]]}]}``."""
         seed = schedule.get("seed")
@@ -148,7 +149,10 @@ class Faults:
                 self.install(phase.get("rules", []), seed)
                 if "partition" in phase:
                     self.partition(phase["partition"], phase.get("mode", "blackhole"))
-                time.sleep(float(phase.get("duration", 0)))
+                if stop is None:
+                    time.sleep(float(phase.get("duration", 0)))
+                elif stop.wait(float(phase.get("duration", 0))):
+                    break  # the workload is over
                 self.clear()
         finally:
             self.heal()

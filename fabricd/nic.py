@@ -1107,6 +1107,7 @@ class Nic:
         if self.faults.active:
             self._faulty_send(link, header, payload)
             return
+        link.messages += 1
         link.channel.send(header, payload)
         link.sent = True
 
