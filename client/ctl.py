@@ -185,7 +185,11 @@ def main(argv: list[str] | None = None) -> None:
         from bench.fabric import main as bench_main
 
         sys.exit(bench_main(args))
-    sys.exit(faultctl.run(args))
+    try:
+        sys.exit(faultctl.run(args))
+    except BrokenPipeError:  # the output went to a pipe that closed (| head): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
 
 
 if __name__ == "__main__":

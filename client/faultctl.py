@@ -42,6 +42,13 @@ def add_parsers(sub: Any) -> None:
             add.add_argument("--jitter-ms", type=float, default=0.0)
             add.add_argument("--status", type=int, default=8, help="for --action status")
             add.add_argument("--silent", action="store_true", help="corrupt: let it land")
+            add.add_argument(
+                "--start-s",
+                type=float,
+                default=0.0,
+                help="time window: from this many seconds after install",
+            )
+            add.add_argument("--end-s", type=float, default=None, help="... until this many")
             add.add_argument("--seed", type=int, default=None)
             verbs.add_parser("list", help="the rules of every node and how often they fired")
             rm = verbs.add_parser("remove", help="remove a rule by name")
@@ -110,6 +117,8 @@ def _fault(faults: Faults, args: argparse.Namespace) -> int:
                 "jitter_ms",
                 "status",
                 "silent",
+                "start_s",
+                "end_s",
             )
         }
         if args.name:

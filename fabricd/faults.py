@@ -42,6 +42,8 @@ class Rule:
     rmr_context: int | None = None
     nth: int | None = None  # only the nth matching message (1-based)
     message: int | None = None  # only this message number of the link (replayed faults)
+    start_s: float = 0.0  # the time window, in seconds after the rule was installed
+    end_s: float | None = None
     probability: float = 1.0
     count: int | None = None  # fire at most this often
     delay_ms: float = 0.0
@@ -50,6 +52,7 @@ class Rule:
     silent: bool = False  # for "corrupt": let the wrong bytes land
     fired: int = 0
     seen: int = field(default=0, repr=False)
+    installed: float = field(default=0.0, repr=False)
 
     def validate(self) -> None:
         """Refuse a rule that could never mean anything."""
@@ -65,13 +68,14 @@ class Rule:
     def to_json(self) -> dict[str, Any]:
         """The rule as the admin API shows it."""
         out = asdict(self)
-        del out["seen"]
+        del out["seen"], out["installed"]
         return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Rule:
         """Build and validate a rule from its JSON form."""
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "seen"}
+        hidden = ("seen", "installed")
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k not in hidden}
         rule = cls(**known)
         rule.validate()
         return rule
@@ -110,9 +114,10 @@ class FaultEngine:
         """Are there rules at all (the data path skips the engine when not)?"""
         return bool(self.rules)
 
-    def add(self, rule: Rule) -> None:
-        """Install a rule (replacing one of the same name)."""
+    def add(self, rule: Rule, now: float = 0.0) -> None:
+        """Install a rule (replacing one of the same name); its time window starts ``now``."""
         rule.validate()
+        rule.installed = now
         self.rules[rule.name] = rule
 
     def remove(self, name: str) -> bool:
@@ -123,10 +128,14 @@ class FaultEngine:
         """Remove every rule."""
         self.rules.clear()
 
-    def decide(self, msg: Message) -> Rule | None:
-        """The first rule that fires on ``msg``, or None (the caller logs it with details)."""
+    def decide(self, msg: Message, now: float = 0.0) -> Rule | None:
+        """The first rule that fires on ``msg``, or None (the caller logs it with details).
+        Only a rule's time window looks at ``now``; every other choice is reproducible."""
         for rule in self.rules.values():
             if not self._matches(rule, msg):
+                continue
+            age = now - rule.installed
+            if age < rule.start_s or (rule.end_s is not None and age > rule.end_s):
                 continue
             rule.seen += 1
             if rule.nth is not None and rule.seen != rule.nth:

@@ -90,6 +90,8 @@ class Shell(Protocol):
 
     def crash(self) -> None: ...
 
+    def now(self) -> float: ...
+
 
 # -- objects -----------------------------------------------------------------------------------
 
@@ -686,7 +688,7 @@ class Nic:
         except (TypeError, ValueError) as err:
             raise DatInvalidParameter(Sub.INVALID_ARG1, f"bad fault rule: {err}") from None
         for rule in parsed:
-            self.faults.add(rule)
+            self.faults.add(rule, self.shell.now())
             log.info("fault rule %s installed: %s", rule.name, rule.to_json())
         return [len(self.faults.rules)]
 
@@ -1144,7 +1146,7 @@ class Nic:
             msg = Message(
                 self.name, link.remote_node, link.id, link.messages, name, size, rmr_context, seq
             )
-            rule = self.faults.decide(msg)
+            rule = self.faults.decide(msg, self.shell.now())
             if rule is None:
                 self._emit(link, header, payload)
                 return

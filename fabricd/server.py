@@ -293,6 +293,10 @@ class Daemon:
         assert self._loop is not None
         return self._loop.call_later(delay, fn)
 
+    def now(self) -> float:
+        assert self._loop is not None
+        return self._loop.time()
+
     def crash(self) -> None:
         """Die at once, as a crashed node does: no goodbye to peers or consumers."""
         os._exit(137)
