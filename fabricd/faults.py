@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
 from typing import Any, Final
 
 ACTIONS: Final = frozenset(
-    {"drop", "delay", "duplicate", "corrupt", "status", "reset", "blackhole", "rnr"}
+    {"drop", "delay", "duplicate", "corrupt", "status", "reset", "blackhole", "rnr", "bandwidth"}
 )
 """drop: lost on the wire, retried by the RC layer (past the retry count: DTO_ERR_TRANSPORT);
 delay: held for delay_ms (+ jitter_ms); duplicate: sent twice; corrupt: bytes flipped, detected
 (treated as lost) or silent (wrong bytes land); status: the DTO completes with ``status`` and
 the connection breaks; reset: the connection is reset; blackhole: nothing gets through;
-rnr: the receiver is not ready past the retry count (DTO_ERR_RECEIVER_NOT_READY)."""
+rnr: the receiver is not ready past the retry count (DTO_ERR_RECEIVER_NOT_READY);
+bandwidth: the link carries at most rate_MBps (messages queue behind each other)."""
 
 OPS: Final = frozenset(
-    {"RDMA_WRITE", "RDMA_READ", "SEND", "READ_RESP", "ACK", "CM", "HEARTBEAT", "ANY"}
+    {"RDMA_WRITE", "RDMA_READ", "SEND", "RMR_BIND", "READ_RESP", "ACK", "CM", "HEARTBEAT", "ANY"}
 )
 RETRY_COUNT: Final = 7  # the RC transport's retries (IB's default) before DTO_ERR_TRANSPORT
 
@@ -48,6 +51,8 @@ class Rule:
     count: int | None = None  # fire at most this often
     delay_ms: float = 0.0
     jitter_ms: float = 0.0
+    distribution: str = "uniform"  # of the jitter: uniform, normal (sd), exponential (mean)
+    rate_MBps: float = 0.0  # for "bandwidth"
     status: int = 8  # for "status": the completion status to force (default TRANSPORT)
     silent: bool = False  # for "corrupt": let the wrong bytes land
     fired: int = 0
@@ -64,6 +69,10 @@ class Rule:
             raise ValueError("probability must be within 0..1")
         if not self.name:
             raise ValueError("a rule needs a name")
+        if self.distribution not in ("uniform", "normal", "exponential"):
+            raise ValueError(f"unknown distribution {self.distribution!r}")
+        if self.action == "bandwidth" and self.rate_MBps <= 0:
+            raise ValueError("a bandwidth rule needs rate_MBps > 0")
 
     def to_json(self) -> dict[str, Any]:
         """The rule as the admin API shows it."""
@@ -181,9 +190,18 @@ class FaultEngine:
         self.log.append(json.dumps(entry, sort_keys=True))
 
     def jitter(self, rule: Rule, msg: Message) -> float:
-        """The delay of a message in seconds (delay_ms plus a reproducible share of jitter)."""
-        share = chance(self.seed + 1, rule.name, msg.src, msg.dst, msg.connection, msg.number)
-        return (rule.delay_ms + rule.jitter_ms * share) / 1000.0
+        """The delay of a message in seconds: delay_ms plus jitter drawn reproducibly from the
+        rule's distribution (uniform in [0, jitter], normal with sd jitter, exponential with
+        mean jitter); never negative."""
+        u = chance(self.seed + 1, rule.name, msg.src, msg.dst, msg.connection, msg.number)
+        u = min(max(u, 1e-12), 1 - 1e-12)
+        if rule.distribution == "normal":
+            extra = NormalDist(0.0, rule.jitter_ms or 1e-9).inv_cdf(u)
+        elif rule.distribution == "exponential":
+            extra = -rule.jitter_ms * math.log(1 - u)
+        else:
+            extra = rule.jitter_ms * u
+        return max(0.0, rule.delay_ms + extra) / 1000.0
 
 
 def replay_rules(log_lines: list[str]) -> list[Rule]:

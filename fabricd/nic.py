@@ -241,7 +241,8 @@ class PeerLink:
     local: bool = False  # both ends in this daemon: no heartbeat needed
     remote_node: str = ""  # the peer daemon's node name
     messages: int = 0  # outgoing messages counted for fault decisions
-    delayed: deque[tuple[bytes, list[memoryview]]] = field(default_factory=deque)
+    delayed: deque[tuple[float, bytes, list[memoryview]]] = field(default_factory=deque)
+    busy_until: float = 0.0  # a bandwidth cap: when the link is free again
     release: Timer | None = None
     sent: bool = False  # something was sent since the last tick
     heard: bool = False  # something arrived since the last tick
@@ -666,6 +667,26 @@ class Nic:
         rmr = bind.rmr
         self._unbind(rmr)
         lmr = bind.lmr
+        if self.faults.active and ep.link is not None:  # a bind fault: it fails at execution
+            link = ep.link
+            msg = Message(
+                self.name,
+                link.remote_node,
+                link.id,
+                link.messages,
+                "RMR_BIND",
+                bind.region.length,
+                bind.key or None,
+                None,
+            )
+            rule = self.faults.decide(msg, self.shell.now())
+            if rule is not None and rule.action in ("status", "drop", "corrupt"):
+                self.faults.record(rule, msg)
+                op.done = True
+                op.status = (
+                    St(rule.status) if rule.action == "status" else (St.RMR_OPERATION_FAILED)
+                )
+                return
         if lmr is not None:
             if self.memory.by_lmr_context.get(lmr.lmr_context) is not lmr:
                 op.done, op.status = True, St.RMR_OPERATION_FAILED  # the LMR went away
@@ -703,7 +724,7 @@ class Nic:
             if link.delayed:
                 if link.release is not None:
                     link.release.cancel()
-                self._release(link)
+                self._release(link, everything=True)
         return [len(self.faults.rules)]
 
     def _fault_list(self, consumer: Consumer, args: list[Any]) -> list[Any]:
@@ -1116,21 +1137,30 @@ class Nic:
     def _emit(
         self, link: PeerLink, header: bytes, payload: Sequence[memoryview], delay: float = 0.0
     ) -> None:
-        """Send, or queue behind a delay: a link keeps its order (a slow link, not a shuffle)."""
+        """Send, or queue until ``delay`` from now: a link keeps its order (a slow link, never
+        a shuffle), so nothing leaves before what was queued ahead of it."""
         if link.channel is None or link.closed:
             return
-        if delay > 0 or link.delayed:
-            link.delayed.append((header, list(payload)))
-            if link.release is None:
-                link.release = self.shell.call_later(delay, lambda: self._release(link))
+        if delay <= 0 and not link.delayed:
+            link.channel.send(header, payload)
+            link.sent = True
             return
-        link.channel.send(header, payload)
-        link.sent = True
+        now = self.shell.now()
+        at = max(now + delay, link.delayed[-1][0] if link.delayed else now)
+        link.delayed.append((at, header, list(payload)))
+        if link.release is None:
+            link.release = self.shell.call_later(at - now, lambda: self._release(link))
 
-    def _release(self, link: PeerLink) -> None:
+    def _release(self, link: PeerLink, everything: bool = False) -> None:
+        """Send what is due (or everything: the rules were cleared); re-arm for the rest."""
         link.release = None
+        now = self.shell.now()
         while link.delayed and link.channel is not None and not link.closed:
-            header, payload = link.delayed.popleft()
+            at, header, payload = link.delayed[0]
+            if at > now + 1e-4 and not everything:
+                link.release = self.shell.call_later(at - now, lambda: self._release(link))
+                return
+            link.delayed.popleft()
             link.channel.send(header, payload)
         link.delayed.clear()
 
@@ -1175,6 +1205,11 @@ class Nic:
                 return
             if action == "delay":
                 self._emit(link, header, payload, self.faults.jitter(rule, msg))
+                return
+            if action == "bandwidth":
+                now = self.shell.now()
+                link.busy_until = max(link.busy_until, now) + (size or 64) / (rule.rate_MBps * 1e6)
+                self._emit(link, header, payload, link.busy_until - now)
                 return
             if action == "duplicate":
                 self._emit(link, header, payload)
