@@ -14,23 +14,16 @@ the posts by a round trip (dat_ia_query) on the same socket: no test depends on 
 
 from __future__ import annotations
 
-import itertools
-import os
-import signal
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 
 import pytest
 
-from client.api import Ep, Evd, Ia, Lmr, Pz
-from client.core import Event
+from client.api import Ep, Ia
 from client.dat import dat_ep_post_rdma_read
-from client.shm import Buffer
-from fabricd.launch import Node, start_node
+from fabricd.launch import Node
 from proto.attrs import EpAttr
-from proto.codec import encode
 from proto.constants import (
     OPTIMAL_ALIGNMENT,
     CloseFlags,
@@ -38,7 +31,6 @@ from proto.constants import (
     DatReturnType,
     Dtos,
     EpState,
-    EventNumber,
     IovOwnership,
     MemPriv,
     MemType,
@@ -53,138 +45,27 @@ from proto.errors import (
     DatLengthError,
     DatPrivilegesViolation,
     DatProtectionViolation,
-    DatQueueEmpty,
 )
 from proto.frames import FrameType
-from tests.integration.flows import stop_process, wait_event
-
-WAIT_US = 10_000_000
-DEADLINE_S = 10.0
-QUALS = itertools.count(31_000)
-E = EventNumber
-
+from tests.conformance.support import (
+    DEADLINE_S,
+    QUALS,
+    WAIT_US,
+    E,
+    Side,
+    _connect,
+    _ends,
+    _side,
+    completion,
+    connected,
+    forge,
+    nothing_queued,
+    pattern,
+    paused,
+)
+from tests.integration.flows import wait_event
 
 # -- fixtures and helpers ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, Node]]:
-    """Two real fabricd nodes on loopback for the whole module."""
-    tmp = tmp_path_factory.mktemp("rdma-read")
-    started: list[Node] = []
-    try:
-        for name in ("node-a", "node-b"):
-            started.append(
-                start_node(
-                    name,
-                    str(tmp / f"{name}.sock"),
-                    log_level="info",
-                    log_path=str(tmp / f"{name}.log"),
-                )
-            )
-        yield started[0], started[1]
-    finally:
-        for node in started:
-            if node.proc.poll() is None:
-                os.kill(node.proc.pid, signal.SIGCONT)
-            node.stop()
-
-
-def _ends(nodes: tuple[Node, Node], path: str) -> tuple[Node, Node]:
-    """The two daemons of a connection: TCP between two nodes, or the same-node local path."""
-    a, b = nodes
-    return (a, b) if path == "tcp" else (a, a)
-
-
-@contextmanager
-def paused(node: Node) -> Iterator[None]:
-    """SIGSTOP a daemon for the block (it cannot answer anything meanwhile)."""
-    stop_process(node.proc.pid)
-    try:
-        yield
-    finally:
-        os.kill(node.proc.pid, signal.SIGCONT)
-
-
-@dataclass
-class Side:
-    """One consumer: an IA, a PZ, separate request/recv/connect EVDs, an EP and an ALL LMR."""
-
-    ia: Ia
-    pz: Pz
-    request_evd: Evd
-    recv_evd: Evd
-    connect_evd: Evd
-    ep: Ep
-    buf: Buffer
-    lmr: Lmr
-
-    @property
-    def view(self) -> memoryview:
-        return self.buf.view
-
-    def sync(self) -> None:
-        """A round trip to this IA's daemon: every frame sent before it has been handled."""
-        self.ia.query()
-
-
-def _side(stack: ExitStack, node: Node, attr: EpAttr | None = None, size: int = 4096) -> Side:
-    ia = stack.enter_context(Ia(node.socket))
-    pz = ia.pz_create()
-    request_evd, recv_evd, connect_evd = (ia.evd_create(64) for _ in range(3))
-    ep = ia.ep_create(pz, recv_evd, request_evd, connect_evd, attr)
-    buf = ia.alloc(size)
-    lmr = ia.lmr_create(MemType.VIRTUAL, buf, size, pz, MemPriv.ALL)
-    return Side(ia, pz, request_evd, recv_evd, connect_evd, ep, buf, lmr)
-
-
-def _connect(a: Side, b: Side, node_b: Node) -> None:
-    qual = next(QUALS)
-    psp = b.ia.psp_create(qual, b.connect_evd)
-    a.ep.connect(node_b.address, qual, WAIT_US)
-    request = wait_event(b.connect_evd, E.CONNECTION_REQUEST_EVENT)
-    b.ia.cr(request).accept(b.ep)
-    wait_event(a.connect_evd, E.CONNECTION_EVENT_ESTABLISHED)
-    wait_event(b.connect_evd, E.CONNECTION_EVENT_ESTABLISHED)
-    psp.free()
-
-
-@contextmanager
-def connected(
-    node_a: Node,
-    node_b: Node,
-    attr_a: EpAttr | None = None,
-    attr_b: EpAttr | None = None,
-    size: int = 4096,
-) -> Iterator[tuple[Side, Side]]:
-    """A connected EP pair (a is the active side); both IAs are closed afterwards."""
-    with ExitStack() as stack:
-        a = _side(stack, node_a, attr_a, size)
-        b = _side(stack, node_b, attr_b, size)
-        _connect(a, b, node_b)
-        yield a, b
-
-
-def completion(evd: Evd) -> Event:
-    """The next event of ``evd``, which must be a DTO completion."""
-    return wait_event(evd, E.DTO_COMPLETION_EVENT)
-
-
-def nothing_queued(*evds: Evd) -> None:
-    """No event is queued on any of ``evds``."""
-    for evd in evds:
-        with pytest.raises(DatQueueEmpty):
-            evd.dequeue()
-
-
-def pattern(n: int, seed: int = 1) -> bytes:
-    """``n`` recognisable bytes."""
-    return bytes((i * 7 + seed) % 251 + 1 for i in range(n))
-
-
-def forge_read(side: Side, cookie: int, local_iov: list[list[int]], remote: list[int]) -> None:
-    """Post an RDMA Read straight to the daemon, skipping the library's synchronous checks."""
-    side.ia._send(encode(FrameType.POST_READ, side.ep.handle, cookie, 0, local_iov, remote))
 
 
 # -- DESCRIPTION -----------------------------------------------------------------------------------
@@ -621,7 +502,7 @@ def test_r_a_segment_outside_its_lmr_never_reaches_memory_past_the_library(
         a.view[:] = b"\xee" * 4096
         b.view[:64] = pattern(64)
         segment = [middle.registered_address - 16, 64, middle.lmr_context]
-        forge_read(a, 77, [segment], b.lmr.remote(0, 64))
+        forge(a, FrameType.POST_READ, 77, [segment], b.lmr.remote(0, 64))
         failed = completion(a.request_evd)
         assert (failed.cookie, failed.status) == (77, St.DTO_ERR_LOCAL_PROTECTION)
         assert bytes(a.view) == b"\xee" * 4096

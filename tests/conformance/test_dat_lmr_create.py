@@ -15,24 +15,20 @@ import ctypes
 import itertools
 import os
 import resource
-import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import pytest
 
-from client.api import Ep, Evd, Ia, Lmr, Pz
+from client.api import Ia, Lmr, Pz
 from client.core import Event
 from client.dat import Ref, dat_lmr_create
 from client.shm import Buffer
-from fabricd.launch import Node, start_node
+from fabricd.launch import Node
 from proto.codec import encode
 from proto.constants import (
     LMR_COOKIE_SIZE,
     DatReturnType,
-    EventNumber,
     MemPriv,
     MemType,
     get_type,
@@ -49,99 +45,23 @@ from proto.errors import (
     DatProtectionViolation,
 )
 from proto.frames import FrameType
+from tests.conformance.support import (
+    DEADLINE_S,
+    E,
+    Side,
+    _connect,
+    completion,
+    connected,
+    pattern,
+)
 from tests.conftest import StartNode
 from tests.integration.flows import wait_event
 
-WAIT_US = 10_000_000
-DEADLINE_S = 10.0
-QUALS = itertools.count(33_000)
-E = EventNumber
 REMOTE = MemPriv.REMOTE_READ | MemPriv.REMOTE_WRITE
 LOCAL = MemPriv.LOCAL_READ | MemPriv.LOCAL_WRITE
 
 
 # -- fixtures and helpers ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, Node]]:
-    """Two real fabricd nodes on loopback for the whole module."""
-    tmp = tmp_path_factory.mktemp("lmr-create")
-    started: list[Node] = []
-    try:
-        for name in ("node-a", "node-b"):
-            started.append(
-                start_node(
-                    name,
-                    str(tmp / f"{name}.sock"),
-                    log_level="info",
-                    log_path=str(tmp / f"{name}.log"),
-                )
-            )
-        yield started[0], started[1]
-    finally:
-        for node in started:
-            if node.proc.poll() is None:
-                os.kill(node.proc.pid, signal.SIGCONT)
-            node.stop()
-
-
-@dataclass
-class Side:
-    """One consumer: an IA, a PZ, separate request/recv/connect EVDs, an EP and an ALL LMR."""
-
-    ia: Ia
-    pz: Pz
-    request_evd: Evd
-    recv_evd: Evd
-    connect_evd: Evd
-    ep: Ep
-    buf: Buffer
-    lmr: Lmr
-
-    @property
-    def view(self) -> memoryview:
-        return self.buf.view
-
-
-def _side(stack: ExitStack, node: Node, size: int = 4096) -> Side:
-    ia = stack.enter_context(Ia(node.socket))
-    pz = ia.pz_create()
-    request_evd, recv_evd, connect_evd = (ia.evd_create(64) for _ in range(3))
-    ep = ia.ep_create(pz, recv_evd, request_evd, connect_evd)
-    buf = ia.alloc(size)
-    lmr = ia.lmr_create(MemType.VIRTUAL, buf, size, pz, MemPriv.ALL)
-    return Side(ia, pz, request_evd, recv_evd, connect_evd, ep, buf, lmr)
-
-
-def _connect(a: Side, b: Side, node_b: Node) -> None:
-    qual = next(QUALS)
-    psp = b.ia.psp_create(qual, b.connect_evd)
-    a.ep.connect(node_b.address, qual, WAIT_US)
-    request = wait_event(b.connect_evd, E.CONNECTION_REQUEST_EVENT)
-    b.ia.cr(request).accept(b.ep)
-    wait_event(a.connect_evd, E.CONNECTION_EVENT_ESTABLISHED)
-    wait_event(b.connect_evd, E.CONNECTION_EVENT_ESTABLISHED)
-    psp.free()
-
-
-@contextmanager
-def connected(node_a: Node, node_b: Node) -> Iterator[tuple[Side, Side]]:
-    """A connected EP pair (a is the active side); both IAs are closed afterwards."""
-    with ExitStack() as stack:
-        a, b = _side(stack, node_a), _side(stack, node_b)
-        _connect(a, b, node_b)
-        yield a, b
-
-
-def completion(evd: Evd) -> Event:
-    """The next event of ``evd``, which must be a DTO completion."""
-    return wait_event(evd, E.DTO_COMPLETION_EVENT)
-
-
-def pattern(n: int, seed: int = 1) -> bytes:
-    """``n`` recognisable bytes."""
-    return bytes((i * 7 + seed) % 251 + 1 for i in range(n))
 
 
 def read_remote(reader: Side, remote: list[int]) -> Event:
