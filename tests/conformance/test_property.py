@@ -23,7 +23,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from client.api import Pz
+from client.api import Lmr, Pz, Rmr
 from fabricd.launch import Node, start_node
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos, EventNumber, MemPriv, MemType
@@ -56,6 +56,8 @@ class Posted:
     valid: bool
     target: tuple[int, int] = (0, 0)  # for writes: the range of B's memory aimed at
     status: int | None = None
+    key: int = 0  # the rmr_context it used
+    maybe: bool = False  # posted before its key was freed or rebound: either outcome is right
 
 
 @dataclass
@@ -83,17 +85,31 @@ class FabricProgram(RuleBasedStateMachine):
         pz = Pz(self.pair.ia_b, self.pair.ia_b.core.ep_mirror(self.pair.ep_b.handle).pz)
         buffer = self.pair.lmr_b.registered_address + GUARD
         self.target = self.pair.ia_b.lmr_create(MemType.VIRTUAL, buffer, SIZE, pz, MemPriv.ALL)
+        self.alias: Lmr | None = self.pair.ia_b.lmr_create(
+            MemType.LMR, self.target, 0, pz, MemPriv.ALL
+        )
+        self.window: Rmr = self.pair.ia_b.rmr_create(pz)
+        self.window_range: tuple[int, int] | None = None  # bound: [start, end) of the target
         self.model = Model()
         self.recvs = 0  # receives posted at B
+        self.freed_alias_key = 0
 
     # -- rules ---------------------------------------------------------------------------------
 
-    def _post(self, kind: Dtos, fault: str, offset: int, length: int) -> None:
+    def _post(self, kind: Dtos, fault: str, offset: int, length: int, via: str) -> None:
         p, m = self.pair, self.model
         cookie = m.next_cookie
         m.next_cookie += 1
         valid = fault == "none"
         address, _, key = self.target.remote(offset, length)
+        if via == "alias":
+            key = self.alias.rmr_context if self.alias else self.freed_alias_key
+            valid = valid and self.alias is not None
+        elif via == "window" and self.window_range is not None:
+            start, end = self.window_range
+            offset = start + offset % max(1, end - start - 1)
+            length = max(1, min(length, end - offset))
+            address, key = self.target.registered_address + offset, self.window.rmr_context
         if fault == "key":
             key ^= 0x00F0F0F0
         elif fault == "range":  # straddles one end of the target LMR, into the guard band
@@ -106,9 +122,41 @@ class FabricProgram(RuleBasedStateMachine):
             p.ep_a.post_rdma_write([p.lmr_a.triplet(0, length)], cookie, remote)
         else:
             p.ep_a.post_rdma_read([p.lmr_a.triplet(AREA, length)], cookie, remote)
-        m.posted.append(Posted(cookie, kind, valid, (offset, offset + length)))
+        m.posted.append(Posted(cookie, kind, valid, (offset, offset + length), key=key))
         if kind == Dtos.RDMA_WRITE and valid:
             m.aimed.append((GUARD + offset, GUARD + offset + length))
+
+    def _stale(self, key: int) -> None:
+        """Operations already posted with ``key`` may or may not get through (the spec)."""
+        for posted in self.model.posted:
+            if posted.key == key and posted.status is None:
+                posted.maybe = True
+
+    @precondition(lambda self: not self.model.ended)
+    @rule(start=st.integers(0, SIZE - 64), length=st.integers(2, 1024))
+    def bind(self, start: int, length: int) -> None:
+        """Bind (or rebind) the window; its previous key dies."""
+        length = min(length, SIZE - start)
+        old = self.window.rmr_context
+        self.window.bind(
+            self.target,
+            self.target.triplet(start, length),
+            MemPriv.REMOTE_READ | MemPriv.REMOTE_WRITE,
+            self.pair.ep_b,
+        )
+        if old:
+            self._stale(old)
+        self.window_range = (start, start + length)
+
+    @precondition(lambda self: self.alias is not None and not self.model.killed)
+    @rule()
+    def free_alias(self) -> None:
+        """Free the alias LMR: its rmr_context stops working."""
+        assert self.alias is not None
+        self.freed_alias_key = self.alias.rmr_context
+        self.alias.free()
+        self.alias = None
+        self._stale(self.freed_alias_key)
 
     @precondition(lambda self: self._room())  # after a disconnect too: posted, then flushed
     @rule(
@@ -116,12 +164,13 @@ class FabricProgram(RuleBasedStateMachine):
         offset=st.integers(0, SIZE - 1),
         length=st.integers(2, 512),
         read=st.booleans(),
+        via=st.sampled_from(["lmr", "alias", "window"]),
     )
-    def rdma(self, fault: str, offset: int, length: int, read: bool) -> None:
+    def rdma(self, fault: str, offset: int, length: int, read: bool, via: str) -> None:
         length = min(length, SIZE - offset, AREA)
         if length < 2:
             offset, length = 0, 2
-        self._post(Dtos.RDMA_READ if read else Dtos.RDMA_WRITE, fault, offset, length)
+        self._post(Dtos.RDMA_READ if read else Dtos.RDMA_WRITE, fault, offset, length, via)
 
     @precondition(lambda self: not self.model.ended and self._room() and self.recvs < 12)
     @rule(length=st.integers(0, 64), with_receive=st.booleans())
@@ -193,6 +242,8 @@ class FabricProgram(RuleBasedStateMachine):
                 continue
             if seen_error:
                 assert p.status == St.DTO_ERR_FLUSHED, "after an error everything is FLUSHED"
+            elif p.maybe and p.status in (St.DTO_SUCCESS, St.DTO_ERR_REMOTE_ACCESS):
+                seen_error = p.status != St.DTO_SUCCESS
             elif p.status == St.DTO_SUCCESS:
                 assert p.valid, "an invalid access never succeeds"
             elif p.status != St.DTO_ERR_FLUSHED:
