@@ -43,6 +43,12 @@ def add_parsers(sub: Any) -> None:
             add.add_argument("--status", type=int, default=8, help="for --action status")
             add.add_argument("--silent", action="store_true", help="corrupt: let it land")
             add.add_argument(
+                "--part",
+                choices=["payload", "header"],
+                default="payload",
+                help="corrupt: which part of the message",
+            )
+            add.add_argument(
                 "--start-s",
                 type=float,
                 default=0.0,
@@ -117,6 +123,7 @@ def _fault(faults: Faults, args: argparse.Namespace) -> int:
                 "jitter_ms",
                 "status",
                 "silent",
+                "part",
                 "start_s",
                 "end_s",
             )

@@ -55,6 +55,7 @@ class Rule:
     rate_MBps: float = 0.0  # for "bandwidth"
     status: int = 8  # for "status": the completion status to force (default TRANSPORT)
     silent: bool = False  # for "corrupt": let the wrong bytes land
+    part: str = "payload"  # for "corrupt": the payload, or the header (an RDMA address)
     fired: int = 0
     seen: int = field(default=0, repr=False)
     installed: float = field(default=0.0, repr=False)
@@ -71,6 +72,8 @@ class Rule:
             raise ValueError("a rule needs a name")
         if self.distribution not in ("uniform", "normal", "exponential"):
             raise ValueError(f"unknown distribution {self.distribution!r}")
+        if self.part not in ("payload", "header"):
+            raise ValueError(f"corrupt part is payload or header, not {self.part!r}")
         if self.action == "bandwidth" and self.rate_MBps <= 0:
             raise ValueError("a bandwidth rule needs rate_MBps > 0")
 

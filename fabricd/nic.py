@@ -1181,7 +1181,29 @@ class Nic:
                 self._emit(link, header, payload)
                 return
             action = rule.action
-            if action == "corrupt" and rule.silent and payload:
+            if (
+                action == "corrupt"
+                and rule.silent
+                and rule.part == "header"
+                and (kind in (FrameType.WRITE, FrameType.READ_REQ))
+            ):  # a flipped address bit: the access lands elsewhere, or is refused
+                bit = 3 + int(
+                    chance(
+                        self.faults.seed + 3,
+                        rule.name,
+                        msg.src,
+                        msg.dst,
+                        msg.connection,
+                        msg.number,
+                    )
+                    * 6
+                )
+                fields = list(frame.fields)
+                fields[1] ^= 1 << bit
+                self.faults.record(rule, msg, address=fields[1], was=frame.fields[1])
+                self._emit(link, encode(kind, *fields, payload_len=frame.payload_len), payload)
+                return
+            if action == "corrupt" and rule.silent and rule.part == "payload" and payload:
                 data = bytearray(b"".join(bytes(v) for v in payload))
                 offset = int(
                     chance(

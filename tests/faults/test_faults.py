@@ -266,3 +266,41 @@ def test_clear_leaves_zero_rules(fabric: tuple[Node, Node, Faults]) -> None:
     assert sorted(r["name"] for r in faults.rules()["n1"]) == ["one", "two"]
     assert faults.clear() == 0
     assert faults.rules() == {"n1": [], "n2": []}
+
+
+def test_a_silently_corrupted_header_misplaces_the_write_and_the_log_says_where(
+    fabric: tuple[Node, Node, Faults],
+) -> None:
+    a, b, faults = fabric
+    p = _pair(a, b)
+    try:
+        p.view_a[:16] = b"misplaced bytes!"
+        faults.add("corrupt", part="header", silent=True, op="RDMA_WRITE", src="n1", count=1)
+        _write(p, 1, n=16, at=1024)
+        done = wait_event(p.evd_a, E.DTO_COMPLETION_EVENT)
+        entry = json.loads(faults.log("n1")[-1])
+        moved = entry["address"] - entry["was"]
+        assert moved != 0
+        if done.status == St.DTO_SUCCESS:
+            at = 1024 + moved
+            assert bytes(p.view_b[at : at + 16]) == b"misplaced bytes!", "landed where logged"
+            assert bytes(p.view_b[1024:1040]) != b"misplaced bytes!"
+        else:  # the flipped address fell outside the LMR: refused
+            assert done.status == St.DTO_ERR_REMOTE_ACCESS
+    finally:
+        p.close()
+
+
+def test_a_paused_node_serves_nothing_until_resumed(fabric: tuple[Node, Node, Faults]) -> None:
+    a, b, faults = fabric
+    p = _pair(a, b)
+    try:
+        pid = int(faults.status("n2")["pid"])
+        faults.pause("n2")
+        _write(p, 1)
+        with pytest.raises(Exception, match="TIMEOUT"):
+            p.evd_a.wait(300_000)
+        faults.resume("n2", pid)
+        assert wait_event(p.evd_a, E.DTO_COMPLETION_EVENT).status == St.DTO_SUCCESS
+    finally:
+        p.close()
