@@ -6,12 +6,19 @@ reconcile with the CPU's bytes; in coherent mode (the default) the calls succeed
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
 from client.api import Ia, Pz
-from client.dat import Ref, dat_ia_close, dat_ia_open, dat_lmr_sync_rdma_read
+from client.core import Triplet
+from client.dat import (
+    Ref,
+    dat_ia_close,
+    dat_ia_open,
+    dat_lmr_sync_rdma_read,
+    dat_lmr_sync_rdma_write,
+)
 from fabricd.launch import Node
 from proto.constants import DAT_SUCCESS, DatReturnType, EventNumber, MemPriv, MemType, get_type
 from proto.errors import DatInvalidParameter
@@ -19,6 +26,7 @@ from tests.conftest import StartNode
 from tests.integration.flows import Pair, connect_pair, wait_event
 
 NONCOHERENT = ["--coherency", "noncoherent"]
+SyncCall = Callable[[Ia, Sequence[Triplet], int], int]
 
 
 @pytest.fixture
@@ -105,12 +113,59 @@ def test_one_call_batches_ranges_of_different_lmrs_and_pzs(pair: tuple[Pair, Nod
     assert bytes(p.view_a[4096:4100]) == b"wxyz"
 
 
-def test_batched_write_sync_of_two_lmrs(pair: tuple[Pair, Node]) -> None:
+def test_batched_write_sync_of_two_ranges_of_one_lmr(pair: tuple[Pair, Node]) -> None:
+    """sync_rdma_write: 'It is permissible to batch synchronizations of multiple RDMA Write
+    operations in a single call'; 'After this call returns, the Consumer may safely see the
+    modified contents'."""
     p, _ = pair
     _write(p, b"first", 0)
     _write(p, b"second", 1000)
     p.ia_b.lmr_sync_rdma_write([p.lmr_b.triplet(0, 5), p.lmr_b.triplet(1000, 6)])
     assert bytes(p.view_b[0:5]) == b"first" and bytes(p.view_b[1000:1006]) == b"second"
+
+
+def test_one_write_sync_batches_ranges_of_different_lmrs_and_pzs(pair: tuple[Pair, Node]) -> None:
+    """sync_rdma_write: 'It is permissible to batch synchronizations of multiple RDMA Write
+    operations in a single call ... The local_segments entries need not contain the same LMR
+    and need not be in the same Protection Zone.' The LMR of another PZ is reached by the
+    peer through an LMR over it in the EP's PZ, registered before the write (registration is
+    a synchronisation point, so it must not come between the write and the sync)."""
+    p, _ = pair
+    other_pz = p.ia_b.pz_create()
+    other = p.ia_b.lmr_create(MemType.VIRTUAL, p.ia_b.alloc(4096), 4096, other_pz, MemPriv.ALL)
+    ep_pz = Pz(p.ia_b, p.ia_b.core.ep_mirror(p.ep_b.handle).pz)
+    assert other_pz.handle != ep_pz.handle
+    alias = p.ia_b.lmr_create(MemType.LMR, other, 0, ep_pz, MemPriv.ALL)  # reachable by the EP
+    other_view = p.ia_b.arena.view(other.registered_address, 4096)
+    _write(p, b"into lmr_b", 500)
+    p.view_a[:11] = b"other-pz-wr"
+    p.ep_a.post_rdma_write([p.lmr_a.triplet(0, 11)], 4, alias.remote(64, 11))
+    assert wait_event(p.evd_a, EventNumber.DTO_COMPLETION_EVENT).status == 0
+    assert bytes(p.view_b[500:510]) == bytes(10), "not synchronised yet"
+    assert bytes(other_view[64:75]) == bytes(11), "not synchronised yet"
+    p.ia_b.lmr_sync_rdma_write([p.lmr_b.triplet(500, 10), other.triplet(64, 11)])
+    assert bytes(p.view_b[500:510]) == b"into lmr_b"
+    assert bytes(other_view[64:75]) == b"other-pz-wr"
+
+
+def test_a_local_write_is_synchronised_before_an_incoming_write_too(
+    pair: tuple[Pair, Node],
+) -> None:
+    """sync_rdma_write: 'The Consumer must also use dat_lmr_sync_rdma_write() when performing
+    local writes to a memory range that ... will be the target of incoming RDMA writes. After
+    performing the local write, the Consumer must call dat_lmr_sync_rdma_write() before the
+    RDMA Write is initiated'; USAGE: 'This call ensures that the Provider receives a coherent
+    view of the buffer contents after a subsequent remote RDMA Write operation.' Local write,
+    sync, incoming RDMA Write, sync: the consumer sees the RDMA Write's bytes, not its own
+    (in datfabric's model the sync copies the I/O view, which RDMA reached, onto the CPU's)."""
+    p, _ = pair
+    p.view_b[600:616] = b"local cpu write!"
+    p.ia_b.lmr_sync_rdma_write([p.lmr_b.triplet(600, 16)])
+    _write(p, b"incoming rdma wr", 600)
+    p.ia_b.lmr_sync_rdma_write([p.lmr_b.triplet(600, 16)])
+    assert bytes(p.view_b[600:616]) == b"incoming rdma wr"
+    # the range stays consistent with the provider: an RDMA Read now sees the same bytes
+    assert _read(p, 600, 16) == b"incoming rdma wr"
 
 
 @pytest.mark.parametrize("call", ["lmr_sync_rdma_read", "lmr_sync_rdma_write"])
@@ -131,17 +186,22 @@ def test_a_segment_outside_its_lmr_is_an_invalid_parameter(
     assert _read(p, 0, 4) == bytes(4)
 
 
-def test_invalid_handle_is_reported(start: StartNode) -> None:
-    """RETURN VALUES: DAT_INVALID_HANDLE 'The DAT handle is invalid.'"""
+@pytest.mark.parametrize(
+    "call", [dat_lmr_sync_rdma_read, dat_lmr_sync_rdma_write], ids=lambda f: f.__name__
+)
+def test_invalid_handle_is_reported(start: StartNode, call: SyncCall) -> None:
+    """RETURN VALUES: DAT_INVALID_HANDLE 'The DAT handle is invalid.' (an EVD, not an IA, and
+    an IA that is closed); DAT_SUCCESS for the open IA."""
     node = start("h", extra=NONCOHERENT)
     ia: Ref[Ia] = Ref()
     assert dat_ia_open(node.socket, 8, Ref(), ia) == DAT_SUCCESS
     assert ia.value is not None
-    assert get_type(dat_lmr_sync_rdma_read(ia.value.async_evd, [], 0)) == (  # type: ignore[arg-type]
+    assert get_type(call(ia.value.async_evd, [], 0)) == (  # type: ignore[arg-type]
         DatReturnType.INVALID_HANDLE
     )
-    assert dat_lmr_sync_rdma_read(ia.value, [], 0) == DAT_SUCCESS
+    assert call(ia.value, [], 0) == DAT_SUCCESS
     assert dat_ia_close(ia.value, 0) == DAT_SUCCESS
+    assert get_type(call(ia.value, [], 0)) == DatReturnType.INVALID_HANDLE
 
 
 def test_in_coherent_mode_the_calls_succeed_and_change_nothing(

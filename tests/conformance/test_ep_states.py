@@ -26,6 +26,7 @@ import pytest
 from client.api import Ep, Evd, Ia
 from client.core import Event
 from fabricd.launch import Node
+from proto.codec import encode
 from proto.constants import (
     TIMEOUT_INFINITE,
     CloseFlags,
@@ -39,6 +40,7 @@ from proto.constants import (
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import EpState as S
 from proto.errors import DatInvalidHandle, DatInvalidState, DatQueueEmpty
+from proto.frames import FrameType
 from tests.conftest import StartNode
 from tests.integration.flows import stop_process
 from tests.integration.netns import two_hosts, unavailable
@@ -49,6 +51,7 @@ SHORT_US = 200_000  # a connect timeout, only where the row is about the timeout
 QLEN = 64
 SIZE = 4096
 FLUSHED = DtoCompletionStatus.DTO_ERR_FLUSHED
+RW = MemPriv.REMOTE_READ | MemPriv.REMOTE_WRITE
 NETNS_WHY = unavailable()
 
 # The EP-state subtype DAT_INVALID_STATE must carry (DAT_REFERENCE.md section 2a, 47-55).
@@ -786,6 +789,8 @@ def test_connected_graceful_disconnect_gives_disconnect_pending_then_disconnecte
     assert_invalid_state(
         S.DISCONNECT_PENDING, x.ep.post_rdma_read, [a.triplet(0, 5)], 64, b.lmr.remote(0, 5)
     )
+    window = a.ia.rmr_create(a.pz)
+    assert_invalid_state(S.DISCONNECT_PENDING, window.bind, a.lmr, a.triplet(0, 64), RW, x.ep)
     assert_empty(x.conn)  # the send cannot finish before the peer posts a receive
     assert_state(x, S.DISCONNECT_PENDING)
     y.ep.post_recv([b.triplet(100, 64)], cookie=65)
@@ -907,6 +912,46 @@ def test_connected_dto_error_gives_broken_and_flushes_later_dtos(
     assert (failed.cookie, failed.status) == (92, DtoCompletionStatus.DTO_ERR_REMOTE_ACCESS)
     expect_flushed(x.req, [93], [Dtos.RDMA_WRITE])
     expect_flushed(x.recv, [91], [Dtos.RECEIVE])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: fabricd/nic.py Nic._post_recv completes a receive whose buffer fails the "
+    "daemon's check with DAT_DTO_ERR_LOCAL_PROTECTION but never breaks the connection: no "
+    "BROKEN, the EP stays in its state and its other receives stay posted (Nic._post breaks "
+    "the connection after a failed request DTO; the state table wants the same for any DTO)",
+)
+@pytest.mark.parametrize(
+    "state",
+    [
+        S.CONNECTED,
+        S.ACTIVE_CONNECTION_PENDING,
+        S.PASSIVE_CONNECTION_PENDING,
+        S.COMPLETION_PENDING,
+    ],
+    ids=lambda s: s.name,
+)
+def test_a_receive_that_fails_breaks_the_connection(hosts: tuple[Host, Host], state: S) -> None:
+    """CONNECTED (also ACTIVE_CP, PASSIVE_CP, COMPLETION_PENDING) | a DTO or bind completes with
+    an error other than FLUSHED | DISCONNECTED | error completion, BROKEN; later WRs FLUSHED.
+    In the three pending states a receive is the only DTO that can be posted. The library
+    refuses a bad receive buffer synchronously, so this receive goes straight to the daemon
+    (as a consumer past the library's check would post it), naming an LMR that was freed:
+    the daemon completes it with DAT_DTO_ERR_LOCAL_PROTECTION, after which the EP must be
+    DISCONNECTED with BROKEN and the good receive posted before it flushed."""
+    a, b = hosts
+    end = stage(state, a, b, 230)
+    h = b if state in (S.PASSIVE_CONNECTION_PENDING, S.COMPLETION_PENDING) else a
+    end.ep.post_recv([h.triplet(0, 64)], cookie=231)
+    gone = h.ia.lmr_create(MemType.VIRTUAL, h.ia.alloc(64), 64, h.pz, MemPriv.ALL)
+    iov = [gone.triplet(0, 64)]
+    gone.free()
+    h.ia._send(encode(FrameType.POST_RECV, end.ep.handle, 232, 0, iov))
+    failed = expect(end.recv, E.DTO_COMPLETION_EVENT)
+    assert (failed.cookie, failed.status) == (232, DtoCompletionStatus.DTO_ERR_LOCAL_PROTECTION)
+    assert expect(end.conn, E.CONNECTION_EVENT_BROKEN).ep == end.ep.handle
+    assert_state(end, S.DISCONNECTED)
+    expect_flushed(end.recv, [231], [Dtos.RECEIVE])
 
 
 def test_connected_transport_lost_gives_broken(hosts: tuple[Host, Host]) -> None:
@@ -1082,8 +1127,50 @@ def test_request_posts_in_unconnected_or_pending_states_are_invalid_state(
         assert_invalid_state(state, end.ep.post_send, [local], 1)
         assert_invalid_state(state, end.ep.post_rdma_write, [local], 2, remote)
         assert_invalid_state(state, end.ep.post_rdma_read, [local], 3, remote)
+        window = h.ia.rmr_create(h.pz)
+        assert_invalid_state(state, window.bind, h.lmr, h.triplet(0, 64), RW, end.ep, 4)
         assert_state(end, state)
         assert_empty(end.req)
+
+
+def test_request_posts_and_bind_in_tentative_cp_are_invalid_state(
+    hosts: tuple[Host, Host],
+) -> None:
+    """DISCONNECTED | post … | same | … Request-side posts in UNCONNECTED or a *_PENDING state
+    return IS: TENTATIVE_CONNECTION_PENDING (the EP a PSP with the PROVIDER flag made) refuses
+    send, RDMA Write, RDMA Read and bind, both as the provider made it (NULL PZ and EVDs) and
+    after ep_modify gave it a PZ and EVDs, so that every other argument is valid. Nothing is
+    queued, the EP stays TENTATIVE_CONNECTION_PENDING, and once accepted it posts normally."""
+    a, b = hosts
+    cr_evd = b.ia.evd_create(QLEN)
+    b.ia.psp_create(187, cr_evd, PspFlags.PROVIDER)
+    x = a.end()
+    x.ep.connect(b.address, 187, WAIT_US)
+    request = expect(cr_evd, E.CONNECTION_REQUEST_EVENT)
+    tentative = Ep(b.ia, request.cr_handle.query().ep)
+    conn = b.ia.evd_create(QLEN)
+    end = End(tentative, conn, conn, conn)
+    window = b.ia.rmr_create(b.pz)
+    local, remote = b.triplet(0, 8), a.lmr.remote(8, 8)
+    for modified in (False, True):
+        if modified:
+            tentative.modify(pz=b.pz, recv_evd=conn, request_evd=conn, connect_evd=conn)
+        state = S.TENTATIVE_CONNECTION_PENDING
+        assert_invalid_state(state, tentative.post_send, [local], 1)
+        assert_invalid_state(state, tentative.post_rdma_write, [local], 2, remote)
+        assert_invalid_state(state, tentative.post_rdma_read, [local], 3, remote)
+        assert_invalid_state(state, window.bind, b.lmr, b.triplet(0, 64), RW, tentative, 4)
+        assert_state(end, state)
+    assert_empty(conn)
+    assert_empty(cr_evd)
+    request.cr_handle.accept(None)
+    expect(conn, E.CONNECTION_EVENT_ESTABLISHED)
+    expect(x.conn, E.CONNECTION_EVENT_ESTABLISHED)
+    a.view[:8] = b"accepted"
+    tentative.post_rdma_read([b.triplet(16, 8)], 5, a.lmr.remote(0, 8))
+    done = expect(conn, E.DTO_COMPLETION_EVENT)
+    assert (done.cookie, done.status) == (5, 0)
+    assert bytes(b.view[16:24]) == b"accepted"
 
 
 def test_post_recv_is_valid_in_every_state(hosts: tuple[Host, Host]) -> None:
@@ -1115,3 +1202,33 @@ def test_post_recv_is_valid_in_every_state(hosts: tuple[Host, Host]) -> None:
             expect_flushed(end.recv, [300 + state], [Dtos.RECEIVE])
         else:
             assert end.ep.get_status()[1] is False, "the receive is outstanding"
+
+
+# -- the ordering paragraph ----------------------------------------------------------------------
+
+
+def test_the_active_sides_established_pdata_stays_valid_until_free_or_reset(
+    hosts: tuple[Host, Host],
+) -> None:
+    """Ordering: 'the active side's ESTABLISHED pdata stays valid until ep_free or ep_reset'.
+    The private data of the active side's ESTABLISHED event still reads as the accept's after
+    the connection carried traffic, after another connection was made with other private data,
+    and after the EP was disconnected; ep_reset is the first call that may end it."""
+    a, b = hosts
+    x, y, request = pend_passive(a, b, 210)
+    request.cr_handle.accept(y.ep, b"first accept pdata")
+    established = expect(x.conn, E.CONNECTION_EVENT_ESTABLISHED)
+    expect(y.conn, E.CONNECTION_EVENT_ESTABLISHED)
+    assert established.private_data == b"first accept pdata"
+    a.view[:8] = b"traffic!"
+    x.ep.post_rdma_write([a.triplet(0, 8)], 211, b.lmr.remote(0, 8))
+    assert expect(x.req, E.DTO_COMPLETION_EVENT).status == 0
+    other, _ = connect(a, b, 212, accept_pdata=b"another accept, longer pdata")
+    assert established.private_data == b"first accept pdata"
+    x.ep.disconnect(CloseFlags.ABRUPT)
+    expect(x.conn, E.CONNECTION_EVENT_DISCONNECTED)
+    assert_state(x, S.DISCONNECTED)
+    assert established.private_data == b"first accept pdata"
+    x.ep.reset()
+    assert_state(x, S.UNCONNECTED)
+    other.ep.free()
