@@ -530,6 +530,8 @@ class ClientCore:
         flags: int,
     ) -> Op:
         """dat_rmr_bind: the new rmr_context now; RMR_BIND_COMPLETION on the request EVD."""
+        if not is_int(cookie) or not 0 <= cookie < 1 << 64:
+            raise DatInvalidParameter(Sub.INVALID_ARG5, "user_cookie must be a u64")
         mirror = self.ep_mirror(ep)
         if mirror.state not in ep_states.REQUEST_POST_STATES:
             raise ep_states.state_error(mirror.state, "dat_rmr_bind")

@@ -77,6 +77,7 @@ class MemoryRegistry:
         self.by_lmr_context: dict[int, Lmr] = {}
         self.by_rmr_context: dict[int, Lmr | Window] = {}
         self._reserved: set[int] = set()
+        self._written: dict[str, list[tuple[int, int]]] = {}  # segment -> I/O-view ranges
 
     def new_key(self) -> int:
         """A fresh non-zero 32-bit key not in use as a local or remote context."""
@@ -185,13 +186,36 @@ class MemoryRegistry:
         off = address - lmr.region.address
         return lmr.io[off : off + length] != lmr.view[off : off + length]
 
-    @staticmethod
-    def sync(lmr: Lmr, address: int, length: int, to_cpu: bool) -> None:
-        """dat_lmr_sync_rdma_write (I/O view to CPU) or _read (CPU to I/O) for one range."""
+    def mark_written(self, rmr_context: int, address: int, length: int) -> None:
+        """Noncoherent mode: an incoming RDMA Write changed [address, +length) of the I/O view."""
+        entry = self.by_rmr_context.get(rmr_context)
+        lmr = entry if isinstance(entry, Lmr) or entry is None else entry.lmr
+        if lmr is None or lmr.io is None or not length:
+            return
+        start = lmr.offset + address - lmr.region.address
+        self._written.setdefault(lmr.segment, []).append((start, start + length))
+
+    def sync(self, lmr: Lmr, address: int, length: int, to_cpu: bool) -> None:
+        """dat_lmr_sync_rdma_write (to_cpu: what incoming RDMA Writes changed in the range
+        reaches the CPU view; the CPU's other bytes stay) or _read (the CPU's bytes of the
+        range reach the I/O view)."""
         if lmr.io is None:
             return
-        off = address - lmr.region.address
-        if to_cpu:
-            lmr.view[off : off + length] = lmr.io[off : off + length]
-        else:
+        start = lmr.offset + address - lmr.region.address
+        end = start + length
+        kept = []
+        for a, b in self._written.get(lmr.segment, []):
+            lo, hi = max(a, start), min(b, end)
+            if lo >= hi:
+                kept.append((a, b))
+                continue
+            if to_cpu:
+                lmr.view[lo - lmr.offset : hi - lmr.offset] = lmr.io[
+                    lo - lmr.offset : hi - lmr.offset
+                ]
+            kept += [(a, lo)] if a < lo else []
+            kept += [(hi, b)] if hi < b else []
+        self._written[lmr.segment] = kept
+        if not to_cpu:
+            off = start - lmr.offset
             lmr.io[off : off + length] = lmr.view[off : off + length]

@@ -626,6 +626,8 @@ class Nic:
         """dat_rmr_bind: checked now, executed in posting order on the EP, completed with
         RMR_BIND_COMPLETION on its request EVD; returns the new rmr_context at once."""
         rmr_handle, lmr_handle, triplet, privileges, ep_handle, cookie, flags = args
+        if type(cookie) is not int or not 0 <= cookie < 1 << 64:
+            raise DatInvalidParameter(Sub.INVALID_ARG5, "user_cookie must be a u64")
         rmr = self._rmr(consumer, rmr_handle)
         ep = self._ep(consumer, ep_handle)
         address, length, context = parse_triplet(triplet)
@@ -1322,6 +1324,8 @@ class Nic:
             if view is None:
                 link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
                 return DISCARD
+            if not self.memory.coherent:
+                self.memory.mark_written(rmr_context, address, frame.payload_len)
             return [view]
         if kind == FrameType.SEND:
             if not ep.recvs:
@@ -1587,9 +1591,11 @@ class Nic:
     def _post_recv(self, ep: Ep, cookie: int, flags: int, local_iov: Any) -> None:
         try:
             views, capacity = self._local_views(ep.consumer, ep, local_iov, MemPriv.LOCAL_WRITE)
-        except DatError as err:
+        except DatError as err:  # as a failed request DTO: the error, then the connection breaks
             log.info("EP %d: receive buffer refused: %s", ep.handle, err)
             self._dto_event(ep, ep.recv_evd, cookie, St.DTO_ERR_LOCAL_PROTECTION, 0, Dtos.RECEIVE)
+            if (ep.state, EpInput.BROKEN) in ep_states.TABLE:
+                self._ep_input(ep, EpInput.BROKEN, notify_peer=True)
             return
         if ep.state == S.DISCONNECTED:
             self._dto_event(ep, ep.recv_evd, cookie, St.DTO_ERR_FLUSHED, 0, Dtos.RECEIVE)

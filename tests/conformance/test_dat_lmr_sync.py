@@ -219,3 +219,15 @@ def test_in_coherent_mode_the_calls_succeed_and_change_nothing(
         assert _read(p, 0, 7) == b"changed"
     finally:
         p.close()
+
+
+def test_sync_rdma_write_brings_what_rdma_wrote_and_keeps_the_cpus_other_bytes(
+    pair: tuple[Pair, Node],
+) -> None:
+    """The sync makes the incoming writes' bytes visible; bytes of the range that no RDMA
+    Write touched keep what the CPU wrote there (nothing of the consumer's is thrown away)."""
+    p, _ = pair
+    p.view_b[500:520] = b"cpu-cpu-cpu-cpu-cpu-"
+    _write(p, b"RDMA", 508)
+    p.ia_b.lmr_sync_rdma_write([p.lmr_b.triplet(500, 20)])
+    assert bytes(p.view_b[500:520]) == b"cpu-cpu-RDMAcpu-cpu-"

@@ -565,14 +565,6 @@ def test_cookies_are_opaque_and_need_not_be_unique(pair: Pair) -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: client/core.py ClientCore.rmr_bind does not check that user_cookie is a u64, "
-    "as post_frame does for every post: -1 is accepted and comes back as -1 in the completion, "
-    "and 2**64 escapes as msgpack's OverflowError from Rmr.bind and from the flat "
-    "client.dat.dat_rmr_bind (which must return a DAT_RETURN, never raise), instead of "
-    "DAT_INVALID_PARAMETER",
-)
 @pytest.mark.parametrize("cookie", [-1, 2**64], ids=["negative", "2**64"])
 def test_a_cookie_that_is_not_a_u64_is_an_invalid_parameter(pair: Pair, cookie: int) -> None:
     """A DAT_RMR_COOKIE is a 64-bit value: one that is not is DAT_INVALID_PARAMETER, as it is

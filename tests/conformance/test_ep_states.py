@@ -914,13 +914,6 @@ def test_connected_dto_error_gives_broken_and_flushes_later_dtos(
     expect_flushed(x.recv, [91], [Dtos.RECEIVE])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: fabricd/nic.py Nic._post_recv completes a receive whose buffer fails the "
-    "daemon's check with DAT_DTO_ERR_LOCAL_PROTECTION but never breaks the connection: no "
-    "BROKEN, the EP stays in its state and its other receives stay posted (Nic._post breaks "
-    "the connection after a failed request DTO; the state table wants the same for any DTO)",
-)
 @pytest.mark.parametrize(
     "state",
     [
