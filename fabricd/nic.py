@@ -237,6 +237,7 @@ class PeerLink:
     ack_due: bool = False
     fault: tuple[int, St] | None = None  # target side: a request refused while its payload drains
     stalled: deque[Frame] = field(default_factory=deque)  # frames held behind an RNR send
+    unsent: list[Frame] = field(default_factory=list)  # CM frames waiting for the TCP connect
     closed: bool = False
     local: bool = False  # both ends in this daemon: no heartbeat needed
     remote_node: str = ""  # the peer daemon's node name
@@ -861,7 +862,7 @@ class Nic:
         ep.link = link
         link.remote_name = f"{host}:{port}"
         link.remote_node = self.peer_names.get(link.remote_name, "")
-        link.stalled.append(
+        link.unsent.append(
             Frame(
                 FrameType.CONN_REQ,
                 [conn_qual, pdata, ep.attr.max_rdma_read_in, ep.attr.max_rdma_read_out],
@@ -1084,8 +1085,8 @@ class Nic:
             return
         link.channel = channel
         self._send(link, self._hello())
-        while link.stalled:
-            f = link.stalled.popleft()
+        while link.unsent:
+            f = link.unsent.pop(0)
             self._send(link, encode(f.type, *f.fields))
 
     def link_failed(self, link: PeerLink, reason: str) -> None:
@@ -1569,24 +1570,18 @@ class Nic:
     def _local_views(
         self, consumer: Consumer, ep: Ep, iov: Any, need: MemPriv
     ) -> tuple[list[memoryview], int]:
+        found: dict[int, Lmr] = {}  # id(region) -> its LMR, for the segments that pass
+
         def lookup(ctx: int) -> Region | None:
             lmr = self.memory.by_lmr_context.get(ctx)
-            return lmr.region if lmr is not None and lmr.owner == consumer.id else None
+            if lmr is None or lmr.owner != consumer.id:
+                return None
+            found[id(lmr.region)] = lmr
+            return lmr.region
 
         used = check_local_iov(iov, lookup, ep.pz, need, 1 << 16)
-        views = []
-        total = 0
-        for region, address, length in used:
-            lmr = self._lmr_at(consumer, region)
-            views.append(lmr.local(address, length))
-            total += length
-        return views, total
-
-    def _lmr_at(self, consumer: Consumer, region: Region) -> Lmr:
-        for lmr in consumer.lmrs.values():
-            if lmr.region is region:
-                return lmr
-        raise DatInvalidParameter(message="LMR vanished")
+        views = [found[id(region)].local(address, length) for region, address, length in used]
+        return views, sum(length for _, _, length in used)
 
     def _post_recv(self, ep: Ep, cookie: int, flags: int, local_iov: Any) -> None:
         try:
