@@ -1,0 +1,66 @@
+"""Where the time of a small operation goes: wall time per operation at window 1 beside the CPU
+time (user and kernel) each process spends on it, and a bare consumer-daemon call round trip
+(``python -m bench.breakdown [--op write|read|send] [--size 64] [--iters 5000]``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+from bench.fabric import Fabric, Session
+from fabricd.launch import start_node
+
+
+def cpu(pid: int) -> tuple[float, float]:
+    """User and kernel seconds a process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Measure and print the breakdown."""
+    p = argparse.ArgumentParser(prog="python -m bench.breakdown")
+    p.add_argument("--op", choices=["write", "read", "send"], default="write")
+    p.add_argument("--size", type=int, default=64)
+    p.add_argument("--iters", type=int, default=5000)
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="datfabric-breakdown-") as tmp:
+        a = start_node("bd-a", os.path.join(tmp, "a.sock"))
+        b = start_node("bd-b", os.path.join(tmp, "b.sock"))
+        try:
+            session = Session(Fabric(a.socket, b.socket, b.address), args.op, args.size, 1)
+            session.run(args.op, args.size, 500, 1, lambda _: None)  # warm up
+            pids = {"consumer": os.getpid(), "its daemon": a.proc.pid, "peer daemon": b.proc.pid}
+            before = {name: cpu(pid) for name, pid in pids.items()}
+            _, lat, _ = session.run(args.op, args.size, args.iters, 1, lambda _: None)
+            print(
+                f"{args.size} B {args.op}, window 1: median {statistics.median(lat):.0f} us "
+                f"from post to completion"
+            )
+            for name, pid in pids.items():
+                user, kernel = (
+                    now - then for now, then in zip(cpu(pid), before[name], strict=True)
+                )
+                print(
+                    f"  {name:<12} CPU per operation: user {user / args.iters * 1e6:5.1f} us,"
+                    f" kernel {kernel / args.iters * 1e6:5.1f} us"
+                )
+            calls = []
+            for _ in range(2000):
+                t0 = time.perf_counter()
+                session.ia.query()
+                calls.append(time.perf_counter() - t0)
+            print(f"  consumer-daemon call round trip: {statistics.median(calls) * 1e6:.0f} us")
+            session.close()
+        finally:
+            a.stop()
+            b.stop()
+
+
+if __name__ == "__main__":
+    main()
