@@ -31,7 +31,6 @@ from proto.constants import (
     MemType,
 )
 from proto.errors import (
-    DatError,
     DatInsufficientResources,
     DatInvalidHandle,
     DatInvalidParameter,
@@ -753,8 +752,3 @@ def parse_address(addr: Any) -> tuple[str, int]:
         if isinstance(host, str) and type(port) is int and 0 < port < 65536:
             return host, port
     raise DatInvalidParameter(Sub.INVALID_ARG2, f"bad remote address {addr!r}")
-
-
-def error_code(err: BaseException) -> int:
-    """The DAT_RETURN of an exception raised by the library."""
-    return err.code if isinstance(err, DatError) else DatInvalidParameter().code

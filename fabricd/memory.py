@@ -6,7 +6,7 @@ Pure: segments are mapped by an injected SegmentMapper, keys come from an inject
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from proto.checks import Region
@@ -44,7 +44,6 @@ class Lmr:
     io: memoryview | None = None  # noncoherent mode: the I/O view RDMA reaches
     bound_rmrs: int = 0
     cookie: bytes | None = None  # SHARED_VIRTUAL
-    children: list[Lmr] = field(default_factory=list)
 
     @property
     def target(self) -> memoryview:

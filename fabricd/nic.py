@@ -12,7 +12,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from fabricd.faults import RETRY_COUNT, FaultEngine, Message, Rule, chance
 from fabricd.memory import Lmr, MemoryRegistry, SegmentMapper, Window
@@ -182,7 +182,6 @@ class Ep:
     acked: int = 0
     timer: Timer | None = None
     rsp: Listener | None = None
-    cr: Cr | None = None
 
 
 @dataclass(eq=False)
@@ -274,7 +273,6 @@ class Nic:
         self.faults = FaultEngine()
         self.peer_names: dict[str, str] = {}  # peer address -> node name, from HELLOs
         self.pid = 0  # set by the shell, for fabricctl node pause/resume
-        self.now = 0.0
         self.consumers: dict[int, Consumer] = {}
         self.listeners: dict[int, Listener] = {}  # conn_qual -> PSP or RSP
         self.links: dict[int, PeerLink] = {}
@@ -429,10 +427,7 @@ class Nic:
 
     @staticmethod
     def _ep(consumer: Consumer, handle: Any) -> Ep:
-        ep = consumer.eps.get(handle) if type(handle) is int else None
-        if ep is None:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_EP, f"no endpoint {handle!r}")
-        return ep
+        return _lookup(consumer.eps, handle, Sub.INVALID_HANDLE_EP, "endpoint")
 
     @staticmethod
     def _pz(consumer: Consumer, handle: Any) -> int:
@@ -578,9 +573,7 @@ class Nic:
         return []
 
     def _lmr_free(self, consumer: Consumer, args: list[Any]) -> list[Any]:
-        lmr = consumer.lmrs.get(args[0]) if type(args[0]) is int else None
-        if lmr is None:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_LMR, f"no LMR {args[0]!r}")
+        lmr = _lookup(consumer.lmrs, args[0], Sub.INVALID_HANDLE_LMR, "LMR")
         if lmr.bound_rmrs:
             raise DatInvalidState(Sub.INVALID_STATE_LMR_IN_USE, "an RMR is bound to this LMR")
         self._release_lmr(consumer, lmr)
@@ -596,10 +589,7 @@ class Nic:
     # -- memory windows ------------------------------------------------------------------------
 
     def _rmr(self, consumer: Consumer, handle: Any) -> Rmr:
-        rmr = consumer.rmrs.get(handle) if type(handle) is int else None
-        if rmr is None:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_RMR, f"no RMR {handle!r}")
-        return rmr
+        return _lookup(consumer.rmrs, handle, Sub.INVALID_HANDLE_RMR, "RMR")
 
     def _rmr_create(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         """dat_rmr_create: an unbound window in a PZ."""
@@ -1000,9 +990,7 @@ class Nic:
         return [listener.handle, ep.handle, ep.state]
 
     def _listener_free(self, consumer: Consumer, args: list[Any]) -> list[Any]:
-        listener = consumer.psps.get(args[0]) if type(args[0]) is int else None
-        if listener is None:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_PSP, f"no service point {args[0]!r}")
+        listener = _lookup(consumer.psps, args[0], Sub.INVALID_HANDLE_PSP, "service point")
         self._remove_listener(listener)
         ep = listener.ep
         if ep is None:
@@ -1012,10 +1000,7 @@ class Nic:
         return [ep.handle, ep.state]
 
     def _cr(self, consumer: Consumer, handle: Any) -> Cr:
-        cr = consumer.crs.get(handle) if type(handle) is int else None
-        if cr is None:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_CR, f"no connection request {handle!r}")
-        return cr
+        return _lookup(consumer.crs, handle, Sub.INVALID_HANDLE_CR, "connection request")
 
     def _cr_accept(self, consumer: Consumer, args: list[Any]) -> list[Any]:
         cr = self._cr(consumer, args[0])
@@ -1276,7 +1261,6 @@ class Nic:
     def tick(self, now: float) -> None:
         """Every heartbeat interval: a HEARTBEAT on each quiet stream, and a stream that has
         heard nothing for the heartbeat timeout is taken as cut (a silent partition)."""
-        self.now = now
         for link in list(self.links.values()):
             if link.channel is None or link.closed or link.local:
                 continue
@@ -1446,7 +1430,6 @@ class Nic:
             consumer.eps[cr.ep.handle] = cr.ep
         ep_handle = 0
         if cr.ep is not None:
-            cr.ep.cr = cr
             ep_handle = cr.ep.handle
         self._push(
             consumer,
@@ -1789,6 +1772,17 @@ _POST_DTOS = {
     FrameType.POST_WRITE: Dtos.RDMA_WRITE,
     FrameType.POST_READ: Dtos.RDMA_READ,
 }
+
+
+T = TypeVar("T")
+
+
+def _lookup(table: dict[int, T], handle: Any, subtype: DatReturnSubtype, what: str) -> T:
+    """The object a consumer's handle names, or DAT_INVALID_HANDLE with ``subtype``."""
+    found = table.get(handle) if type(handle) is int else None
+    if found is None:
+        raise DatInvalidHandle(subtype, f"no {what} {handle!r}")
+    return found
 
 
 def _truncate(views: Sequence[memoryview], length: int) -> list[memoryview]:

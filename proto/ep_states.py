@@ -38,7 +38,6 @@ class EpInput(Enum):
     PEER_DISCONNECTED = auto()
     BROKEN = auto()  # DTO error, bad frame, lost stream
     RESET = auto()  # dat_ep_reset
-    FREE = auto()  # dat_ep_free
 
 
 _ANY_CONNECTED = (S.CONNECTED, S.DISCONNECT_PENDING)

@@ -6,14 +6,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from client.api import Pz
+from client.api import Ia, Pz
 from client.faults import Faults
 from fabricd.launch import Node
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
 from proto.constants import MemPriv
 from tests.conftest import StartNode
-from tests.integration.flows import Pair, connect_pair, wait_event
+from tests.integration.flows import connect_pair, wait_event
 
 ERRORS = [s for s in St if s not in (St.DTO_SUCCESS, St.DTO_ERR_FLUSHED)]
 
@@ -64,10 +64,8 @@ def test_a_bind_that_a_fault_fails(fabric: tuple[Node, Node, Faults]) -> None:
         p.close()
 
 
-def _handshake(a: Node, b: Node) -> tuple[Pair | None, list[int]]:
-    """Connect with a fault in the way; returns the connect-EVD events of both sides."""
-    from client.api import Ia
-
+def _handshake(a: Node, b: Node) -> tuple[E, E]:
+    """Connect with a fault in the way: the last connect-EVD event of each side."""
     ia_a, ia_b = Ia(a.socket), Ia(b.socket)
     evd_a, evd_b = ia_a.evd_create(16), ia_b.evd_create(16)
     ep_a = ia_a.ep_create(ia_a.pz_create(), evd_a, evd_a, evd_a)
@@ -79,10 +77,10 @@ def _handshake(a: Node, b: Node) -> tuple[Pair | None, list[int]]:
     active = evd_a.wait(5_000_000)[0].event_number
     if active == E.CONNECTION_EVENT_ESTABLISHED:  # then the connection broke
         active = evd_a.wait(5_000_000)[0].event_number
-    events = [active, evd_b.wait(5_000_000)[0].event_number]
+    passive = evd_b.wait(5_000_000)[0].event_number
     ia_a.close()
     ia_b.close()
-    return None, events
+    return active, passive
 
 
 def test_a_reset_before_rtu_is_an_accept_completion_error(
@@ -90,7 +88,7 @@ def test_a_reset_before_rtu_is_an_accept_completion_error(
 ) -> None:
     a, b, faults = fabric
     faults.add("reset", op="CM", src="n1", nth=3)  # HELLO, CONN_REQ, then the RTU
-    _, (active, passive) = _handshake(a, b)
+    active, passive = _handshake(a, b)
     assert active == E.CONNECTION_EVENT_BROKEN, "ESTABLISHED, then BROKEN"
     assert passive == E.CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR
 
@@ -100,7 +98,7 @@ def test_a_transport_error_after_hello_is_non_peer_rejected(
 ) -> None:
     a, b, faults = fabric
     faults.add("reset", op="CM", src="n2", nth=2)  # n2's HELLO reply goes, its accept does not
-    _, (active, passive) = _handshake(a, b)
+    active, passive = _handshake(a, b)
     assert active == E.CONNECTION_EVENT_NON_PEER_REJECTED
     assert passive == E.CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR
 
