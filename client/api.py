@@ -128,7 +128,7 @@ class Ia:
         except StopIteration as stop:
             return stop.value
 
-    def _roundtrip(self, call: Call) -> list[Any]:
+    def _roundtrip(self, call: Call) -> tuple[object, ...]:
         req_id, data = self.core.call_frame(call)
         self._send(data)
         while True:

@@ -13,8 +13,9 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from proto import ep_states
+from proto import calls, ep_states, events
 from proto.attrs import MAX_PRIVATE_DATA, EpAttr
+from proto.calls import METHODS
 from proto.checks import Region, check_local_iov, is_int, parse_triplet
 from proto.codec import Frame, FrameReader, encode
 from proto.constants import (
@@ -31,6 +32,7 @@ from proto.constants import (
     MemType,
 )
 from proto.errors import (
+    DatError,
     DatInsufficientResources,
     DatInvalidHandle,
     DatInvalidParameter,
@@ -39,10 +41,13 @@ from proto.errors import (
     DatQueueEmpty,
     DatQueueFull,
     DatTimeoutExpired,
+    MalformedFrame,
     UnexpectedFrame,
     error_from_code,
 )
+from proto.events import decode_event
 from proto.frames import FrameType
+from proto.schema import Empty, parse
 
 Sub = DatReturnSubtype
 Triplet = Sequence[int]
@@ -50,15 +55,18 @@ Triplet = Sequence[int]
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One request to the daemon: a method name and its arguments."""
+    """One request to the daemon: a method name and its argument record (proto.calls)."""
 
     method: str
-    args: list[Any]
-    moves_ep: bool = False
-    """The reply ends with [ep, state]: the endpoint's state after the call."""
+    args: Sequence[object] = Empty()
+
+    @property
+    def moves_ep(self) -> bool:
+        """The result ends with ``ep, state``: the endpoint's state after the call."""
+        return METHODS[self.method].moves_ep
 
 
-Op = Generator[Call, list[Any], Any]
+Op = Generator[Call, Any, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,16 +187,15 @@ class ClientCore:
         self.lmr_sync_req: bool | None = None  # the provider attribute, once asked
         self.catastrophic = False
         self.ready = False  # the daemon's HELLO arrived
-        self._moves_ep: set[int] = set()
+        self._pending: dict[int, str] = {}  # req_id -> method, until its reply is taken
 
     # -- frames in and out ---------------------------------------------------------------------
 
     def call_frame(self, call: Call) -> tuple[int, bytes]:
         """Encode a call; returns its request id and bytes."""
         self._req += 1
-        if call.moves_ep:
-            self._moves_ep.add(self._req)
-        return self._req, encode(FrameType.CALL, self._req, call.method, call.args)
+        self._pending[self._req] = call.method
+        return self._req, encode(FrameType.CALL, self._req, call.method, list(call.args))
 
     def feed(self, data: bytes | memoryview) -> None:
         """Take bytes from the daemon: replies are kept, events are queued on their EVDs."""
@@ -201,8 +208,11 @@ class ClientCore:
             if frame.type == FrameType.REPLY:
                 self._reply(frame)
             elif frame.type == FrameType.EVENTS:
-                for ev in frame.fields[0]:
-                    self._event(ev)
+                events = frame.fields[0]
+                if not isinstance(events, list):
+                    raise MalformedFrame("EVENTS carries a list of events")
+                for raw in events:
+                    self._event(*decode_event(raw))
             elif frame.type == FrameType.ERROR:
                 self.lost(f"daemon reported: {frame.fields[0]}")
             elif frame.type == FrameType.HELLO:
@@ -214,21 +224,27 @@ class ClientCore:
         """Keep a reply; one that moved an endpoint updates its state here, in stream order,
         so an event that follows it in the stream (ESTABLISHED, ...) wins."""
         req_id, code, _, result = frame.fields
+        method = self._pending.get(req_id) if type(req_id) is int else None
+        if method is None or type(code) is not int or not isinstance(result, list):
+            raise MalformedFrame(f"a reply to no call: {frame.fields!r}")
         self.replies[req_id] = frame
-        if req_id in self._moves_ep:
-            self._moves_ep.discard(req_id)
-            if code == 0 and len(result) >= 2 and result[-2] in self.eps:
-                self.eps[result[-2]].state = EpState(result[-1])
+        if code == 0 and METHODS[method].moves_ep and len(result) >= 2 and result[-2] in self.eps:
+            self.eps[result[-2]].state = EpState(result[-1])
 
-    def take_reply(self, req_id: int) -> list[Any] | None:
-        """The result of call ``req_id`` if it has arrived (raising its DatError if it failed)."""
+    def take_reply(self, req_id: int) -> tuple[object, ...] | None:
+        """The result record of call ``req_id`` if it has arrived (raising its DatError if it
+        failed)."""
         frame = self.replies.pop(req_id, None)
         if frame is None:
             return None
+        method = self._pending.pop(req_id)
         _, code, message, result = frame.fields
         if code:
-            raise error_from_code(code, message)
-        return list(result)
+            raise error_from_code(code, str(message))
+        try:
+            return parse(METHODS[method].result, result, f"the reply to {method}")
+        except DatError as err:
+            raise MalformedFrame(str(err)) from None
 
     def lost(self, reason: str) -> None:
         """The daemon is gone: IA_CATASTROPHIC on the async EVD (once)."""
@@ -238,65 +254,76 @@ class ClientCore:
 
     # -- events --------------------------------------------------------------------------------
 
-    def _event(self, ev: list[Any]) -> None:
-        number = EventNumber(ev[0])
-        if number == EventNumber.DTO_COMPLETION_EVENT:
-            _, evd, ep, cookie, status, length, op, notify = ev
-            mirror = self.eps.get(ep)
+    def _event(self, number: EventNumber, ev: events.Event) -> None:
+        """Route one event of the daemon to its EVD, updating the mirrors it concerns."""
+        if isinstance(ev, events.DtoCompletion):
+            mirror = self.eps.get(ev.ep)
             if mirror is not None:
-                if op == Dtos.RECEIVE:
+                if ev.op == Dtos.RECEIVE:
                     mirror.recvs -= 1
                 else:
                     mirror.requests -= 1
-            if evd:
-                self._enqueue(Event(number, evd, ep, cookie, status, length, op, notify=notify))
-        elif number == EventNumber.RMR_BIND_COMPLETION_EVENT:
-            _, evd, ep, rmr, cookie, status, notify = ev
-            if ep in self.eps:
-                self.eps[ep].requests -= 1
-            if evd:
+            if ev.evd:
                 self._enqueue(
                     Event(
                         number,
-                        evd,
-                        ep,
-                        cookie,
-                        status,
-                        handle=rmr,
-                        operation=Dtos.BIND_MW,
-                        notify=notify,
+                        ev.evd,
+                        ev.ep,
+                        ev.cookie,
+                        ev.status,
+                        ev.length,
+                        ev.op,
+                        notify=ev.notify,
                     )
                 )
-        elif number == EventNumber.CONNECTION_REQUEST_EVENT:
-            _, evd, sp, conn_qual, cr, remote, pdata, ep = ev
-            self.crs[cr] = CrInfo(cr, sp, conn_qual, remote, bytes(pdata), ep)
-            if ep in self.eps:
-                self.eps[ep].state = EpState.PASSIVE_CONNECTION_PENDING
-            elif ep:  # a PSP with the PROVIDER flag made this EP for the request
-                self.eps[ep] = EpMirror(
-                    ep, 0, 0, 0, 0, EpAttr(), EpState.TENTATIVE_CONNECTION_PENDING
+        elif isinstance(ev, events.RmrBindCompletion):
+            if ev.ep in self.eps:
+                self.eps[ev.ep].requests -= 1
+            if ev.evd:
+                self._enqueue(
+                    Event(
+                        number,
+                        ev.evd,
+                        ev.ep,
+                        ev.cookie,
+                        ev.status,
+                        handle=ev.rmr,
+                        operation=Dtos.BIND_MW,
+                        notify=ev.notify,
+                    )
                 )
-            self._enqueue(
-                Event(
-                    number,
-                    evd,
-                    ep=ep,
-                    sp=sp,
-                    conn_qual=conn_qual,
-                    cr=cr,
-                    remote_address=remote,
-                    private_data=bytes(pdata),
-                )
-            )
-        elif number & 0xFF000 == 0x04000:  # connection events
-            _, evd, ep, pdata, state = ev
-            if ep in self.eps:
-                self.eps[ep].state = EpState(state)
-            if evd:
-                self._enqueue(Event(number, evd, ep=ep, private_data=bytes(pdata)))
+        elif isinstance(ev, events.ConnectionRequest):
+            self._request(number, ev)
+        elif isinstance(ev, events.ConnectionEvent):
+            if ev.ep in self.eps:
+                self.eps[ev.ep].state = EpState(ev.state)
+            if ev.evd:
+                self._enqueue(Event(number, ev.evd, ep=ev.ep, private_data=ev.private_data))
         else:
-            _, evd, handle, reason = ev
-            self._enqueue(Event(number, evd or ASYNC_EVD, handle=handle, reason=reason))
+            self._enqueue(Event(number, ev.evd or ASYNC_EVD, handle=ev.handle, reason=ev.reason))
+
+    def _request(self, number: EventNumber, ev: events.ConnectionRequest) -> None:
+        self.crs[ev.cr] = CrInfo(
+            ev.cr, ev.sp, ev.conn_qual, ev.remote_address, ev.private_data, ev.ep
+        )
+        if ev.ep in self.eps:
+            self.eps[ev.ep].state = EpState.PASSIVE_CONNECTION_PENDING
+        elif ev.ep:  # a PSP with the PROVIDER flag made this EP for the request
+            self.eps[ev.ep] = EpMirror(
+                ev.ep, 0, 0, 0, 0, EpAttr(), EpState.TENTATIVE_CONNECTION_PENDING
+            )
+        self._enqueue(
+            Event(
+                number,
+                ev.evd,
+                ep=ev.ep,
+                sp=ev.sp,
+                conn_qual=ev.conn_qual,
+                cr=ev.cr,
+                remote_address=ev.remote_address,
+                private_data=ev.private_data,
+            )
+        )
 
     def _enqueue(self, event: Event) -> None:
         evd = self.evds.get(event.evd)
@@ -423,22 +450,25 @@ class ClientCore:
 
     def ia_query(self) -> Op:
         """dat_ia_query: IA and provider attributes."""
-        (attrs,) = yield Call("ia_query", [])
+        (attrs,) = yield Call("ia_query")
         return dict(attrs)
 
     def admin(self, method: str, args: list[Any]) -> Op:
-        """A daemon administration call (fault rules, node status): its result list."""
-        result = yield Call(method, args)
+        """A daemon administration call (fault rules, node status): its result record."""
+        spec = METHODS.get(method)
+        if spec is None or not spec.admin:
+            raise DatInvalidParameter(Sub.INVALID_ARG1, f"{method!r} is no admin call")
+        result = yield Call(method, parse(spec.args, args, method))
         return result
 
     def pz_create(self) -> Op:
         """dat_pz_create."""
-        (pz,) = yield Call("pz_create", [])
+        (pz,) = yield Call("pz_create")
         return pz
 
     def pz_free(self, pz: int) -> Op:
         """dat_pz_free."""
-        yield Call("pz_free", [pz])
+        yield Call("pz_free", calls.PzFree(pz))
 
     def lmr_create(
         self,
@@ -450,7 +480,7 @@ class ClientCore:
         locate: Any,
     ) -> Op:
         """dat_lmr_create; ``locate(address, length)`` names the shm segment of VIRTUAL memory."""
-        description: Any = region
+        args = calls.LmrCreate(int(mem_type), "", 0, 0, None, 0, length, pz, privileges)
         if mem_type in (MemType.VIRTUAL, MemType.SHARED_VIRTUAL):
             cookie = None
             if mem_type == MemType.SHARED_VIRTUAL:
@@ -464,12 +494,10 @@ class ClientCore:
                 raise DatInvalidParameter(
                     Sub.INVALID_ARG3, "memory must come from the IA's allocator (ia.alloc)"
                 )
-            description = [where[0], where[1], region]
-            if cookie is not None:
-                description.insert(0, cookie)
-        handle, lmr_ctx, rmr_ctx, size, address = yield Call(
-            "lmr_create", [int(mem_type), description, length, pz, privileges]
-        )
+            args = args._replace(segment=where[0], offset=where[1], address=region, cookie=cookie)
+        elif is_int(region):
+            args = args._replace(parent=region)
+        handle, lmr_ctx, rmr_ctx, size, address = yield Call("lmr_create", args)
         info = LmrInfo(handle, lmr_ctx, rmr_ctx, size, address, pz, MemPriv(privileges))
         self.lmrs[handle] = info
         self.regions[lmr_ctx] = Region(address, size, pz, MemPriv(privileges))
@@ -479,7 +507,7 @@ class ClientCore:
         """Create or join the node's shared region of a 40-byte cookie: (segment, length)."""
         if len(cookie) != LMR_COOKIE_SIZE:
             raise DatInvalidParameter(Sub.INVALID_ARG1, "a DAT_LMR_COOKIE is 40 bytes")
-        name, length = yield Call("shared_attach", [bytes(cookie), size])
+        name, length = yield Call("shared_attach", calls.SharedAttach(bytes(cookie), size))
         return name, length
 
     def lmr_sync(self, to_cpu: bool, segments: Sequence[Triplet]) -> Op:
@@ -497,26 +525,26 @@ class ClientCore:
                     Sub.INVALID_ARG2, f"{address:#x}+{length} is outside its LMR"
                 )
         if self.lmr_sync_req is None:
-            (attrs,) = yield Call("ia_query", [])
+            (attrs,) = yield Call("ia_query")
             self.lmr_sync_req = bool(attrs["lmr_sync_req"])
         if self.lmr_sync_req:
-            yield Call("lmr_sync", [to_cpu, _wire_iov(segments)])
+            yield Call("lmr_sync", calls.LmrSync(bool(to_cpu), _wire_iov(segments)))
 
     def lmr_free(self, handle: int) -> Op:
         """dat_lmr_free."""
-        yield Call("lmr_free", [handle])
+        yield Call("lmr_free", calls.LmrFree(handle))
         info = self.lmrs.pop(handle, None)
         if info is not None:
             self.regions.pop(info.lmr_context, None)
 
     def rmr_create(self, pz: int) -> Op:
         """dat_rmr_create: an unbound memory window in ``pz``."""
-        (rmr,) = yield Call("rmr_create", [pz])
+        (rmr,) = yield Call("rmr_create", calls.RmrCreate(pz))
         return rmr
 
     def rmr_free(self, rmr: int) -> Op:
         """dat_rmr_free."""
-        yield Call("rmr_free", [rmr])
+        yield Call("rmr_free", calls.RmrFree(rmr))
 
     def rmr_bind(
         self,
@@ -543,9 +571,8 @@ class ClientCore:
         if mirror.requests >= mirror.attr.max_request_dtos:
             raise DatInsufficientResources(Sub.RESOURCE_TEP, "request queue is full")
         wire = list(parse_triplet(triplet))
-        (context,) = yield Call(
-            "rmr_bind", [rmr, lmr, wire, int(privileges), ep, cookie, int(flags)]
-        )
+        args = calls.RmrBind(rmr, lmr, wire, int(privileges), ep, cookie, int(flags))
+        (context,) = yield Call("rmr_bind", args)
         mirror.requests += 1
         return context
 
@@ -561,7 +588,8 @@ class ClientCore:
             if evd and evd not in self.evds:
                 raise DatInvalidHandle(sub, f"no EVD {evd!r}")
         wire = (attr or EpAttr()).to_wire()
-        handle, granted = yield Call("ep_create", [pz, recv_evd, request_evd, connect_evd, wire])
+        args = calls.EpCreate(pz, recv_evd, request_evd, connect_evd, wire)
+        handle, granted = yield Call("ep_create", args)
         self.eps[handle] = EpMirror(
             handle, pz, recv_evd, request_evd, connect_evd, EpAttr.from_wire(granted)
         )
@@ -576,7 +604,7 @@ class ClientCore:
         wire = dict(changes)
         if isinstance(wire.get("attr"), EpAttr):
             wire["attr"] = wire["attr"].to_wire()
-        granted, _, _ = yield Call("ep_modify", [handle, wire], moves_ep=True)
+        granted, _, _ = yield Call("ep_modify", calls.EpModify(handle, wire))
         ep.pz = changes.get("pz", ep.pz)
         ep.recv_evd = changes.get("recv_evd", ep.recv_evd)
         ep.request_evd = changes.get("request_evd", ep.request_evd)
@@ -585,7 +613,7 @@ class ClientCore:
 
     def ep_free(self, handle: int) -> Op:
         """dat_ep_free."""
-        yield Call("ep_free", [handle])
+        yield Call("ep_free", calls.EpHandle(handle))
         self.eps.pop(handle, None)
 
     def ep_connect(
@@ -605,11 +633,9 @@ class ClientCore:
             raise DatInvalidParameter(Sub.INVALID_ARG6, "private data too long")
         if ep.state != EpState.UNCONNECTED:
             raise ep_states.state_error(ep.state, "dat_ep_connect")
-        yield Call(
-            "ep_connect",
-            [handle, host, port, conn_qual, min(timeout, TIMEOUT_INFINITE), bytes(private_data)],
-            moves_ep=True,
-        )
+        timeout = min(timeout, TIMEOUT_INFINITE)
+        args = calls.EpConnect(handle, host, port, conn_qual, timeout, bytes(private_data))
+        yield Call("ep_connect", args)
 
     def ep_disconnect(self, handle: int, flags: int) -> Op:
         """dat_ep_disconnect."""
@@ -623,33 +649,33 @@ class ClientCore:
             EpState.TENTATIVE_CONNECTION_PENDING,
         ):
             raise ep_states.state_error(ep.state, "dat_ep_disconnect")
-        yield Call("ep_disconnect", [handle, int(flags)], moves_ep=True)
+        yield Call("ep_disconnect", calls.EpDisconnect(handle, int(flags)))
 
     def ep_reset(self, handle: int) -> Op:
         """dat_ep_reset: back to UNCONNECTED so the EP can connect again."""
         self.ep_mirror(handle)
-        yield Call("ep_reset", [handle], moves_ep=True)
+        yield Call("ep_reset", calls.EpHandle(handle))
 
     def psp_create(self, conn_qual: int, evd: int, flags: int) -> Op:
         """dat_psp_create."""
         backlog = self.evd(evd).qlen  # the EVD's length is the backlog
-        (psp,) = yield Call("psp_create", [conn_qual, evd, int(flags), backlog])
+        (psp,) = yield Call("psp_create", calls.PspCreate(conn_qual, evd, int(flags), backlog))
         return psp
 
     def psp_free(self, psp: int) -> Op:
         """dat_psp_free."""
-        yield Call("psp_free", [psp])
+        yield Call("psp_free", calls.PspFree(psp))
 
     def rsp_create(self, conn_qual: int, ep: int, evd: int) -> Op:
         """dat_rsp_create: the EP becomes RESERVED."""
         self.ep_mirror(ep)
         self.evd(evd)
-        rsp, _, _ = yield Call("rsp_create", [conn_qual, ep, evd], moves_ep=True)
+        rsp, _, _ = yield Call("rsp_create", calls.RspCreate(conn_qual, ep, evd))
         return rsp
 
     def rsp_free(self, rsp: int) -> Op:
         """dat_rsp_free."""
-        yield Call("rsp_free", [rsp], moves_ep=True)
+        yield Call("rsp_free", calls.RspFree(rsp))
 
     def cr_accept(self, cr: int, ep: int | None, private_data: bytes) -> Op:
         """dat_cr_accept: ESTABLISHED (or ACCEPT_COMPLETION_ERROR) follows on the connect EVD."""
@@ -658,7 +684,7 @@ class ClientCore:
             raise DatInvalidHandle(Sub.INVALID_HANDLE_CR, f"no connection request {cr!r}")
         if len(private_data) > MAX_PRIVATE_DATA:
             raise DatInvalidParameter(Sub.INVALID_ARG4, "private data too long")
-        yield Call("cr_accept", [cr, ep or 0, bytes(private_data)], moves_ep=True)
+        yield Call("cr_accept", calls.CrAccept(cr, ep or 0, bytes(private_data)))
         self.crs.pop(cr, None)
 
     def cr_reject(self, cr: int, private_data: bytes) -> Op:
@@ -666,7 +692,7 @@ class ClientCore:
         info = self.crs.get(cr)
         if info is None:
             raise DatInvalidHandle(Sub.INVALID_HANDLE_CR, f"no connection request {cr!r}")
-        yield Call("cr_reject", [cr, bytes(private_data)], moves_ep=True)
+        yield Call("cr_reject", calls.CrReject(cr, bytes(private_data)))
         self.crs.pop(cr, None)
         mirror = self.eps.get(info.ep)
         if mirror is not None and mirror.state == EpState.TENTATIVE_CONNECTION_PENDING:

@@ -6,7 +6,7 @@ segment of length 0 is ignored whatever its other fields hold (DAT 2.0 triplet r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,7 @@ def parse_triplet(triplet: Any) -> tuple[int, int, int]:
 
 
 def check_local_iov(
-    iov: Sequence[Any],
+    iov: object,
     lookup: Callable[[int], Region | None],
     ep_pz: int,
     need: MemPriv,

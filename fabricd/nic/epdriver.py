@@ -1,0 +1,116 @@
+"""The EP driver: the one writer of ``Ep.state``, through the EP table (proto.ep_states).
+
+Leaving a connection completes the failed DTO with its error, then posts the connection event,
+then flushes every other outstanding DTO in posting order, exactly once.
+"""
+
+from __future__ import annotations
+
+from fabricd.memory import MemoryRegistry
+from fabricd.nic.events import Events
+from fabricd.nic.objects import Ep, Listeners, Op
+from fabricd.nic.wire import Wire
+from proto import ep_states
+from proto.codec import encode
+from proto.constants import DtoCompletionStatus as St
+from proto.constants import Dtos
+from proto.constants import EpState as S
+from proto.ep_states import EpInput
+from proto.frames import FrameType
+
+DISCONNECT = encode(FrameType.DISCONNECT)
+
+
+class EpDriver:
+    """Moves endpoints through their states, and completes and flushes their DTOs."""
+
+    def __init__(
+        self, wire: Wire, events: Events, memory: MemoryRegistry, listeners: Listeners
+    ) -> None:
+        self.wire = wire
+        self.events = events
+        self.memory = memory
+        self.listeners = listeners
+
+    def input(
+        self,
+        ep: Ep,
+        what: EpInput,
+        private_data: bytes = b"",
+        first_status: St | None = None,
+        notify_peer: bool = False,
+    ) -> None:
+        """Apply one input of the EP table (DAT_INVALID_STATE if the table has no such row)."""
+        if ep.handle not in ep.consumer.eps:
+            return
+        before = ep.state
+        ep.state, event = ep_states.transition(ep.state, what)
+        leaving = ep.state == S.DISCONNECTED and before != S.DISCONNECTED
+        if leaving:
+            self._leave(ep, what, first_status, notify_peer)
+        if event is not None:
+            self.events.connection(ep, event, private_data)
+        if leaving:
+            self.flush(ep)
+        elif ep.state == S.DISCONNECT_PENDING:
+            self.drained(ep)
+
+    def _leave(self, ep: Ep, what: EpInput, first_status: St | None, notify_peer: bool) -> None:
+        """The connection is over: drop the link, complete the failed DTO first."""
+        self.cancel_timer(ep)
+        link, ep.link = ep.link, None
+        if link is not None:
+            if notify_peer:
+                self.wire.send(link, DISCONNECT)
+            link.ep = None
+            self.wire.drop(link, what.name.lower())
+        if first_status is not None and ep.ops:
+            self.complete(ep, ep.ops.popleft(), first_status)
+
+    def flush(self, ep: Ep, first_status: St | None = None) -> None:
+        """Complete every outstanding DTO: the failed one with its error, the rest FLUSHED."""
+        ep.held.clear()
+        ep.reads_out = 0
+        while ep.ops:
+            status = first_status if first_status is not None else St.DTO_ERR_FLUSHED
+            first_status = None
+            self.complete(ep, ep.ops.popleft(), status)
+        while ep.recvs:
+            self.events.received(ep, ep.recvs.popleft().cookie, St.DTO_ERR_FLUSHED)
+
+    def complete(self, ep: Ep, op: Op, status: St) -> None:
+        """One request DTO or bind completes; a bind that did not execute frees its key."""
+        if op.kind == Dtos.BIND_MW and op.bind is not None and status != St.DTO_SUCCESS:
+            self.memory.unbind(op.bind.key)
+        self.events.completed(ep, op, status)
+
+    def cancel_timer(self, ep: Ep) -> None:
+        """Stop the connect timeout."""
+        if ep.timer is not None:
+            ep.timer.cancel()
+            ep.timer = None
+
+    def drained(self, ep: Ep) -> None:
+        """A graceful disconnect completes once the last outstanding DTO has."""
+        if ep.state == S.DISCONNECT_PENDING and not ep.ops:
+            self.input(ep, EpInput.DRAINED, notify_peer=True)
+
+    def broken(self, ep: Ep, first_status: St | None = None, notify_peer: bool = False) -> None:
+        """A DTO failed or the link broke: BROKEN, where the EP's state has such a row."""
+        if (ep.state, EpInput.BROKEN) in ep_states.TABLE:
+            self.input(ep, EpInput.BROKEN, first_status=first_status, notify_peer=notify_peer)
+
+    def destroy(self, ep: Ep) -> None:
+        """Implicit abrupt disconnect, then forget the EP (no events: the EP is gone)."""
+        consumer = ep.consumer
+        if ep.link is not None:
+            self.wire.send(ep.link, DISCONNECT)
+            self.wire.drop(ep.link, "endpoint freed")
+        self.cancel_timer(ep)
+        if ep.rsp is not None:
+            self.listeners.remove(ep.rsp)
+        consumer.eps.pop(ep.handle, None)
+        if ep.pz in consumer.pzs:
+            consumer.pzs[ep.pz] -= 1
+        ep.ops.clear()
+        ep.recvs.clear()

@@ -1,0 +1,297 @@
+"""The NIC's hub: it builds the rooms and routes every frame to one of them.
+
+One table of consumer calls (method -> its argument record and handler; the record is parsed
+before the handler runs) and one table of peer frame handlers. A DatError from a handler is the
+call's DAT_RETURN; anything else is a bug of the daemon, logged with its traceback and answered
+with DAT_INTERNAL_ERROR.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from fabricd.faults import FaultEngine
+from fabricd.memory import MemoryRegistry, SegmentMapper
+from fabricd.nic.admin import Admin
+from fabricd.nic.cm import ConnectionManager
+from fabricd.nic.ep import Endpoints
+from fabricd.nic.epdriver import EpDriver
+from fabricd.nic.events import Events
+from fabricd.nic.initiator import Initiator
+from fabricd.nic.links import Links, check_hello
+from fabricd.nic.lmr import Registrations
+from fabricd.nic.objects import (
+    Channel,
+    Consumer,
+    Handles,
+    Listeners,
+    PeerLink,
+    SharedRegion,
+    Shell,
+)
+from fabricd.nic.rmr import Windows
+from fabricd.nic.target import Target
+from fabricd.nic.wire import Wire
+from proto import calls
+from proto.codec import DISCARD, Frame, Sink, encode, hello
+from proto.errors import (
+    DatError,
+    DatInternalError,
+    DatModelNotSupported,
+    MalformedFrame,
+    UnexpectedFrame,
+)
+from proto.frames import ROLE_CONSUMER, ROLE_PEER, FrameType
+from proto.schema import Empty, parse
+
+log = logging.getLogger("fabricd")
+
+A = TypeVar("A", bound=tuple[object, ...])
+Run = Callable[[Consumer, object, str], Sequence[object]]
+Route = tuple[type[tuple[object, ...]], Run]
+PeerHandler = Callable[[PeerLink, Frame], None]
+
+
+def route(args: type[A], handler: Callable[[Consumer, A], Sequence[object]]) -> Route:
+    """A call's argument record, and its handler behind the parse of that record."""
+
+    def run(consumer: Consumer, values: object, method: str) -> Sequence[object]:
+        return handler(consumer, parse(args, values, method))
+
+    return args, run
+
+
+class Nic:
+    """The per-node simulated NIC."""
+
+    def __init__(
+        self,
+        name: str,
+        address: tuple[str, int],
+        shell: Shell,
+        mapper: SegmentMapper,
+        random_u32: Callable[[], int],
+        coherent: bool = True,
+        heartbeat: tuple[float, float] = (1.0, 3.0),
+    ) -> None:
+        self.name = name
+        self.address = address
+        self.shell = shell
+        self.pid = 0  # set by the shell, for fabricctl node pause/resume
+        self.heartbeat_interval = heartbeat[0]
+        self.consumers: dict[int, Consumer] = {}
+        self.memory = MemoryRegistry(mapper, random_u32, coherent)
+        self.faults = FaultEngine()
+        handles, peer_names = Handles(), dict[str, str]()
+        self.events = Events(shell.call_soon)
+        self.wire = Wire(name, shell, self.faults)
+        self.listeners = Listeners()
+        self.eps = EpDriver(self.wire, self.events, self.memory, self.listeners)
+        self.initiator = Initiator(name, self.wire, self.eps, self.memory, self.faults, shell.now)
+        self.target = Target(self.wire, self.eps, self.events, self.memory)
+        self.links = Links(self.wire, self.eps, self._hello, handles, peer_names, heartbeat)
+        self.cm = ConnectionManager(
+            shell, self.wire, self.eps, self.events, self.listeners, handles, peer_names
+        )
+        self.regs = Registrations(self.memory, handles, (name, self.address_text))
+        self.windows = Windows(self.memory, self.initiator, handles)
+        self.endpoints = Endpoints(self.eps, handles)
+        self.admin = Admin(self.faults, self.wire, self.memory, shell, self._status)
+        self.wire.on_fail = self.initiator.fail
+        self.wire.on_reset = self.links.reset
+        self._new_handle = handles
+        self.calls = self._call_table()
+        self.peer_frames = self._peer_table()
+
+    def _call_table(self) -> dict[str, Route]:
+        regs, win, ep, cm, adm = self.regs, self.windows, self.endpoints, self.cm, self.admin
+        return {
+            "ia_query": route(Empty, regs.ia_query),
+            "pz_create": route(Empty, regs.pz_create),
+            "pz_free": route(calls.PzFree, regs.pz_free),
+            "lmr_create": route(calls.LmrCreate, regs.lmr_create),
+            "lmr_free": route(calls.LmrFree, regs.lmr_free),
+            "shared_attach": route(calls.SharedAttach, regs.shared_attach),
+            "lmr_sync": route(calls.LmrSync, regs.lmr_sync),
+            "rmr_create": route(calls.RmrCreate, win.rmr_create),
+            "rmr_bind": route(calls.RmrBind, win.rmr_bind),
+            "rmr_free": route(calls.RmrFree, win.rmr_free),
+            "ep_create": route(calls.EpCreate, ep.ep_create),
+            "ep_modify": route(calls.EpModify, ep.ep_modify),
+            "ep_free": route(calls.EpHandle, ep.ep_free),
+            "ep_connect": route(calls.EpConnect, cm.ep_connect),
+            "ep_disconnect": route(calls.EpDisconnect, ep.ep_disconnect),
+            "ep_reset": route(calls.EpHandle, ep.ep_reset),
+            "psp_create": route(calls.PspCreate, cm.psp_create),
+            "psp_free": route(calls.PspFree, cm.psp_free),
+            "rsp_create": route(calls.RspCreate, cm.rsp_create),
+            "rsp_free": route(calls.RspFree, cm.rsp_free),
+            "cr_accept": route(calls.CrAccept, cm.cr_accept),
+            "cr_reject": route(calls.CrReject, cm.cr_reject),
+            "fault_add": route(calls.FaultAdd, adm.fault_add),
+            "fault_remove": route(calls.FaultRemove, adm.fault_remove),
+            "fault_clear": route(Empty, adm.fault_clear),
+            "fault_list": route(Empty, adm.fault_list),
+            "fault_log": route(calls.FaultLog, adm.fault_log),
+            "rmr_revoke": route(calls.RmrRevoke, adm.rmr_revoke),
+            "node_crash": route(Empty, adm.node_crash),
+            "node_status": route(Empty, adm.node_status),
+        }
+
+    def _peer_table(self) -> dict[FrameType, PeerHandler]:
+        target, initiator, cm = self.target, self.initiator, self.cm
+        return {
+            FrameType.WRITE: target.request,
+            FrameType.READ_REQ: target.request,
+            FrameType.SEND: target.request,
+            FrameType.ACK: initiator.acked,
+            FrameType.READ_RESP: initiator.read_landed,
+            FrameType.NAK: initiator.nak,
+            FrameType.CONN_REQ: cm.request,
+            FrameType.CONN_ACCEPT: cm.accepted,
+            FrameType.CONN_REJECT: cm.rejected,
+            FrameType.CONN_RTU: cm.rtu,
+            FrameType.DISCONNECT: cm.peer_disconnect,
+            FrameType.HEARTBEAT: lambda link, frame: None,
+            FrameType.ERROR: lambda link, frame: self.links.lost(link, f"peer: {frame.fields[0]}"),
+        }
+
+    @property
+    def address_text(self) -> str:
+        """This node's peer address as ``host:port``."""
+        return f"{self.address[0]}:{self.address[1]}"
+
+    @property
+    def shared(self) -> dict[bytes, SharedRegion]:
+        """The node's SHARED_VIRTUAL regions by cookie (the shell removes them at exit)."""
+        return self.regs.shared
+
+    def _hello(self) -> bytes:
+        return hello(ROLE_PEER, f"{self.name}@{self.address_text}")
+
+    def _status(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "address": self.address_text,
+            "pid": self.pid,
+            "links": len(self.wire.links),
+            "consumers": len(self.consumers),
+            "rules": len(self.faults.rules),
+        }
+
+    # -- the consumer plane --------------------------------------------------------------------
+
+    def consumer_frame(
+        self, channel: Channel, consumer: Consumer | None, frame: Frame
+    ) -> Consumer | None:
+        """Handle one frame from a consumer; the first must be HELLO, which opens the IA."""
+        if consumer is None:
+            name = check_hello(frame, ROLE_CONSUMER)
+            consumer = Consumer(self._new_handle(), channel, name)
+            self.consumers[consumer.id] = consumer
+            channel.send(self._hello())
+            log.info("consumer %s opened IA %d", consumer.name, consumer.id)
+        elif frame.type == FrameType.CALL:
+            self._call(consumer, frame.fields)
+        elif FrameType.POST_SEND <= frame.type <= FrameType.POST_READ:
+            self._post(consumer, frame)
+        else:
+            raise UnexpectedFrame(f"{frame.type.name} is not a consumer request")
+        return consumer
+
+    def _call(self, consumer: Consumer, fields: list[object]) -> None:
+        req_id, method, args = fields
+        if type(req_id) is not int:
+            raise MalformedFrame("a call's request id is an integer")
+        found = self.calls.get(method) if isinstance(method, str) else None
+        result: Sequence[object] = ()
+        code, message = 0, ""
+        try:
+            if found is None:
+                raise DatModelNotSupported(message=f"unknown call {method!r}")
+            result = found[1](consumer, args, str(method))
+        except DatError as err:
+            code, message = err.code, err.message
+        except Exception as err:  # a bug of the daemon: never disguised as the caller's error
+            log.exception("internal error in %s from consumer %s", method, consumer.name)
+            code, message = DatInternalError().code, f"internal error in {method}: {err!r}"
+        consumer.channel.send(encode(FrameType.REPLY, req_id, code, message, list(result)))
+
+    def _post(self, consumer: Consumer, frame: Frame) -> None:
+        handle = frame.fields[0]
+        ep = consumer.eps.get(handle) if type(handle) is int else None
+        if ep is None:
+            log.warning("consumer %s posted to unknown EP %r", consumer.name, handle)
+            return
+        if frame.type != FrameType.POST_RECV:
+            self.initiator.post(consumer, ep, frame.type, frame.fields)
+            return
+        cookie, flags = frame.fields[1], frame.fields[2]
+        if type(cookie) is not int or type(flags) is not int:
+            raise MalformedFrame("a post's cookie and flags are integers")
+        self.target.post_recv(ep, cookie, flags, frame.fields[3])
+
+    def consumer_lost(self, consumer: Consumer) -> None:
+        """The consumer's socket closed: free its IA abruptly, as dat_ia_close(ABRUPT) would."""
+        if consumer.closed:
+            return
+        consumer.closed = True
+        self.consumers.pop(consumer.id, None)
+        for ep in list(consumer.eps.values()):
+            self.eps.destroy(ep)
+        self.cm.abandon(consumer)
+        self.windows.abandon(consumer)
+        self.regs.abandon(consumer)
+        log.info("consumer %s closed IA %d", consumer.name, consumer.id)
+
+    def flush_events(self) -> None:
+        """Send every consumer its queued events now."""
+        self.events.flush()
+
+    # -- the peer plane ------------------------------------------------------------------------
+
+    def peer_accepted(self, channel: Channel) -> PeerLink:
+        """A peer daemon connected to our TCP port."""
+        return self.links.accepted(channel)
+
+    def link_up(self, link: PeerLink, channel: Channel) -> None:
+        """Our outgoing stream is up."""
+        self.links.up(link, channel)
+
+    def link_failed(self, link: PeerLink, reason: str) -> None:
+        """Our outgoing stream could not be made."""
+        self.links.failed(link, reason)
+
+    def link_lost(self, link: PeerLink, reason: str) -> None:
+        """A stream ended or was cut."""
+        self.links.lost(link, reason)
+
+    def tick(self, now: float) -> None:
+        """The heartbeat clock."""
+        self.links.tick(now)
+
+    def peer_sink(self, link: PeerLink, frame: Frame) -> Sink:
+        """Where the payload of a frame from a peer lands: straight into registered memory."""
+        if not link.hello:
+            return DISCARD  # the frame itself will be refused
+        if frame.type == FrameType.READ_RESP:
+            return self.initiator.read_sink(link, frame)
+        if frame.type in (FrameType.WRITE, FrameType.SEND):
+            return self.target.sink(link, frame)
+        raise MalformedFrame(f"{frame.type.name} carries no payload")
+
+    def peer_frame(self, link: PeerLink, frame: Frame) -> None:
+        """Handle one complete frame from a peer daemon; the first must be HELLO."""
+        if not link.hello:
+            self.links.hello(link, frame)
+            return
+        handler = self.peer_frames.get(frame.type)
+        if handler is None:
+            raise UnexpectedFrame(f"{frame.type.name} is not a peer frame")
+        handler(link, frame)
+
+    def peer_batch_end(self, link: PeerLink) -> None:
+        """After one read from the stream: one cumulative ACK."""
+        self.target.batch_end(link)

@@ -1,0 +1,221 @@
+"""The RC initiator: request DTOs (Send, RDMA Write, RDMA Read, RMR bind) from post to completion.
+
+Requests start in posting order. An RDMA Read waits for a read credit (max_rdma_read_out), a
+BARRIER_FENCE request for every earlier read, and whatever was posted later waits too. A Write
+or Send is done when the target's cumulative ACK covers it, a Read when its response has landed,
+a bind when it executed; completions leave in posting order, and a failed one breaks the EP.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from fabricd.faults import FaultEngine
+from fabricd.memory import MemoryRegistry, Window
+from fabricd.nic.epdriver import EpDriver
+from fabricd.nic.faultpath import decide_bind
+from fabricd.nic.objects import Consumer, Ep, Op, PeerLink
+from fabricd.nic.views import local_views, truncate
+from fabricd.nic.wire import Wire
+from proto.checks import parse_triplet
+from proto.codec import DISCARD, Frame, Sink, encode
+from proto.constants import CompletionFlags, Dtos, MemPriv
+from proto.constants import DtoCompletionStatus as St
+from proto.constants import EpState as S
+from proto.errors import DatError, MalformedFrame
+from proto.frames import FrameType
+
+log = logging.getLogger("fabricd")
+
+ANSWERED = frozenset({Dtos.RDMA_READ, Dtos.BIND_MW})  # done by an answer, not by an ACK
+POST_DTOS = {
+    FrameType.POST_SEND: Dtos.SEND,
+    FrameType.POST_WRITE: Dtos.RDMA_WRITE,
+    FrameType.POST_READ: Dtos.RDMA_READ,
+}
+
+
+class Initiator:
+    """Posting, starting and retiring request DTOs."""
+
+    def __init__(
+        self,
+        node: str,
+        wire: Wire,
+        eps: EpDriver,
+        memory: MemoryRegistry,
+        faults: FaultEngine,
+        now: Callable[[], float],
+    ) -> None:
+        self.node = node
+        self.wire = wire
+        self.eps = eps
+        self.memory = memory
+        self.faults = faults
+        self.now = now
+
+    def post(self, consumer: Consumer, ep: Ep, kind: FrameType, fields: list[object]) -> None:
+        """dat_ep_post_send / rdma_write / rdma_read, as checked and encoded by the driver."""
+        cookie, flags, local_iov = fields[1], fields[2], fields[3]
+        if type(cookie) is not int or type(flags) is not int:
+            raise MalformedFrame("a post's cookie and flags are integers")
+        dto = POST_DTOS[kind]
+        op = Op(dto, cookie, flags, 0, 0, [])
+        try:
+            need = MemPriv.LOCAL_WRITE if dto == Dtos.RDMA_READ else MemPriv.LOCAL_READ
+            op.views, op.length = local_views(self.memory, consumer, ep, local_iov, need)
+            if dto != Dtos.SEND:
+                op.remote = parse_triplet(fields[4])
+        except DatError as err:
+            # as on hardware: this DTO fails at once, then the connection breaks and every
+            # DTO still outstanding is flushed
+            log.info("EP %d: local check failed: %s", ep.handle, err)
+            self.eps.complete(ep, op, St.DTO_ERR_LOCAL_PROTECTION)
+            if ep.state in (S.CONNECTED, S.DISCONNECT_PENDING):
+                self.eps.broken(ep, notify_peer=True)
+            return
+        if dto == Dtos.RDMA_READ:
+            op.length = op.remote[1]
+        self.enqueue(ep, op)
+
+    def enqueue(self, ep: Ep, op: Op) -> None:
+        """Queue a request in posting order; it starts when nothing holds it back."""
+        if op.kind != Dtos.BIND_MW:
+            op.seq = ep.next_seq
+            ep.next_seq += 1
+        ep.ops.append(op)
+        if ep.state != S.CONNECTED or ep.link is None:
+            self.eps.flush(ep, None if ep.state == S.DISCONNECTED else St.DTO_ERR_LOCAL_EP)
+            return
+        ep.held.append(op)
+        self.transmit(ep)
+
+    def _blocked(self, ep: Ep, op: Op) -> bool:
+        """Must ``op`` wait for RDMA Reads in flight (a fence, or no read credit)?"""
+        return bool(ep.reads_out) and bool(
+            op.flags & CompletionFlags.BARRIER_FENCE
+            or (op.kind == Dtos.RDMA_READ and ep.reads_out >= ep.attr.max_rdma_read_out)
+        )
+
+    def transmit(self, ep: Ep) -> None:
+        """Start held requests in order, as far as fences and read credits allow."""
+        link = ep.link
+        while ep.held and link is not None and ep.link is link:
+            op = ep.held[0]
+            if self._blocked(ep, op):
+                break
+            ep.held.popleft()
+            if op.kind == Dtos.BIND_MW:
+                self._bind(ep, op)
+                if op.status != St.DTO_SUCCESS:
+                    break
+            else:
+                self._start(ep, link, op)
+        self.retire(ep)
+
+    def _start(self, ep: Ep, link: PeerLink, op: Op) -> None:
+        """Put one request on the wire."""
+        address, length, rmr_context = op.remote
+        if op.kind == Dtos.RDMA_WRITE:
+            hdr = encode(FrameType.WRITE, op.seq, address, rmr_context, payload_len=op.length)
+            self.wire.send(link, hdr, op.views)
+        elif op.kind == Dtos.SEND:
+            self.wire.send(link, encode(FrameType.SEND, op.seq, payload_len=op.length), op.views)
+        else:
+            ep.reads_out += 1
+            hdr = encode(FrameType.READ_REQ, op.seq, address, rmr_context, length, ep.reads_done)
+            self.wire.send(link, hdr)
+
+    def _bind(self, ep: Ep, op: Op) -> None:
+        """Execute a bind: the window's previous key dies, the promised one starts to work."""
+        bind = op.bind
+        assert bind is not None
+        bind.rmr.unbind(self.memory)
+        op.done = True
+        if self.faults.active and ep.link is not None:  # a bind fault: it fails at execution
+            status = decide_bind(
+                self.faults, self.node, ep.link, bind.region.length, bind.key, self.now()
+            )
+            if status is not None:
+                op.status = status
+                return
+        lmr = bind.lmr
+        if lmr is None:
+            return
+        if self.memory.by_lmr_context.get(lmr.lmr_context) is not lmr:
+            op.status = St.RMR_OPERATION_FAILED  # the LMR went away
+            return
+        self.memory.bind(bind.key, Window(bind.region, lmr))
+        bind.rmr.context, bind.rmr.lmr, bind.rmr.region = bind.key, lmr, bind.region
+
+    def retire(self, ep: Ep) -> None:
+        """Complete, in posting order, every request at the head of the queue that is done."""
+        ops = ep.ops
+        while ops:
+            op = ops[0]
+            if not op.done and (op.kind in ANSWERED or op.seq > ep.acked):
+                break
+            if op.status != St.DTO_SUCCESS:  # in order, after what finished before it
+                self.eps.broken(ep, first_status=op.status, notify_peer=True)
+                return
+            ops.popleft()
+            self.eps.complete(ep, op, St.DTO_SUCCESS)
+        self.eps.drained(ep)
+
+    def fail(self, link: PeerLink, seq: int | None, status: St) -> None:
+        """The request ``seq`` is done, with an error: it breaks the EP when it retires."""
+        op = link.ep.op(seq) if link.ep is not None else None
+        if op is not None:
+            op.done, op.status = True, status
+
+    # -- answers from the target ---------------------------------------------------------------
+
+    def acked(self, link: PeerLink, frame: Frame) -> None:
+        """ACK: every request up to ``seq`` was executed (cumulative)."""
+        ep, seq = link.ep, frame.fields[0]
+        if ep is None:
+            return
+        if type(seq) is not int or seq >= ep.next_seq:
+            raise MalformedFrame(f"ACK of {seq!r}, which was never sent")
+        if seq > ep.acked:
+            ep.acked = seq
+            self.retire(ep)
+
+    def read_sink(self, link: PeerLink, frame: Frame) -> Sink:
+        """Where a READ_RESP's payload lands: the RDMA Read's local buffers."""
+        ep, seq = link.ep, frame.fields[0]
+        if ep is None:
+            return DISCARD
+        op = ep.op(seq)
+        if op is None and type(seq) is int and seq < ep.next_seq:
+            return DISCARD  # a duplicate of a response already landed
+        if op is None or op.kind != Dtos.RDMA_READ or frame.payload_len > op.length:
+            raise MalformedFrame("read response matches no outstanding RDMA Read")
+        return truncate(op.views, frame.payload_len)
+
+    def read_landed(self, link: PeerLink, frame: Frame) -> None:
+        """READ_RESP: its payload has landed in the RDMA Read's local buffers."""
+        ep = link.ep
+        op = ep.op(frame.fields[0]) if ep is not None else None
+        if ep is None or op is None or op.done:
+            return  # a duplicate (its sink was DISCARD)
+        op.done = True
+        op.length = frame.payload_len
+        ep.reads_out -= 1
+        ep.reads_done += 1
+        self.transmit(ep)
+
+    def nak(self, link: PeerLink, frame: Frame) -> None:
+        """NAK: the target refused request ``seq``; everything before it was executed."""
+        ep, (seq, status) = link.ep, frame.fields
+        if ep is None:
+            return
+        try:
+            status = St(status)
+        except ValueError:
+            raise MalformedFrame(f"NAK with unknown status {status!r}") from None
+        if type(seq) is int and seq - 1 > ep.acked:
+            ep.acked = seq - 1
+            self.retire(ep)
+        self.eps.broken(ep, first_status=status)

@@ -1,0 +1,140 @@
+"""Peer links: the session of one daemon-to-daemon stream (HELLO, up, lost) and heartbeats.
+
+A stream starts with HELLO both ways (the version range, the node's name and address). A stream
+that ends, is reset, or hears nothing for the heartbeat timeout breaks what it carried.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from fabricd.nic.epdriver import EpDriver
+from fabricd.nic.objects import Channel, PeerLink
+from fabricd.nic.wire import Wire
+from proto.cm_states import CmInput
+from proto.codec import Frame, encode
+from proto.constants import DtoCompletionStatus as St
+from proto.constants import EpState as S
+from proto.ep_states import EpInput
+from proto.errors import UnexpectedFrame, VersionMismatch
+from proto.frames import PROTOCOL_VERSION, ROLE_PEER, FrameType
+
+log = logging.getLogger("fabricd")
+HEARTBEAT = encode(FrameType.HEARTBEAT)
+
+
+def check_hello(frame: Frame, role: str) -> str:
+    """Check a HELLO's version range and role; returns the name it carries."""
+    if frame.type != FrameType.HELLO:
+        raise UnexpectedFrame(f"expected HELLO, got {frame.type.name}")
+    lo, hi, their_role, name = frame.fields
+    if type(lo) is not int or type(hi) is not int or not lo <= PROTOCOL_VERSION <= hi:
+        raise VersionMismatch(
+            f"peer speaks versions {lo!r}..{hi!r}, this daemon speaks {PROTOCOL_VERSION}"
+        )
+    if their_role != role:
+        raise UnexpectedFrame(f"a {their_role!r} said HELLO where a {role!r} was expected")
+    if not isinstance(name, str):
+        raise UnexpectedFrame("a HELLO's name is a string")
+    return name
+
+
+class Links:
+    """The streams to peer daemons: their start, their end, and heartbeats."""
+
+    def __init__(
+        self,
+        wire: Wire,
+        eps: EpDriver,
+        hello_frame: Callable[[], bytes],
+        new_handle: Callable[[], int],
+        peer_names: dict[str, str],
+        heartbeat: tuple[float, float],
+    ) -> None:
+        self.wire = wire
+        self.eps = eps
+        self.hello_frame = hello_frame
+        self.new_handle = new_handle
+        self.peer_names = peer_names
+        self.interval, self.timeout = heartbeat
+
+    def accepted(self, channel: Channel) -> PeerLink:
+        """A peer daemon connected to our TCP port."""
+        link = self.wire.new_link(self.new_handle(), active=False)
+        link.channel = channel
+        return link
+
+    def up(self, link: PeerLink, channel: Channel) -> None:
+        """Our outgoing connection is established: say HELLO and send the queued CONN_REQ."""
+        if link.closed:
+            channel.close("endpoint gave up before the connection was made")
+            return
+        link.channel = channel
+        self.wire.send(link, self.hello_frame())
+        unsent, link.unsent = link.unsent, []
+        for header in unsent:
+            self.wire.send(link, header)
+
+    def hello(self, link: PeerLink, frame: Frame) -> None:
+        """The peer's HELLO: its node name (for fault rules) and address; the passive side
+        answers with its own."""
+        node, _, address = check_hello(frame, ROLE_PEER).rpartition("@")
+        link.hello = True
+        link.remote_node, link.remote_name = node or address, address
+        self.peer_names[address] = link.remote_node
+        if not link.active:
+            self.wire.send(link, self.hello_frame())
+
+    def failed(self, link: PeerLink, reason: str) -> None:
+        """Our outgoing connection could not be made: the address is unreachable."""
+        log.info("connect failed: %s", reason)
+        self.wire.forget(link, CmInput.LOST)
+        ep = link.ep
+        if ep is not None and ep.state == S.ACTIVE_CONNECTION_PENDING:
+            ep.link = None
+            self.eps.input(ep, EpInput.UNREACHABLE)
+
+    def lost(self, link: PeerLink, reason: str) -> None:
+        """The stream ended or was cut: break whatever it carried."""
+        if not self.wire.forget(link, CmInput.LOST):
+            return
+        log.info("link %d to %s lost: %s", link.id, link.remote_name or "?", reason)
+        ep, link.ep = link.ep, None
+        if ep is None or ep.link is not link:
+            return
+        ep.link = None
+        if ep.state == S.COMPLETION_PENDING:
+            self.eps.input(ep, EpInput.ACCEPT_FAILED)
+        elif ep.state == S.ACTIVE_CONNECTION_PENDING:
+            # lost before the peer said HELLO: no fabric node could be reached there
+            self.eps.input(ep, EpInput.NON_PEER_REJECTED if link.hello else EpInput.UNREACHABLE)
+        elif ep.state in (S.CONNECTED, S.DISCONNECT_PENDING):
+            self.eps.broken(ep, first_status=St.DTO_ERR_TRANSPORT if ep.ops else None)
+
+    def reset(self, link: PeerLink, reason: str) -> None:
+        """A connection reset: both ends see the stream end (a connect: the host unreachable)."""
+        channel = link.channel
+        if link.active and not link.hello:
+            self.failed(link, reason)
+        else:
+            self.lost(link, reason)
+        if channel is not None:
+            channel.close(reason)
+
+    def tick(self, now: float) -> None:
+        """Every heartbeat interval: a HEARTBEAT on each quiet stream, and a stream that has
+        heard nothing for the heartbeat timeout is taken as cut (a silent partition)."""
+        for link in list(self.wire.links.values()):
+            if link.channel is None or link.closed or link.local:
+                continue
+            if link.heard or not link.last_heard:
+                link.heard, link.last_heard = False, now
+            elif now - link.last_heard > self.timeout * (1 if link.hello else 10):
+                self.reset(
+                    link, f"nothing heard for {now - link.last_heard:.1f} s (heartbeat timeout)"
+                )
+                continue
+            if not link.sent and link.hello:  # never before the HELLOs are exchanged
+                self.wire.send(link, HEARTBEAT)
+            link.sent = False

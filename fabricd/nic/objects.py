@@ -1,0 +1,275 @@
+"""The NIC's objects (IA, EP, LMR, RMR, PSP/RSP, CR, peer link) and what it asks of its shell.
+
+Plain records: the rooms of the package change them, each its own part (the EP driver alone
+writes ``Ep.state``, the CM alone ``PeerLink.cm``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+from fabricd.memory import Lmr, MemoryRegistry
+from proto.attrs import EpAttr
+from proto.checks import Region
+from proto.cm_states import CmState
+from proto.codec import Frame
+from proto.constants import DatReturnSubtype, Dtos
+from proto.constants import DtoCompletionStatus as St
+from proto.constants import EpState as S
+from proto.errors import DatInvalidHandle
+from proto.events import Event
+from proto.frames import FrameType
+
+
+class Channel(Protocol):
+    """One stream as the core sees it (a consumer's unix socket or a peer's TCP stream)."""
+
+    def send(self, header: bytes, payload: Sequence[memoryview] = ()) -> None: ...
+
+    def close(self, reason: str) -> None: ...
+
+    @property
+    def peer_address(self) -> str: ...
+
+
+class Timer(Protocol):
+    """A scheduled callback that can be cancelled."""
+
+    def cancel(self) -> None: ...
+
+
+class Shell(Protocol):
+    """The effects the core asks of its I/O shell (or of the in-memory harness)."""
+
+    def connect_peer(self, link: PeerLink, host: str, port: int) -> None: ...
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> Timer: ...
+
+    def call_soon(self, fn: Callable[[], None]) -> None: ...
+
+    def crash(self) -> None: ...
+
+    def now(self) -> float: ...
+
+
+@dataclass(eq=False)
+class Consumer:
+    """One open IA: a consumer process connected over the daemon's unix socket."""
+
+    id: int
+    channel: Channel
+    name: str
+    pzs: dict[int, int] = field(default_factory=dict)  # pz handle -> users
+    lmrs: dict[int, Lmr] = field(default_factory=dict)
+    eps: dict[int, Ep] = field(default_factory=dict)
+    rmrs: dict[int, Rmr] = field(default_factory=dict)
+    psps: dict[int, Listener] = field(default_factory=dict)
+    crs: dict[int, Cr] = field(default_factory=dict)
+    events: list[list[object]] = field(default_factory=list)
+    closed: bool = False
+
+    def queue(self, number: int, record: Event) -> bool:
+        """Queue one event; True when it is the first since the last flush."""
+        first = not self.events
+        self.events.append([number, *record])
+        return first
+
+
+@dataclass(eq=False, slots=True)
+class Op:
+    """One posted request DTO (send, RDMA write or read, or a bind) awaiting completion."""
+
+    kind: Dtos
+    cookie: int
+    flags: int
+    seq: int
+    length: int
+    views: list[memoryview]
+    done: bool = False
+    remote: tuple[int, int, int] = (0, 0, 0)  # the RMR triplet of an RDMA DTO
+    status: St = St.DTO_SUCCESS  # done but failed: breaks the connection when retired
+    bind: Bind | None = None
+
+
+@dataclass(eq=False, slots=True)
+class Bind:
+    """What an RMR bind will do when it executes (its new key is already promised)."""
+
+    rmr: Rmr
+    lmr: Lmr | None
+    region: Region
+    key: int
+
+
+@dataclass(eq=False)
+class Rmr:
+    """A memory window (dat_rmr_create): unbound, or bound to part of an LMR."""
+
+    handle: int
+    pz: int
+    context: int = 0
+    lmr: Lmr | None = None
+    region: Region | None = None
+
+    def unbind(self, memory: MemoryRegistry) -> None:
+        """The window's key stops working (a rebind, dat_rmr_free, or its IA closing)."""
+        if self.context:
+            memory.unbind(self.context)
+        self.context, self.lmr, self.region = 0, None, None
+
+
+@dataclass(eq=False, slots=True)
+class Recv:
+    """One posted receive buffer."""
+
+    cookie: int
+    flags: int
+    views: list[memoryview]
+    capacity: int
+
+
+@dataclass(eq=False)
+class Ep:
+    """An endpoint with its queues and connection."""
+
+    handle: int
+    consumer: Consumer
+    pz: int
+    recv_evd: int
+    request_evd: int
+    connect_evd: int
+    attr: EpAttr
+    state: S = S.UNCONNECTED
+    link: PeerLink | None = None
+    ops: deque[Op] = field(default_factory=deque)  # every outstanding request DTO
+    held: deque[Op] = field(default_factory=deque)  # posted, not started yet (fence, credits)
+    recvs: deque[Recv] = field(default_factory=deque)
+    reads_out: int = 0  # RDMA Read requests sent and not answered
+    reads_done: int = 0  # RDMA Read responses received (tells the target its load)
+    next_seq: int = 1
+    acked: int = 0
+    timer: Timer | None = None
+    rsp: Listener | None = None
+
+    def op(self, seq: object) -> Op | None:
+        """The outstanding request with sequence number ``seq`` (ops are in seq order)."""
+        if type(seq) is not int:
+            return None
+        for op in self.ops:
+            if op.seq == seq:
+                return op
+            if op.seq > seq:
+                break
+        return None
+
+
+@dataclass(eq=False)
+class SharedRegion:
+    """The node's shared memory of one DAT_LMR_COOKIE and the consumers attached to it."""
+
+    segment: str
+    length: int
+    users: set[int] = field(default_factory=set)
+
+
+@dataclass(eq=False)
+class Listener:
+    """A PSP (persistent) or RSP (reserved, one-shot) listening on a conn_qual."""
+
+    handle: int
+    consumer: Consumer
+    conn_qual: int
+    evd: int
+    flags: int
+    ep: Ep | None = None  # RSP only
+    backlog: int = 1 << 30  # PSP: the CR EVD's length; requests beyond it are refused
+
+
+@dataclass(eq=False)
+class Cr:
+    """A connection request waiting for dat_cr_accept or dat_cr_reject."""
+
+    handle: int
+    consumer: Consumer
+    link: PeerLink
+    listener: Listener
+    private_data: bytes
+    ep: Ep | None = None  # the EP the request carries: its RSP's, or one the provider made
+
+
+@dataclass(eq=False)
+class PeerLink:
+    """One daemon-to-daemon stream; it carries exactly one connected EP pair."""
+
+    id: int
+    active: bool
+    channel: Channel | None = None
+    cm: CmState = CmState.IDLE
+    ep: Ep | None = None
+    cr: Cr | None = None
+    hello: bool = False
+    remote_name: str = ""
+    acked: int = 0  # target side: last request sequence number executed
+    reads_in: int = 0  # target side: RDMA Read requests received
+    ack_due: bool = False
+    fault: tuple[int, St] | None = None  # target side: a request refused while its payload drains
+    stalled: deque[Frame] = field(default_factory=deque)  # frames held behind an RNR send
+    unsent: list[bytes] = field(default_factory=list)  # CM frames waiting for the TCP connect
+    closed: bool = False
+    local: bool = False  # both ends in this daemon: no heartbeat needed
+    remote_node: str = ""  # the peer daemon's node name
+    messages: int = 0  # outgoing messages counted for fault decisions
+    delayed: deque[tuple[float, bytes, list[memoryview]]] = field(default_factory=deque)
+    busy_until: float = 0.0  # a bandwidth cap: when the link is free again
+    release: Timer | None = None
+    sent: bool = False  # something was sent since the last tick
+    heard: bool = False  # something arrived since the last tick
+    last_heard: float = 0.0
+
+
+class Listeners:
+    """The node's PSPs and RSPs by conn_qual (one listener per conn_qual)."""
+
+    def __init__(self) -> None:
+        self.by_conn_qual: dict[int, Listener] = {}
+
+    def add(self, listener: Listener) -> None:
+        """Enter a listener (its conn_qual was checked to be free)."""
+        self.by_conn_qual[listener.conn_qual] = listener
+        listener.consumer.psps[listener.handle] = listener
+
+    def remove(self, listener: Listener) -> None:
+        """Stop listening; an RSP's EP no longer has its RSP."""
+        if self.by_conn_qual.get(listener.conn_qual) is listener:
+            del self.by_conn_qual[listener.conn_qual]
+        listener.consumer.psps.pop(listener.handle, None)
+        if listener.ep is not None:
+            listener.ep.rsp = None
+
+
+class Handles:
+    """The node's handle numbers: one counter for every kind of object and link."""
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def __call__(self) -> int:
+        self._next += 1
+        return self._next
+
+
+REQUESTS = frozenset({FrameType.WRITE, FrameType.SEND, FrameType.READ_REQ})
+"""Peer frames that carry a request sequence number and are executed once."""
+
+T = TypeVar("T")
+
+
+def lookup(table: dict[int, T], handle: object, subtype: DatReturnSubtype, what: str) -> T:
+    """The object a consumer's handle names, or DAT_INVALID_HANDLE with ``subtype``."""
+    found = table.get(handle) if type(handle) is int else None
+    if found is None:
+        raise DatInvalidHandle(subtype, f"no {what} {handle!r}")
+    return found

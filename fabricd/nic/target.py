@@ -1,0 +1,223 @@
+"""The RC target: incoming RDMA Writes, RDMA Read requests and Sends, and the receive queue.
+
+Payloads land straight in registered memory (``sink``). Each request executes once, in stream
+order (a duplicate or retry is answered again, never executed again); behind a Send that found
+no receive (receiver not ready) every later frame waits until a receive is posted. One
+cumulative ACK answers what one read from the stream executed. A refused request is NAKed and
+breaks the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fabricd.memory import MemoryRegistry
+from fabricd.nic.epdriver import EpDriver
+from fabricd.nic.events import Events
+from fabricd.nic.objects import Ep, PeerLink, Recv
+from fabricd.nic.views import local_views, scatter, truncate
+from fabricd.nic.wire import Wire
+from proto.codec import DISCARD, Frame, Sink, encode
+from proto.constants import DtoCompletionStatus as St
+from proto.constants import EpState as S
+from proto.constants import MemPriv
+from proto.errors import DatError, MalformedFrame, UnexpectedFrame
+from proto.frames import FrameType
+
+log = logging.getLogger("fabricd")
+
+
+class Target:
+    """Executing the peer's requests against this node's memory and receive queues."""
+
+    def __init__(self, wire: Wire, eps: EpDriver, events: Events, memory: MemoryRegistry) -> None:
+        self.wire = wire
+        self.eps = eps
+        self.events = events
+        self.memory = memory
+
+    # -- payloads ------------------------------------------------------------------------------
+
+    def sink(self, link: PeerLink, frame: Frame) -> Sink:
+        """Where a request's payload lands (None: collect it, the stream is stalled)."""
+        if self.duplicate(link, frame):
+            return DISCARD
+        if link.stalled:
+            return None
+        return self._landing(link, frame)
+
+    @staticmethod
+    def duplicate(link: PeerLink, frame: Frame) -> bool:
+        """A request seen before (a duplicated or retried message): RC executes it once."""
+        seq = frame.fields[0]
+        if type(seq) is not int:
+            raise MalformedFrame("a request's sequence number must be an integer")
+        return seq <= link.acked or any(f.fields[0] == seq for f in link.stalled)
+
+    def _landing(self, link: PeerLink, frame: Frame) -> Sink:
+        ep = link.ep
+        if ep is None:
+            return DISCARD
+        seq = frame.fields[0]
+        assert type(seq) is int
+        if frame.type == FrameType.WRITE:
+            _, address, rmr_context = frame.fields
+            if type(address) is not int or type(rmr_context) is not int:
+                raise MalformedFrame("an RDMA Write's address and rmr_context are integers")
+            view = self.memory.remote(
+                rmr_context, address, frame.payload_len, MemPriv.REMOTE_WRITE, ep.pz
+            )
+            if view is None:
+                link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
+                return DISCARD
+            if not self.memory.coherent:
+                self.memory.mark_written(rmr_context, address, frame.payload_len)
+            return [view]
+        if frame.type != FrameType.SEND:
+            raise MalformedFrame(f"{frame.type.name} carries no payload")
+        if not ep.recvs:
+            return None  # receiver not ready: hold the payload, stall the stream
+        recv = ep.recvs[0]
+        if frame.payload_len > recv.capacity:
+            link.fault = (seq, St.DTO_ERR_LOCAL_LENGTH)
+            return DISCARD
+        return truncate(recv.views, frame.payload_len)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def request(self, link: PeerLink, frame: Frame) -> None:
+        """A WRITE, READ_REQ or SEND whose payload (if any) has been read."""
+        if frame.payload is None and self.duplicate(link, frame):
+            link.ack_due = True  # answer it again; do not execute it again
+            return
+        not_ready = frame.type == FrameType.SEND and link.ep is not None and not link.ep.recvs
+        if link.stalled or frame.payload is not None or not_ready:  # receiver not ready
+            link.stalled.append(frame)
+        else:
+            self._execute(link, frame)
+
+    def _execute(self, link: PeerLink, frame: Frame) -> None:
+        """Carry out a request whose payload (if any) has landed."""
+        if frame.type == FrameType.WRITE:
+            self._done(link, frame.fields[0])
+        elif frame.type == FrameType.READ_REQ:
+            self._serve_read(link, frame.fields)
+        else:
+            self._receive(link, frame)
+
+    def _done(self, link: PeerLink, seq: object) -> None:
+        if link.fault is not None:
+            self._refuse(link)
+            return
+        assert type(seq) is int
+        link.acked = seq
+        link.ack_due = True
+
+    def _refuse(self, link: PeerLink) -> None:
+        """NAK the request that failed here; the connection breaks."""
+        assert link.fault is not None
+        seq, status = link.fault
+        link.fault = None
+        self.wire.send(link, encode(FrameType.NAK, seq, status))
+        if link.ep is not None:
+            self.eps.broken(link.ep)
+        else:
+            self.wire.drop(link, "remote access error")
+
+    def _serve_read(self, link: PeerLink, fields: list[object]) -> None:
+        seq, address, rmr_context, length, reads_done = fields
+        ep = link.ep
+        if ep is None:
+            raise UnexpectedFrame("RDMA Read request on a link with no endpoint")
+        assert type(seq) is int
+        link.reads_in += 1
+        if type(reads_done) is not int or link.reads_in - reads_done > ep.attr.max_rdma_read_in:
+            limit = ep.attr.max_rdma_read_in
+            log.info("EP %d: more incoming RDMA Reads than max_rdma_read_in=%d", ep.handle, limit)
+            link.fault = (seq, St.DTO_ERR_REMOTE_RESPONDER)
+            self._refuse(link)
+            return
+        view = self._readable(ep, address, rmr_context, length)
+        if view is None:
+            link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
+            self._refuse(link)
+            return
+        self.wire.send(link, encode(FrameType.READ_RESP, seq, payload_len=len(view)), [view])
+        link.acked = seq
+        link.ack_due = True
+
+    def _readable(
+        self, ep: Ep, address: object, rmr_context: object, length: object
+    ) -> memoryview | None:
+        """The bytes an RDMA Read may take, or None (key, privilege, PZ or range fails)."""
+        if type(address) is not int or type(rmr_context) is not int or type(length) is not int:
+            return None
+        if not 0 <= length <= ep.attr.max_rdma_size:
+            return None
+        view = self.memory.remote(rmr_context, address, length, MemPriv.REMOTE_READ, ep.pz)
+        stale = view is not None and not self.memory.coherent
+        if stale and self.memory.stale(rmr_context, address, length):
+            log.warning(
+                "RDMA Read of %#x+%d on EP %d serves the I/O view, which differs from the "
+                "CPU's bytes: dat_lmr_sync_rdma_read was not called after they were written",
+                address,
+                length,
+                ep.handle,
+            )
+        return view
+
+    def _receive(self, link: PeerLink, frame: Frame) -> None:
+        ep = link.ep
+        if ep is None:
+            return  # the payload was discarded: no endpoint to receive it
+        recv = ep.recvs.popleft()
+        if link.fault is not None:
+            self.events.received(ep, recv.cookie, St.DTO_ERR_LOCAL_LENGTH)
+            link.fault = (link.fault[0], St.DTO_ERR_REMOTE_RESPONDER)
+            self._refuse(link)
+            return
+        self.events.received(ep, recv.cookie, St.DTO_SUCCESS, frame.payload_len)
+        self._done(link, frame.fields[0])
+
+    # -- the receive queue ---------------------------------------------------------------------
+
+    def post_recv(self, ep: Ep, cookie: int, flags: int, local_iov: object) -> None:
+        """dat_ep_post_recv: a receive buffer; it may release frames stalled behind it."""
+        try:
+            views, capacity = local_views(
+                self.memory, ep.consumer, ep, local_iov, MemPriv.LOCAL_WRITE
+            )
+        except DatError as err:  # as a failed request DTO: the error, then the connection breaks
+            log.info("EP %d: receive buffer refused: %s", ep.handle, err)
+            self.events.received(ep, cookie, St.DTO_ERR_LOCAL_PROTECTION)
+            self.eps.broken(ep, notify_peer=True)
+            return
+        if ep.state == S.DISCONNECTED:
+            self.events.received(ep, cookie, St.DTO_ERR_FLUSHED)
+            return
+        ep.recvs.append(Recv(cookie, flags, views, capacity))
+        if ep.link is not None and ep.link.stalled:
+            self._unstall(ep.link)
+
+    def _unstall(self, link: PeerLink) -> None:
+        """Run, in order, the frames held behind the Send that had no receive."""
+        ep = link.ep
+        while link.stalled and ep is not None and link.ep is ep:
+            frame = link.stalled[0]
+            if frame.type == FrameType.SEND and not ep.recvs:
+                break
+            link.stalled.popleft()
+            if frame.payload_len:
+                sink = self._landing(link, frame)
+                if sink:
+                    scatter(frame.payload or b"", sink)
+                frame.payload = None
+            self._execute(link, frame)
+        self.batch_end(link)
+
+    def batch_end(self, link: PeerLink) -> None:
+        """After one read from the stream: one cumulative ACK for everything executed."""
+        link.heard = True
+        if link.ack_due and not link.closed:
+            link.ack_due = False
+            self.wire.send(link, encode(FrameType.ACK, link.acked))
