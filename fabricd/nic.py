@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from fabricd.faults import RETRY_COUNT, FaultEngine, Message, Rule, chance
+from fabricd.faults import FaultEngine, Message, chance
 from fabricd.memory import Lmr, MemoryRegistry, SegmentMapper, Window
 from proto import ep_states
 from proto.attrs import MAX_PRIVATE_DATA, EpAttr, ia_attributes
@@ -49,6 +49,7 @@ from proto.errors import (
     UnexpectedFrame,
     VersionMismatch,
 )
+from proto.faultrules import RETRY_COUNT, Rule
 from proto.frames import (
     PROTOCOL_VERSION,
     ROLE_CONSUMER,
