@@ -13,6 +13,7 @@ COPY proto ./proto
 COPY fabricd ./fabricd
 COPY client ./client
 COPY bench ./bench
+COPY tools ./tools
 RUN pip install --no-cache-dir . && rm -rf /src
 WORKDIR /
 

@@ -30,7 +30,7 @@ test: $(STAMP) system-deps
 	$(VENV)/bin/pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check proto fabricd client bench tests
+	$(VENV)/bin/ruff check proto fabricd client bench tools tests
 	$(VENV)/bin/mypy
 
 clean:

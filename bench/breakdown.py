@@ -10,7 +10,8 @@ import statistics
 import tempfile
 import time
 
-from bench.fabric import Fabric, Session
+from bench.fabric import Session
+from bench.nodes import Fabric
 from fabricd.launch import start_node
 
 

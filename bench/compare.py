@@ -219,7 +219,7 @@ def _run_group(argv: list[str], timeout: float, what: str) -> tuple[int, str, st
 
 
 class Ours:
-    """Runs ``fabricctl bench`` (as ``python -m client.ctl bench``) and remembers if it can't."""
+    """Runs ``fabricctl bench`` (as ``python -m tools.ctl bench``) and remembers if it can't."""
 
     def __init__(self) -> None:
         self.no_limits = True  # skip its limit measurement when it offers that
@@ -233,7 +233,7 @@ class Ours:
         argv = [
             sys.executable,
             "-m",
-            "client.ctl",
+            "tools.ctl",
             "bench",
             "--op",
             op,

@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from bench.fabric import Fabric
+from bench.nodes import Fabric
 from client.api import Ep, Ia
 from proto.attrs import EpAttr
 from proto.constants import EventNumber, MemPriv, MemType

@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.connections import run as run_connections
+from bench.nodes import Fabric, given_fabric, local_fabric
 from bench.target import pattern
 from client.api import Ep, Evd, Ia, Lmr
-from fabricd.launch import Node, start_node
 from proto.attrs import EpAttr
 from proto.constants import DtoCompletionStatus, EventNumber, MemPriv, MemType
 
@@ -81,32 +79,6 @@ class Result:
         if self.mode == "bw" and limits.get("limit_rr_pipelined_per_s"):
             return round(self.msg_rate * 1e6 / limits["limit_rr_pipelined_per_s"], 3)
         return None
-
-
-@dataclass
-class Fabric:
-    """Where the initiator and target consumers attach."""
-
-    initiator: str
-    target: str
-    target_address: tuple[str, int]
-    daemons: tuple[int, int] | None = None  # pids, when this run started them
-
-
-@contextmanager
-def local_fabric(same_node: bool) -> Iterator[Fabric]:
-    """Start one or two fabricd nodes on loopback for the run."""
-    with tempfile.TemporaryDirectory(prefix="datfabric-bench-") as tmp:
-        nodes: list[Node] = []
-        try:
-            nodes.append(start_node("bench-a", os.path.join(tmp, "a.sock")))
-            if not same_node:
-                nodes.append(start_node("bench-b", os.path.join(tmp, "b.sock")))
-            a, b = nodes[0], nodes[-1]
-            yield Fabric(a.socket, b.socket, b.address, (a.proc.pid, b.proc.pid))
-        finally:
-            for node in nodes:
-                node.stop()
 
 
 class Session:
@@ -335,16 +307,14 @@ class Progress:
 
 def connections_main(args: Any) -> int:
     """``--op connect``: setup rate; ``--op scale``: memory and a write per pair."""
-    from bench.connections import run
-
     count = args.iters or 1000
     fabric_cm = (
         local_fabric(args.same_node)
         if not args.initiator
-        else _given(args.initiator, args.target, args.target_address)
+        else given_fabric(args.initiator, args.target, args.target_address)
     )
     with fabric_cm as fabric:
-        result = run(fabric, count, fabric.daemons, write=args.op == "scale")
+        result = run_connections(fabric, count, fabric.daemons, write=args.op == "scale")
     row = {
         "op": args.op,
         "mode": "bw",
@@ -390,7 +360,7 @@ def main(args: Any) -> int:
     fabric_cm = (
         local_fabric(args.same_node)
         if not args.initiator
-        else _given(args.initiator, args.target, args.target_address)
+        else given_fabric(args.initiator, args.target, args.target_address)
     )
     with fabric_cm as fabric:
         session = Session(fabric, args.op, max(sizes), args.window)
@@ -423,9 +393,3 @@ def main(args: Any) -> int:
     if not args.json:
         print(LINE)
     return 0
-
-
-@contextmanager
-def _given(initiator: str, target: str, address: str) -> Iterator[Fabric]:
-    host, _, port = address.rpartition(":")
-    yield Fabric(initiator, target, (host, int(port)))

@@ -23,7 +23,7 @@ MiB = 1 << 20
 def bench(*args: str) -> dict[str, Any]:
     """One ``fabricctl bench --json`` row."""
     out = subprocess.run(
-        [sys.executable, "-m", "client.ctl", "bench", "--json", "--no-limits", *args],
+        [sys.executable, "-m", "tools.ctl", "bench", "--json", "--no-limits", *args],
         capture_output=True,
         text=True,
         timeout=600,

@@ -8,7 +8,6 @@ of code is in force for the block's first message.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import signal
 import threading
@@ -55,7 +54,7 @@ class Faults:
     def add(
         self, action: str, *, seed: int | None = None, node: str | None = None, **match: Any
     ) -> str:
-        """Install a rule (``action`` and the match/parameter fields of fabricd.faults.Rule) on
+        """Install a rule (``action`` and the match/parameter fields of proto.faultrules.Rule) on
         its source node; returns its name."""
         rule = {"name": match.pop("name", f"rule-{next(_names)}"), "action": action, **match}
         for target in self._targets(node or match.get("src")):
@@ -168,16 +167,3 @@ class Faults:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def load_schedule(path: str) -> dict[str, Any]:
-    """A schedule file: JSON, or YAML when PyYAML is installed."""
-    with open(path) as f:
-        text = f.read()
-    if path.endswith((".yaml", ".yml")):
-        import yaml
-
-        data: dict[str, Any] = yaml.safe_load(text)
-        return data
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded

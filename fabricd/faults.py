@@ -2,7 +2,8 @@
 
 A decision is a function of (seed, rule name, directed link, connection, message number) only,
 never of the clock, so the same seed, rules and workload fire the same faults; every firing is
-one JSON line of the fault log (no timestamps: two runs give the same log byte for byte).
+one JSON line of the fault log (no timestamps: two runs give the same log byte for byte). The
+rules themselves (``Rule``, ``ACTIONS``, ``OPS``, ``replay_rules``) are proto.faultrules.
 """
 
 from __future__ import annotations
@@ -10,87 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Final
+from typing import Any
 
-ACTIONS: Final = frozenset(
-    {"drop", "delay", "duplicate", "corrupt", "status", "reset", "blackhole", "rnr", "bandwidth"}
-)
-"""drop: lost on the wire, retried by the RC layer (past the retry count: DTO_ERR_TRANSPORT);
-delay: held for delay_ms (+ jitter_ms); duplicate: sent twice; corrupt: bytes flipped, detected
-(treated as lost) or silent (wrong bytes land); status: the DTO completes with ``status`` and
-the connection breaks; reset: the connection is reset; blackhole: nothing gets through;
-rnr: the receiver is not ready past the retry count (DTO_ERR_RECEIVER_NOT_READY);
-bandwidth: the link carries at most rate_MBps (messages queue behind each other)."""
-
-OPS: Final = frozenset(
-    {"RDMA_WRITE", "RDMA_READ", "SEND", "RMR_BIND", "READ_RESP", "ACK", "CM", "HEARTBEAT", "ANY"}
-)
-RETRY_COUNT: Final = 7  # the RC transport's retries (IB's default) before DTO_ERR_TRANSPORT
-
-
-@dataclass
-class Rule:
-    """One fault rule; ``None`` fields match anything."""
-
-    name: str
-    action: str
-    op: str = "ANY"
-    src: str | None = None  # node name the message leaves
-    dst: str | None = None  # node name it goes to
-    connection: int | None = None  # the link id at the sending node
-    size_min: int = 0
-    size_max: int | None = None
-    rmr_context: int | None = None
-    nth: int | None = None  # only the nth matching message (1-based)
-    message: int | None = None  # only this message number of the link (replayed faults)
-    start_s: float = 0.0  # the time window, in seconds after the rule was installed
-    end_s: float | None = None
-    probability: float = 1.0
-    count: int | None = None  # fire at most this often
-    delay_ms: float = 0.0
-    jitter_ms: float = 0.0
-    distribution: str = "uniform"  # of the jitter: uniform, normal (sd), exponential (mean)
-    rate_MBps: float = 0.0  # for "bandwidth"
-    status: int = 8  # for "status": the completion status to force (default TRANSPORT)
-    silent: bool = False  # for "corrupt": let the wrong bytes land
-    part: str = "payload"  # for "corrupt": the payload, or the header (an RDMA address)
-    fired: int = 0
-    seen: int = field(default=0, repr=False)
-    installed: float = field(default=0.0, repr=False)
-
-    def validate(self) -> None:
-        """Refuse a rule that could never mean anything."""
-        if self.action not in ACTIONS:
-            raise ValueError(f"unknown action {self.action!r}; one of {sorted(ACTIONS)}")
-        if self.op not in OPS:
-            raise ValueError(f"unknown op {self.op!r}; one of {sorted(OPS)}")
-        if not 0.0 <= self.probability <= 1.0:
-            raise ValueError("probability must be within 0..1")
-        if not self.name:
-            raise ValueError("a rule needs a name")
-        if self.distribution not in ("uniform", "normal", "exponential"):
-            raise ValueError(f"unknown distribution {self.distribution!r}")
-        if self.part not in ("payload", "header"):
-            raise ValueError(f"corrupt part is payload or header, not {self.part!r}")
-        if self.action == "bandwidth" and self.rate_MBps <= 0:
-            raise ValueError("a bandwidth rule needs rate_MBps > 0")
-
-    def to_json(self) -> dict[str, Any]:
-        """The rule as the admin API shows it."""
-        out = asdict(self)
-        del out["seen"], out["installed"]
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Rule:
-        """Build and validate a rule from its JSON form."""
-        hidden = ("seen", "installed")
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k not in hidden}
-        rule = cls(**known)
-        rule.validate()
-        return rule
+from proto.faultrules import Rule
 
 
 @dataclass(frozen=True)
@@ -205,28 +130,3 @@ class FaultEngine:
         else:
             extra = rule.jitter_ms * u
         return max(0.0, rule.delay_ms + extra) / 1000.0
-
-
-def replay_rules(log_lines: list[str]) -> list[Rule]:
-    """Rules that fire exactly where a fault log says faults fired (fabricctl fault replay)."""
-    rules = []
-    for i, line in enumerate(log_lines):
-        entry = json.loads(line)
-        src, _, dst = entry["link"].partition(">")
-        extra = {k: entry[k] for k in ("status", "silent", "delay_ms") if k in entry}
-        rules.append(
-            Rule.from_json(
-                {
-                    "name": f"replay-{i}-{entry['rule']}",
-                    "action": entry["action"],
-                    "op": entry["op"],
-                    "src": src,
-                    "dst": dst,
-                    "connection": entry["connection"],
-                    "message": entry["message"],
-                    "count": 1,
-                    **extra,
-                }
-            )
-        )
-    return rules

@@ -4,14 +4,29 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol, TypedDict, Unpack
 
 import pytest
 
 from fabricd.launch import Node, start_node
 
-StartNode = Callable[..., Node]
+
+class NodeOptions(TypedDict, total=False):
+    """What a test may pass on to start_node (the fixture chooses the log level and path)."""
+
+    host: str
+    port: int
+    netns: str | None
+    extra: list[str] | None
+    timeout: float
+
+
+class StartNode(Protocol):
+    """The ``start`` fixture: start a named node, stopped after the test."""
+
+    def __call__(self, name: str, **kw: Unpack[NodeOptions]) -> Node: ...
 
 
 @pytest.fixture
@@ -19,14 +34,14 @@ def start(tmp_path: Path) -> Iterator[StartNode]:
     """Start fabricd nodes for one test; all are stopped (even if SIGSTOPped) afterwards."""
     nodes: list[Node] = []
 
-    def _start(name: str, **kw: object) -> Node:
+    def _start(name: str, **kw: Unpack[NodeOptions]) -> Node:
         node = start_node(
             name,
             str(tmp_path / f"{name}.sock"),
             log_level="info",
             log_path=str(tmp_path / f"{name}.log"),
             **kw,
-        )  # type: ignore[arg-type]
+        )
         nodes.append(node)
         return node
 

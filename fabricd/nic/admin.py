@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from fabricd.faults import FaultEngine, Rule
+from fabricd.faults import FaultEngine
 from fabricd.memory import Lmr, MemoryRegistry
 from fabricd.nic.objects import Consumer, Shell
 from fabricd.nic.wire import Wire
 from proto import calls
 from proto.constants import DatReturnSubtype as Sub
 from proto.errors import DatInvalidParameter
+from proto.faultrules import Rule
 from proto.schema import Empty
 
 log = logging.getLogger("fabricd")

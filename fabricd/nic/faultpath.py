@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from fabricd.faults import RETRY_COUNT, FaultEngine, Message, Rule, chance
+from fabricd.faults import FaultEngine, Message, chance
 from fabricd.nic.objects import REQUESTS, PeerLink
 from proto.codec import Frame, decode_header, encode
 from proto.constants import DtoCompletionStatus as St
+from proto.faultrules import RETRY_COUNT, Rule
 from proto.frames import FrameType
 
 

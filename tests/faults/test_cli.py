@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from fabricd.launch import Node
+from proto.constants import EventNumber
 from tests.conftest import StartNode
 from tests.integration.flows import connect_pair, wait_event
 
@@ -18,7 +19,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "faults"
 def ctl(nodes: list[Node], *args: str) -> str:
     spec = ",".join(f"{n.name}={n.socket}" for n in nodes)
     out = subprocess.run(
-        [sys.executable, "-m", "client.ctl", *args],
+        [sys.executable, "-m", "tools.ctl", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -57,7 +58,7 @@ def test_rules_from_the_command_line(start: StartNode, tmp_path: Path) -> None:
     try:
         for i in range(20):
             pair.ep_a.post_rdma_write([pair.lmr_a.triplet(0, 8)], i, pair.lmr_b.remote(0, 8))
-            assert wait_event(pair.evd_a, 1).status == 0
+            assert wait_event(pair.evd_a, EventNumber.DTO_COMPLETION_EVENT).status == 0
     finally:
         pair.close()
     log = ctl(nodes, "fault", "log").splitlines()
@@ -82,7 +83,7 @@ def test_the_demo_survives_a_flaky_schedule() -> None:
         [
             sys.executable,
             "-m",
-            "client.ctl",
+            "tools.ctl",
             "demo",
             "--iters",
             "50",
@@ -102,7 +103,7 @@ def test_the_demo_reports_which_operation_a_partition_failed() -> None:
         [
             sys.executable,
             "-m",
-            "client.ctl",
+            "tools.ctl",
             "demo",
             "--iters",
             "4000",

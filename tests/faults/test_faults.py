@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from client.faults import Faults
-from fabricd.faults import RETRY_COUNT, replay_rules
 from fabricd.launch import Node
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
+from proto.faultrules import RETRY_COUNT, replay_rules
 from tests.conftest import StartNode
 from tests.integration.flows import Pair, connect_pair, wait_event
 

@@ -1,4 +1,4 @@
-"""The pytest fixtures users load with ``pytest_plugins = ["client.testing"]``, and time windows."""
+"""The pytest fixtures users load with ``pytest_plugins = ["tools.testing"]``, and time windows."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
 from tests.integration.flows import connect_pair, wait_event
 
-pytest_plugins = ["client.testing"]
+pytest_plugins = ["tools.testing"]
 
 
 def test_one_line_drops_for_a_block(fabric: dict[str, Node], faults: Faults) -> None:

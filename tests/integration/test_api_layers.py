@@ -66,6 +66,7 @@ def _side(socket: str) -> tuple[Ia, Pz, Evd, Ep, Lmr, memoryview]:
     lmr: Ref[Lmr] = Ref()
     size, addr, ctx = Ref[int](), Ref[int](), Ref[int]()
     assert dat_pz_create(ia.value, pz) == DAT_SUCCESS
+    assert pz.value is not None
     assert dat_evd_create(ia.value, 32, None, EvdFlags.DEFAULT, evd) == DAT_SUCCESS
     assert (
         dat_ep_create(ia.value, pz.value, evd.value, evd.value, evd.value, None, ep) == DAT_SUCCESS

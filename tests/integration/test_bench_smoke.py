@@ -28,7 +28,7 @@ KEYS = {
 
 def _bench(*args: str) -> list[dict[str, object]]:
     out = subprocess.run(
-        [sys.executable, "-m", "client.ctl", "bench", "--json", "--verify", "--no-limits", *args],
+        [sys.executable, "-m", "tools.ctl", "bench", "--json", "--verify", "--no-limits", *args],
         capture_output=True,
         text=True,
         timeout=120,

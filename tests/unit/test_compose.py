@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
-from client.ctl import build_parser as ctl_parser
 from fabricd.cli import build_parser as fabricd_parser
 from fabricd.launch import Node
 from tests.conftest import StartNode
 from tests.integration.netns import two_hosts, unavailable
+from tools.ctl import build_parser as ctl_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -248,7 +248,7 @@ def test_dockerfile_installs_the_project() -> None:
             copied.update(p.rstrip("/") for p in parts[:-1])
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     needed = {"pyproject.toml", pyproject["project"]["readme"]}
-    needed |= set(pyproject["tool"]["setuptools"]["packages"])
+    needed |= {p.split(".")[0] for p in pyproject["tool"]["setuptools"]["packages"]}
     assert needed <= copied or "." in copied, f"not copied into the image: {needed - copied}"
 
 
@@ -297,7 +297,7 @@ def test_compose_topology_runs(start: StartNode) -> None:
             if "--peer" in argv:
                 host, port = split_peer(ctl_args(svc).peer)
                 argv = _replace(argv, "--peer", f"{address[host]}:{port}")
-            return [sys.executable, "-m", "client.ctl", *argv, "--iters", "20", "--size", "65536"]
+            return [sys.executable, "-m", "tools.ctl", *argv, "--iters", "20", "--size", "65536"]
 
         procs: dict[str, subprocess.Popen[str]] = {}
         for name in ("demo-server", "demo-client"):  # depends_on order

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from fabricd.faults import FaultEngine, Message, Rule, chance, replay_rules
+from fabricd.faults import FaultEngine, Message, chance
+from proto.faultrules import Rule, replay_rules
 
 
 def _msg(number: int, op: str = "RDMA_WRITE", size: int = 64) -> Message:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,13 +13,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # the venv's bin: ruff and mypy are installed beside python
 
-# proto/ whole, the cores named in DESIGN.md, and the package __init__s every import of them runs
+PACKAGES = ("proto", "fabricd", "client", "bench", "tools")
+
+# proto/ whole, the cores named in DESIGN.md, and the package __init__s every import of them runs;
+# the NIC core is fabricd/nic.py or, once split up, every module of the package fabricd/nic/
 PURE_MODULES = [
     *sorted(ROOT.glob("proto/*.py")),
     ROOT / "fabricd" / "__init__.py",
-    ROOT / "fabricd" / "nic.py",
     ROOT / "fabricd" / "memory.py",
     ROOT / "fabricd" / "faults.py",
+    *([ROOT / "fabricd" / "nic.py"] if (ROOT / "fabricd" / "nic.py").is_file() else []),
+    *sorted((ROOT / "fabricd" / "nic").glob("*.py")),
     ROOT / "client" / "__init__.py",
     ROOT / "client" / "core.py",
 ]
@@ -51,7 +56,7 @@ def _run_tool(name: str, *args: str) -> None:
 
 
 def test_ruff() -> None:
-    _run_tool("ruff", "check", "proto", "fabricd", "client", "bench", "tests")
+    _run_tool("ruff", "check", *PACKAGES, "tests")
 
 
 def test_mypy_strict() -> None:
@@ -61,17 +66,39 @@ def test_mypy_strict() -> None:
 # --- purity ------------------------------------------------------------------------------------
 
 
-def imported_modules(source: str) -> set[str]:
-    """Absolute names of every module an AST imports, anywhere in the file (functions too).
+def _is_type_checking(test: ast.expr) -> bool:
+    """``if TYPE_CHECKING:`` or ``if typing.TYPE_CHECKING:``."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_nodes(tree: ast.AST, runtime_only: bool) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement of a tree; with ``runtime_only``, not those under ``if
+    TYPE_CHECKING:`` (its ``else:`` branch runs, so that one is kept)."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif runtime_only and isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def imported_modules(source: str, runtime_only: bool = False) -> set[str]:
+    """Absolute names of every module an AST imports, anywhere in the file (functions too);
+    ``runtime_only`` leaves out the imports under ``if TYPE_CHECKING:``.
 
     ``import a.b`` gives ``a.b``; ``from a.b import c`` gives ``a.b`` and ``a.b.c`` (c may be a
     submodule). Relative imports are resolved against nothing and kept with their dots.
     """
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in _import_nodes(ast.parse(source), runtime_only):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
+        else:
             base = "." * node.level + (node.module or "")
             found.add(base)
             sep = "" if base.endswith(".") else "."
@@ -123,7 +150,7 @@ def test_pure_core_imports_only_pure_project_modules(path: Path) -> None:
     """A pure core may use other project modules only if they are pure cores themselves."""
     pure = {".".join(p.relative_to(ROOT).with_suffix("").parts) for p in PURE_MODULES}
     pure |= {name.removesuffix(".__init__") for name in pure}
-    project = ("proto", "fabricd", "client", "bench")
+    project = PACKAGES
     bad: set[str] = set()
     for name in imported_modules(path.read_text(encoding="utf-8")):
         if name.startswith("."):
@@ -146,11 +173,12 @@ def test_pure_module_list_is_complete() -> None:
         "proto/ep_states.py",
         "proto/frames.py",
         "proto/errors.py",
-        "fabricd/nic.py",
         "fabricd/memory.py",
         "fabricd/faults.py",
         "client/core.py",
     } <= names
+    nic = {n for n in names if n == "fabricd/nic.py" or n.startswith("fabricd/nic/")}
+    assert nic, "the NIC core (fabricd/nic.py or fabricd/nic/*.py) is not in the list"
     assert all(p.is_file() for p in PURE_MODULES)
 
 
@@ -169,3 +197,126 @@ def test_project_import_checker_flags_impure_modules() -> None:
         ".",
         ".sibling",
     }
+
+
+# --- layering: no import cycles, and a client library that needs no daemon ---------------------
+
+
+def module_name(path: Path) -> str:
+    """``fabricd/nic/__init__.py`` -> ``fabricd.nic``; ``bench/fabric.py`` -> ``bench.fabric``."""
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def resolve(name: str, module: str, is_package: bool) -> str:
+    """An imported name made absolute: relative ones against the importing module's package."""
+    level = len(name) - len(name.lstrip("."))
+    if not level:
+        return name
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    base = package[: len(package) - (level - 1)]
+    rest = name[level:]
+    return ".".join([*base, rest] if rest else base)
+
+
+def project_sources() -> dict[str, tuple[str, bool]]:
+    """Every module of the project's packages: its name -> (source, is it a package)."""
+    return {
+        module_name(path): (path.read_text(encoding="utf-8"), path.name == "__init__.py")
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+    }
+
+
+def import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """Module -> the modules of ``sources`` it imports at run time.
+
+    Edges are the imports ``imported_modules`` sees (at any depth of a file) but for those under
+    ``if TYPE_CHECKING:``: ``import a.b`` and ``from a.b import x`` reach a.b, ``from a import
+    b`` reaches the module a.b (and the package a only for names that are not modules). The
+    parent packages Python also runs, and a module's own name, are no edge.
+    """
+    graph: dict[str, set[str]] = {}
+    for module, (source, is_package) in sources.items():
+        reached: set[str] = set()
+        for node in _import_nodes(ast.parse(source), runtime_only=True):
+            if isinstance(node, ast.Import):
+                reached.update(alias.name for alias in node.names)
+                continue
+            base = resolve("." * node.level + (node.module or ""), module, is_package)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}" if base else alias.name
+                reached.add(submodule if submodule in sources else base)
+        graph[module] = {name for name in reached if name in sources and name != module}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph as ``[a, b, ..., a]``, or None."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in path:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in done and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        done.add(node)
+        return None
+
+    for start in sorted(graph):
+        if start not in done and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def test_import_graph_helpers() -> None:
+    """The graph builder and the cycle finder, on a sample (TYPE_CHECKING imports are no edge)."""
+    sources = {
+        "pkg": ("", True),
+        "pkg.a": ("from pkg.b import f\nfrom pkg import VERSION\nimport os\n", False),
+        "pkg.b": ("def f():\n    from . import c\n", False),
+        "pkg.c": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.a\n"
+            "else:\n    import pkg\n",
+            False,
+        ),
+    }
+    graph = import_graph(sources)
+    assert graph == {"pkg": set(), "pkg.a": {"pkg.b", "pkg"}, "pkg.b": {"pkg.c"}, "pkg.c": {"pkg"}}
+    assert find_cycle(graph) is None
+    sources["pkg.c"] = ("import typing\nif typing.TYPE_CHECKING:\n    pass\nimport pkg.a\n", False)
+    assert find_cycle(import_graph(sources)) == ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]
+    assert resolve("..x.y", "pkg.sub.mod", False) == "pkg.x.y"
+    assert resolve(".", "pkg.sub", True) == "pkg.sub"
+
+
+def test_no_import_cycles() -> None:
+    """No module of proto, fabricd, client, bench or tools reaches itself through run-time
+    imports (a function-level import counts: it runs too)."""
+    graph = import_graph(project_sources())
+    assert {"proto.codec", "fabricd.faults", "client.api", "bench.fabric", "tools.ctl"} <= set(
+        graph
+    )
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+CLIENT_MAY_IMPORT = frozenset({"proto", "client", "msgpack"}) | sys.stdlib_module_names
+CLIENT_MODULES = sorted((ROOT / "client").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", CLIENT_MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_client_imports_only_proto_and_itself(path: Path) -> None:
+    """client/ is the consumer library: proto, itself, the standard library and msgpack; never
+    the daemon, the benchmarks or the tools (not under TYPE_CHECKING, not in a function)."""
+    module, is_package = module_name(path), path.name == "__init__.py"
+    names = imported_modules(path.read_text(encoding="utf-8"))
+    bad = {
+        name
+        for name in (resolve(n, module, is_package) for n in names)
+        if name.split(".")[0] not in CLIENT_MAY_IMPORT
+    }
+    assert not bad, f"{path.relative_to(ROOT)} imports beyond proto, client, stdlib: {sorted(bad)}"

@@ -8,10 +8,23 @@ import os
 import sys
 from typing import Any
 
-from client.faults import Faults, load_schedule, parse_nodes
-from fabricd.faults import ACTIONS, OPS, replay_rules
+from client.faults import Faults, parse_nodes
+from proto.faultrules import ACTIONS, OPS, replay_rules
 
 NODES_HELP = "name=socket,... of the fabric's nodes (default: $DATFABRIC_NODES)"
+
+
+def load_schedule(path: str) -> dict[str, Any]:
+    """A schedule file: JSON, or YAML when PyYAML is installed."""
+    with open(path) as f:
+        text = f.read()
+    if path.endswith((".yaml", ".yml")):
+        import yaml
+
+        data: dict[str, Any] = yaml.safe_load(text)
+        return data
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
 
 
 def add_parsers(sub: Any) -> None:

@@ -1,4 +1,4 @@
-"""pytest fixtures for programs tested on a datfabric (``pytest_plugins = ["client.testing"]``).
+"""pytest fixtures for programs tested on a datfabric (``pytest_plugins = ["tools.testing"]``).
 
 ``fabric`` starts two real nodes, n1 and n2; ``faults`` controls their fault rules, so a test
 says in one line: ``with faults.rule("drop", probability=0.1, op="RDMA_WRITE", src="n1",

@@ -10,11 +10,12 @@ import sys
 import tempfile
 import threading
 
-from client import faultctl
-from client.demo import DemoError, run_client, serve, table
-from client.faults import Faults, load_schedule
+from client.faults import Faults
 from fabricd.launch import Node, start_node
 from proto.errors import DatError
+from tools import faultctl
+from tools.demo import DemoError, run_client, serve, table
+from tools.faultctl import load_schedule
 
 DEMO_CONN_QUAL = 45248  # dtest's server conn_qual
 
@@ -78,7 +79,7 @@ def _role_argv(args: argparse.Namespace, role: str, ia: str, peer: str = "") -> 
     argv = [
         sys.executable,
         "-m",
-        "client.ctl",
+        "tools.ctl",
         "demo",
         "--role",
         role,
