@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 from client.core import Event, LmrInfo
 from proto.attrs import EpAttr
-from proto.constants import EventNumber, EvdFlags, MemPriv, MemType, PspFlags
+from proto.constants import EvdFlags, EventNumber, MemPriv, MemType, PspFlags
 from tests.core.harness import Fabric, Node, SimConsumer
 
 
 @dataclass
 class Side:
-    """One consumer: its PZ, its one EVD (receive, request and connect), EP and registered memory."""
+    """One consumer: its PZ, its one EVD (for every event), its EP and registered memory."""
 
     c: SimConsumer
     pz: int
@@ -78,7 +78,7 @@ def connect(fabric: Fabric, a: Side, b: Side, conn_qual: int = 1) -> None:
 def pair(fabric: Fabric | None = None, size: int = 4096, **kw: object) -> tuple[Fabric, Side, Side]:
     """Two nodes, a consumer on each, connected."""
     fabric = fabric or Fabric()
-    n1, n2 = fabric.add_node("n1", **kw), fabric.add_node("n2", **kw)  # type: ignore[arg-type]
+    n1, n2 = fabric.add_node("n1", **kw), fabric.add_node("n2", **kw)
     a, b = side(fabric, n1, size), side(fabric, n2, size)
     connect(fabric, a, b)
     return fabric, a, b

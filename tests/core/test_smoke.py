@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proto.constants import Dtos, DtoCompletionStatus, EventNumber
+from proto.constants import DtoCompletionStatus, Dtos, EventNumber
 from tests.core.flows import pair
 
 
