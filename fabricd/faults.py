@@ -13,7 +13,6 @@ import json
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any
 
 from proto.faultrules import Rule
 
@@ -102,7 +101,7 @@ class FaultEngine:
             and (rule.message is None or rule.message == msg.number)
         )
 
-    def record(self, rule: Rule, msg: Message, **detail: Any) -> None:
+    def record(self, rule: Rule, msg: Message, **detail: object) -> None:
         """One line of the fault log."""
         entry = {
             "rule": rule.name,

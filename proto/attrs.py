@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Final
+from typing import Final
 
 from proto.constants import CompletionFlags, DatReturnSubtype, IovOwnership, Qos, ServiceType
 from proto.errors import DatInvalidParameter
@@ -39,7 +39,7 @@ class EpAttr:
         return asdict(self)
 
     @classmethod
-    def from_wire(cls, data: Any) -> EpAttr:
+    def from_wire(cls, data: object) -> EpAttr:
         """Build from a mapping, refusing unknown names and out-of-range values (IP|ARG6)."""
         if data is None:
             return cls()
@@ -79,7 +79,7 @@ class EpAttr:
             raise DatInvalidParameter(DatReturnSubtype.INVALID_ARG6, "only RC service is offered")
 
 
-def ia_attributes(adapter_name: str, address: str, lmr_sync_req: bool) -> dict[str, Any]:
+def ia_attributes(adapter_name: str, address: str, lmr_sync_req: bool) -> dict[str, object]:
     """DAT_IA_ATTR and the provider attributes a dat_ia_query reports."""
     return {
         "adapter_name": adapter_name,

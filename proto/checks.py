@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import MemPriv
@@ -33,12 +32,12 @@ class Region:
         return self.address <= address and address + length <= self.address + self.length
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: object) -> bool:
     """An integer argument (enums count, bools do not)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def parse_triplet(triplet: Any) -> tuple[int, int, int]:
+def parse_triplet(triplet: object) -> tuple[int, int, int]:
     """Validate one ``[address, length, context]`` triplet (DAT_INVALID_PARAMETER otherwise)."""
     if not isinstance(triplet, (list, tuple)) or len(triplet) != 3:
         raise DatInvalidParameter(message="a triplet is [virtual_address, segment_length, context]")

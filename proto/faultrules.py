@@ -7,8 +7,11 @@ Pure: no I/O; the decisions themselves are fabricd.faults.
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import asdict, dataclass, field
-from typing import Any, Final
+from typing import Final
+
+from proto.schema import checker
 
 ACTIONS: Final = frozenset(
     {"drop", "delay", "duplicate", "corrupt", "status", "reset", "blackhole", "rnr", "bandwidth"}
@@ -73,18 +76,24 @@ class Rule:
         if self.action == "bandwidth" and self.rate_MBps <= 0:
             raise ValueError("a bandwidth rule needs rate_MBps > 0")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The rule as the admin API shows it."""
         out = asdict(self)
         del out["seen"], out["installed"]
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Rule:
+    def from_json(cls, data: dict[str, object]) -> Rule:
         """Build and validate a rule from its JSON form."""
-        hidden = ("seen", "installed")
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k not in hidden}
-        rule = cls(**known)
+        hints = typing.get_type_hints(cls)
+        rule = cls(name="", action="")
+        for key, value in data.items():
+            if key not in cls.__dataclass_fields__ or key in ("seen", "installed"):
+                continue
+            check, kind = checker(hints[key])
+            if not check(value):
+                raise ValueError(f"{key} must be {kind}, not {value!r}")
+            setattr(rule, key, value)
         rule.validate()
         return rule
 

@@ -59,11 +59,11 @@ def _exact(t: type) -> Check:
     return lambda v: isinstance(v, t)
 
 
-def _checker(hint: object) -> tuple[Check, str]:
+def checker(hint: object) -> tuple[Check, str]:
     """A check for one resolved type hint, and its name for error messages."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
-        parts = [_checker(h) for h in typing.get_args(hint)]
+        parts = [checker(h) for h in typing.get_args(hint)]
         checks = [c for c, _ in parts]
         return (lambda v: any(c(v) for c in checks)), " | ".join(n for _, n in parts)
     if hint is type(None):
@@ -92,7 +92,7 @@ def fields(cls: type[R]) -> tuple[FieldSpec, ...]:
             if typing.get_origin(hint) is Annotated:
                 hint, *extras = typing.get_args(hint)
                 bad = next((e for e in extras if isinstance(e, Bad)), PARAM)
-            check, kind = _checker(hint)
+            check, kind = checker(hint)
             out.append(FieldSpec(name, check, bad, kind))
         specs = _SPECS[cls] = tuple(out)
     return specs
