@@ -16,7 +16,7 @@ from fabricd.nic.events import Events
 from fabricd.nic.objects import Consumer, Cr, Ep, Listener, Listeners, PeerLink, Shell, lookup
 from fabricd.nic.wire import Wire, move
 from proto import calls, ep_states
-from proto.attrs import MAX_PRIVATE_DATA, EpAttr
+from proto.attrs import MAX_PRIVATE_DATA
 from proto.cm_states import CmInput
 from proto.codec import Frame, encode
 from proto.constants import DatReturnSubtype as Sub
@@ -155,10 +155,7 @@ class ConnectionManager:
             self.listeners.remove(listener)
             self.eps.input(cr.ep, EpInput.REQUEST_ARRIVED)
         elif listener.flags & PspFlags.PROVIDER:  # an EP with no PZ or EVDs yet
-            cr.ep = Ep(
-                self.new_handle(), consumer, 0, 0, 0, 0, EpAttr(), S.TENTATIVE_CONNECTION_PENDING
-            )
-            consumer.eps[cr.ep.handle] = cr.ep
+            cr.ep = self.eps.provide(consumer, self.new_handle())
         event = ConnectionRequest(
             listener.evd,
             listener.handle,

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.events import Events
-from fabricd.nic.objects import Ep, Listeners, Op
+from fabricd.nic.objects import Consumer, Ep, Listeners, Op
 from fabricd.nic.wire import Wire
 from proto import ep_states
+from proto.attrs import EpAttr
 from proto.codec import encode
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos
@@ -31,6 +32,14 @@ class EpDriver:
         self.events = events
         self.memory = memory
         self.listeners = listeners
+
+    @staticmethod
+    def provide(consumer: Consumer, handle: int) -> Ep:
+        """The EP a PSP with the PROVIDER flag makes for a request: TENTATIVE_CONNECTION_PENDING,
+        with no PZ or EVDs until dat_ep_modify."""
+        ep = Ep(handle, consumer, 0, 0, 0, 0, EpAttr(), S.TENTATIVE_CONNECTION_PENDING)
+        consumer.eps[handle] = ep
+        return ep
 
     def input(
         self,

@@ -92,7 +92,7 @@ class Nic:
         self.initiator = Initiator(name, self.wire, self.eps, self.memory, self.faults, shell.now)
         self.target = Target(self.wire, self.eps, self.events, self.memory)
         self.links = Links(self.wire, self.eps, self._hello, handles, peer_names, heartbeat)
-        self.cm = ConnectionManager(
+        self.connections = ConnectionManager(
             shell, self.wire, self.eps, self.events, self.listeners, handles, peer_names
         )
         self.regs = Registrations(self.memory, handles, (name, self.address_text))
@@ -106,7 +106,7 @@ class Nic:
         self.peer_frames = self._peer_table()
 
     def _call_table(self) -> dict[str, Route]:
-        regs, win, ep, cm, adm = self.regs, self.windows, self.endpoints, self.cm, self.admin
+        regs, win, ep, cm, adm = self.regs, self.windows, self.endpoints, self.connections, self.admin
         return {
             "ia_query": route(Empty, regs.ia_query),
             "pz_create": route(Empty, regs.pz_create),
@@ -141,7 +141,7 @@ class Nic:
         }
 
     def _peer_table(self) -> dict[FrameType, PeerHandler]:
-        target, initiator, cm = self.target, self.initiator, self.cm
+        target, initiator, cm = self.target, self.initiator, self.connections
         return {
             FrameType.WRITE: target.request,
             FrameType.READ_REQ: target.request,
@@ -241,7 +241,7 @@ class Nic:
         self.consumers.pop(consumer.id, None)
         for ep in list(consumer.eps.values()):
             self.eps.destroy(ep)
-        self.cm.abandon(consumer)
+        self.connections.abandon(consumer)
         self.windows.abandon(consumer)
         self.regs.abandon(consumer)
         log.info("consumer %s closed IA %d", consumer.name, consumer.id)

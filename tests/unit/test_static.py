@@ -320,3 +320,32 @@ def test_client_imports_only_proto_and_itself(path: Path) -> None:
         if name.split(".")[0] not in CLIENT_MAY_IMPORT
     }
     assert not bad, f"{path.relative_to(ROOT)} imports beyond proto, client, stdlib: {sorted(bad)}"
+
+
+# --- one writer per state machine ------------------------------------------------------------
+
+
+def attribute_writers(attribute: str) -> set[str]:
+    """Modules of the NIC core that assign ``<anything>.<attribute> = ...`` (plain, tuple
+    or augmented assignment)."""
+    writers = set()
+    for path in sorted((ROOT / "fabricd" / "nic").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            for target in targets:
+                elts = target.elts if isinstance(target, ast.Tuple) else [target]
+                if any(isinstance(e, ast.Attribute) and e.attr == attribute for e in elts):
+                    writers.add(path.name)
+    return writers
+
+
+def test_the_ep_driver_is_the_one_writer_of_ep_state() -> None:
+    assert attribute_writers("state") == {"epdriver.py"}
+
+
+def test_the_cm_table_is_the_one_writer_of_a_links_cm_state() -> None:
+    assert attribute_writers("cm") == {"wire.py"}
