@@ -25,8 +25,8 @@ def start(tmp_path: Path) -> Iterator[StartNode]:
             str(tmp_path / f"{name}.sock"),
             log_level="info",
             log_path=str(tmp_path / f"{name}.log"),
-            **kw,
-        )  # type: ignore[arg-type]
+            **kw,  # type: ignore[arg-type]
+        )
         nodes.append(node)
         return node
 
