@@ -1,5 +1,6 @@
 """What the conformance modules share: two real nodes per module, connected consumer pairs,
-and small helpers (a paused daemon, the next completion, recognisable bytes)."""
+and small helpers (a paused daemon, the next completion, recognisable bytes, exact DAT_RETURN
+codes)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pytest
 
@@ -18,8 +20,18 @@ from client.shm import Buffer
 from fabricd.launch import Node
 from proto.attrs import EpAttr
 from proto.codec import encode
-from proto.constants import EventNumber, MemPriv, MemType
-from proto.errors import DatQueueEmpty
+from proto.constants import (
+    DAT_SUBTYPE_MASK,
+    DAT_TYPE_MASK,
+    DatReturnSubtype,
+    DatReturnType,
+    EpState,
+    EventNumber,
+    MemPriv,
+    MemType,
+    dat_error,
+)
+from proto.errors import DatError, DatQueueEmpty
 from proto.frames import FrameType
 from tests.integration.flows import stop_process, wait_event
 
@@ -27,6 +39,22 @@ WAIT_US = 10_000_000
 DEADLINE_S = 10.0
 QUALS = itertools.count(31_000)
 E = EventNumber
+Sub = DatReturnSubtype
+DatErrorT = TypeVar("DatErrorT", bound=DatError)
+
+# The subtype a DAT_INVALID_STATE for an endpoint carries: the state the EP is in (dat_error.h
+# 47-55). Written out here, not taken from the implementation's own table.
+EP_STATE_SUBTYPE: dict[EpState, DatReturnSubtype] = {
+    EpState.UNCONNECTED: Sub.INVALID_STATE_EP_UNCONNECTED,
+    EpState.ACTIVE_CONNECTION_PENDING: Sub.INVALID_STATE_EP_ACTCONNPENDING,
+    EpState.PASSIVE_CONNECTION_PENDING: Sub.INVALID_STATE_EP_PASSCONNPENDING,
+    EpState.TENTATIVE_CONNECTION_PENDING: Sub.INVALID_STATE_EP_TENTCONNPENDING,
+    EpState.CONNECTED: Sub.INVALID_STATE_EP_CONNECTED,
+    EpState.DISCONNECTED: Sub.INVALID_STATE_EP_DISCONNECTED,
+    EpState.RESERVED: Sub.INVALID_STATE_EP_RESERVED,
+    EpState.COMPLETION_PENDING: Sub.INVALID_STATE_EP_COMPLPENDING,
+    EpState.DISCONNECT_PENDING: Sub.INVALID_STATE_EP_DISCPENDING,
+}
 
 
 def _ends(nodes: tuple[Node, Node], path: str) -> tuple[Node, Node]:
@@ -112,7 +140,7 @@ def completion(evd: Evd) -> Event:
 def nothing_queued(*evds: Evd) -> None:
     """No event is queued on any of ``evds``."""
     for evd in evds:
-        with pytest.raises(DatQueueEmpty):
+        with refused(DatQueueEmpty, Sub.NO_SUBTYPE):
             evd.dequeue()
 
 
@@ -126,3 +154,53 @@ def forge(
 ) -> None:
     """Post straight to the daemon, skipping the library's synchronous checks."""
     side.ia._send(encode(kind, side.ep.handle, cookie, 0, iov, remote))
+
+
+# -- exact DAT_RETURN codes ------------------------------------------------------------------------
+
+
+def dat_code(error: type[DatError], subtype: DatReturnSubtype) -> int:
+    """The full DAT_RETURN of ``error``'s type with ``subtype``: class | type | subtype."""
+    return dat_error(error.TYPE, subtype)
+
+
+def code_name(code: int) -> str:
+    """A DAT_RETURN as hex and names (for assertion messages), e.g.
+    ``0x80060027 DAT_INVALID_PARAMETER|DAT_INVALID_ARG3``."""
+    code &= 0xFFFFFFFF
+    try:
+        kind = f"DAT_{DatReturnType(code & DAT_TYPE_MASK).name}"
+    except ValueError:
+        kind = f"type {code & DAT_TYPE_MASK:#x}"
+    try:
+        sub = f"DAT_{DatReturnSubtype(code & DAT_SUBTYPE_MASK).name}"
+    except ValueError:
+        sub = f"subtype {code & DAT_SUBTYPE_MASK}"
+    return f"{code:#010x} {kind}|{sub}"
+
+
+def assert_code(ret: int, error: type[DatError], subtype: DatReturnSubtype) -> None:
+    """A flat ``dat_*`` call returned exactly ``error``'s type with ``subtype``.
+
+    A wrong type fails through ``pytest.fail``, a wrong class or subtype through an
+    AssertionError: a test marked ``xfail(raises=AssertionError)`` for a wrong subtype still
+    fails when the call is not refused with the right type at all."""
+    expected = dat_code(error, subtype)
+    message = f"got {code_name(ret)}, expected {code_name(expected)}"
+    if ret & DAT_TYPE_MASK != error.TYPE:
+        pytest.fail(message)
+    assert ret & 0xFFFFFFFF == expected, message
+
+
+@contextmanager
+def refused(
+    error: type[DatErrorT], subtype: DatReturnSubtype
+) -> Iterator[pytest.ExceptionInfo[DatErrorT]]:
+    """The block raises ``error`` whose full code is its type with exactly ``subtype``
+    (``pytest.raises`` alone would accept any subtype). As with assert_code, only a wrong
+    subtype is an AssertionError: no exception, or another one, fails the test otherwise."""
+    with pytest.raises(error) as info:
+        yield info
+    expected = dat_code(error, subtype)
+    got = info.value.code
+    assert got == expected, f"got {code_name(got)}, expected {code_name(expected)}: {info.value}"

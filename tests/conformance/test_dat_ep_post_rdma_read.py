@@ -10,6 +10,13 @@ Two fabricd processes serve the whole module (starting a pair per test would cos
 every test opens its own IAs and connection and closes them. Where a test needs an operation to
 stay outstanding it SIGSTOPs the target daemon, and it learns that its own daemon has handled
 the posts by a round trip (dat_ia_query) on the same socket: no test depends on timing.
+
+A refused post is checked by its full DAT_RETURN (``support.refused`` / ``assert_code``), not
+just its type: DAT_INVALID_ARGn names the bad argument of dat_ep_post_rdma_read(ep_handle,
+num_segments, local_iov, user_cookie, remote_buffer, completion_flags), DAT_INVALID_STATE the
+EP's state; the page gives DAT_PRIVILEGES_VIOLATION, DAT_PROTECTION_VIOLATION and
+DAT_LENGTH_ERROR no subtype, and datfabric returns DAT_NO_SUBTYPE with them. The exact bounds of
+a remote window are in test_rdma_window_bounds.py.
 """
 
 from __future__ import annotations
@@ -28,13 +35,11 @@ from proto.constants import (
     OPTIMAL_ALIGNMENT,
     CloseFlags,
     CompletionFlags,
-    DatReturnType,
     Dtos,
     EpState,
     IovOwnership,
     MemPriv,
     MemType,
-    get_type,
 )
 from proto.constants import DtoCompletionStatus as St
 from proto.errors import (
@@ -49,19 +54,23 @@ from proto.errors import (
 from proto.frames import FrameType
 from tests.conformance.support import (
     DEADLINE_S,
+    EP_STATE_SUBTYPE,
     QUALS,
     WAIT_US,
     E,
     Side,
+    Sub,
     _connect,
     _ends,
     _side,
+    assert_code,
     completion,
     connected,
     forge,
     nothing_queued,
     pattern,
     paused,
+    refused,
 )
 from tests.integration.flows import wait_event
 
@@ -139,7 +148,7 @@ def test_d2_num_segments_is_the_number_of_lmr_triplets_used(nodes: tuple[Node, N
         assert bytes(a.view[:32]) + bytes(a.view[100:164]) == pattern(96)
         assert bytes(a.view[1000:1064]) == bytes(64), "a triplet past num_segments was used"
         ret = dat_ep_post_rdma_read(a.ep, 4, iov, 2, b.lmr.remote(0, 96), 0)
-        assert get_type(ret) == DatReturnType.INVALID_PARAMETER
+        assert_code(ret, DatInvalidParameter, Sub.INVALID_ARG2)
 
 
 def test_d3_the_user_cookie_is_returned_in_the_completion_event(nodes: tuple[Node, Node]) -> None:
@@ -159,7 +168,7 @@ def test_d3_a_cookie_that_is_not_a_u64_is_an_invalid_parameter(nodes: tuple[Node
     """D: user_cookie is a DAT_DTO_COOKIE (64 bits): anything else is DAT_INVALID_PARAMETER."""
     with connected(*nodes) as (a, b):
         for cookie in (-1, 1 << 64):
-            with pytest.raises(DatInvalidParameter):
+            with refused(DatInvalidParameter, Sub.INVALID_ARG4):
                 a.ep.post_rdma_read([a.lmr.triplet(0, 8)], cookie, b.lmr.remote(0, 8))
 
 
@@ -265,7 +274,7 @@ def test_d6_unsignalled_without_the_ep_request_flag_is_an_invalid_parameter(
     returned." (default request_completion_flags: EVD_THRESHOLD)."""
     with connected(*nodes) as (a, b):
         assert not a.ep.attr.request_completion_flags & CompletionFlags.UNSIGNALLED
-        with pytest.raises(DatInvalidParameter):
+        with refused(DatInvalidParameter, Sub.INVALID_ARG6):
             a.ep.post_rdma_read(
                 [a.lmr.triplet(0, 8)], 1, b.lmr.remote(0, 8), CompletionFlags.UNSIGNALLED
             )
@@ -464,7 +473,7 @@ def test_r_insufficient_resources_when_the_request_queue_is_full(
         with paused(b_node):
             a.ep.post_rdma_read([a.lmr.triplet(0, 8)], 1, b.lmr.remote(0, 8))
             a.ep.post_rdma_read([a.lmr.triplet(8, 8)], 2, b.lmr.remote(0, 8))
-            with pytest.raises(DatInsufficientResources):
+            with refused(DatInsufficientResources, Sub.RESOURCE_TEP):
                 a.ep.post_rdma_read([a.lmr.triplet(16, 8)], 3, b.lmr.remote(0, 8))
         assert [completion(a.request_evd).cookie for _ in range(2)] == [1, 2]
         a.ep.post_rdma_read([a.lmr.triplet(16, 8)], 3, b.lmr.remote(0, 8))
@@ -486,7 +495,7 @@ def test_r_invalid_parameter_for_a_segment_outside_its_lmr(
             "past its end": [base + 1024 - 32, 64, ctx],
             "inside another LMR": [a.buf.address, 64, ctx],
         }[where]
-        with pytest.raises(DatInvalidParameter):
+        with refused(DatInvalidParameter, Sub.INVALID_ARG3):
             a.ep.post_rdma_read([segment], 1, b.lmr.remote(0, 64))
         nothing_queued(a.request_evd)
 
@@ -515,7 +524,7 @@ def test_r_invalid_parameter_for_more_segments_than_the_ep_allows(
     """R: DAT_INVALID_PARAMETER "Invalid parameter": more segments than max_rdma_read_iov."""
     with connected(*nodes, attr_a=EpAttr(max_rdma_read_iov=2)) as (a, b):
         iov = [a.lmr.triplet(16 * i, 16) for i in range(3)]
-        with pytest.raises(DatInvalidParameter):
+        with refused(DatInvalidParameter, Sub.INVALID_ARG2):
             a.ep.post_rdma_read(iov, 1, b.lmr.remote(0, 48))
         a.ep.post_rdma_read(iov[:2], 2, b.lmr.remote(0, 32))
         assert completion(a.request_evd).cookie == 2
@@ -526,7 +535,7 @@ def test_r_invalid_parameter_for_undefined_completion_flags(
     nodes: tuple[Node, Node], flags: int
 ) -> None:
     """R: DAT_INVALID_PARAMETER "Invalid parameter": completion_flags bits DAT does not define."""
-    with connected(*nodes) as (a, b), pytest.raises(DatInvalidParameter):
+    with connected(*nodes) as (a, b), refused(DatInvalidParameter, Sub.INVALID_ARG6):
         a.ep.post_rdma_read([a.lmr.triplet(0, 8)], 1, b.lmr.remote(0, 8), flags)
 
 
@@ -537,14 +546,14 @@ def test_r_invalid_handle_for_a_bad_ep_handle(nodes: tuple[Node, Node], handle: 
         iov, remote = [a.lmr.triplet(0, 8)], b.lmr.remote(0, 8)
         if handle == "not an EP":
             ret = dat_ep_post_rdma_read(a.lmr, 1, iov, 1, remote, 0)  # type: ignore[arg-type]
-            assert get_type(ret) == DatReturnType.INVALID_HANDLE
+            assert_code(ret, DatInvalidHandle, Sub.INVALID_HANDLE_EP)
             return
         ep = Ep(a.ia, 987_654)
         if handle == "freed":
             spare = a.ia.ep_create(a.pz, a.recv_evd, a.request_evd, a.connect_evd)
             spare.free()
             ep = spare
-        with pytest.raises(DatInvalidHandle):
+        with refused(DatInvalidHandle, Sub.INVALID_HANDLE_EP):
             ep.post_rdma_read(iov, 1, remote)
 
 
@@ -600,7 +609,7 @@ def test_r_invalid_state_outside_connected_and_disconnected(
     DAT_EP_STATE_DISCONNECTED state"."""
     with _ep_in(nodes, state) as (side, remote):
         assert side.ep.state == state
-        with pytest.raises(DatInvalidState):
+        with refused(DatInvalidState, EP_STATE_SUBTYPE[state]):
             side.ep.post_rdma_read([side.lmr.triplet(0, 8)], 5, remote)
 
 
@@ -612,7 +621,7 @@ def test_r_length_error_when_the_local_buffer_is_too_small_for_the_remote_data(
     iov at least as large as the remote buffer is fine."""
     with connected(*nodes) as (a, b):
         iov = [a.lmr.triplet(0, 60), a.lmr.triplet(100, 40)]
-        with pytest.raises(DatLengthError):
+        with refused(DatLengthError, Sub.NO_SUBTYPE):
             a.ep.post_rdma_read(iov, 1, b.lmr.remote(0, 101))
         a.ep.post_rdma_read(iov, 2, b.lmr.remote(0, 100))
         done = completion(a.request_evd)
@@ -626,7 +635,7 @@ def test_r_protection_violation_for_a_local_lmr_of_another_pz(nodes: tuple[Node,
         other_pz = a.ia.pz_create()
         buf = a.ia.alloc(256)
         foreign = a.ia.lmr_create(MemType.VIRTUAL, buf, 256, other_pz, MemPriv.ALL)
-        with pytest.raises(DatProtectionViolation):
+        with refused(DatProtectionViolation, Sub.NO_SUBTYPE):
             a.ep.post_rdma_read([a.lmr.triplet(0, 8), foreign.triplet(0, 8)], 1, b.lmr.remote())
         nothing_queued(a.request_evd)
 
@@ -658,7 +667,7 @@ def test_r_privileges_violation_without_local_write_on_a_local_lmr(
         read_only = a.ia.lmr_create(
             MemType.VIRTUAL, buf, 256, a.pz, MemPriv.LOCAL_READ | MemPriv.REMOTE_READ
         )
-        with pytest.raises(DatPrivilegesViolation):
+        with refused(DatPrivilegesViolation, Sub.NO_SUBTYPE):
             a.ep.post_rdma_read([read_only.triplet(0, 8)], 1, b.lmr.remote(0, 8))
         nothing_queued(a.request_evd)
 
@@ -669,7 +678,7 @@ def test_r_privileges_violation_for_an_invalid_lmr(nodes: tuple[Node, Node]) -> 
     with connected(*nodes) as (a, b):
         address, length, ctx = a.lmr.triplet(0, 8)
         bogus = next(c for c in (ctx ^ 0x5A5A, ctx ^ 0xA5A5) if c not in a.ia.core.regions)
-        with pytest.raises(DatPrivilegesViolation):
+        with refused(DatPrivilegesViolation, Sub.NO_SUBTYPE):
             a.ep.post_rdma_read([[address, length, bogus]], 1, b.lmr.remote(0, 8))
 
 

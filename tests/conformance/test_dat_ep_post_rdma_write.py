@@ -10,6 +10,13 @@ sentence it shows ("D": DESCRIPTION, "R": RETURN VALUES, "U": USAGE).
 Two fabricd processes serve the whole module; every test opens its own IAs and connection.
 Where an operation must stay outstanding the target daemon is SIGSTOPped, and a round trip to
 the initiator's daemon (dat_ia_query) proves it has handled the posts: nothing depends on timing.
+
+A refused post is checked by its full DAT_RETURN (``support.refused`` / ``assert_code``), not
+just its type: DAT_INVALID_ARGn names the bad argument of dat_ep_post_rdma_write(ep_handle,
+num_segments, local_iov, user_cookie, remote_iov, completion_flags), DAT_INVALID_STATE the EP's
+state; the page gives DAT_PRIVILEGES_VIOLATION, DAT_PROTECTION_VIOLATION and DAT_LENGTH_ERROR no
+subtype, and datfabric returns DAT_NO_SUBTYPE with them. The exact bounds of a remote window
+are in test_rdma_window_bounds.py.
 """
 
 from __future__ import annotations
@@ -28,13 +35,11 @@ from proto.constants import (
     OPTIMAL_ALIGNMENT,
     CloseFlags,
     CompletionFlags,
-    DatReturnType,
     Dtos,
     EpState,
     IovOwnership,
     MemPriv,
     MemType,
-    get_type,
 )
 from proto.constants import DtoCompletionStatus as St
 from proto.errors import (
@@ -49,19 +54,23 @@ from proto.errors import (
 from proto.frames import FrameType
 from tests.conformance.support import (
     DEADLINE_S,
+    EP_STATE_SUBTYPE,
     QUALS,
     WAIT_US,
     E,
     Side,
+    Sub,
     _connect,
     _ends,
     _side,
+    assert_code,
     completion,
     connected,
     forge,
     nothing_queued,
     pattern,
     paused,
+    refused,
 )
 from tests.integration.flows import wait_event
 
@@ -137,7 +146,7 @@ def test_d2_num_segments_is_the_number_of_lmr_triplets_used(nodes: tuple[Node, N
         assert bytes(b.view[:96]) == pattern(32) + pattern(64, 2)
         assert bytes(b.view[96:]) == bytes(4000), "a triplet past num_segments was sent"
         ret = dat_ep_post_rdma_write(a.ep, 4, iov, 2, b.lmr.remote(0, 256), 0)
-        assert get_type(ret) == DatReturnType.INVALID_PARAMETER
+        assert_code(ret, DatInvalidParameter, Sub.INVALID_ARG2)
 
 
 def test_d2_an_empty_local_iov_writes_nothing_and_completes(nodes: tuple[Node, Node]) -> None:
@@ -168,7 +177,7 @@ def test_d3_a_cookie_that_is_not_a_u64_is_an_invalid_parameter(nodes: tuple[Node
     """D: user_cookie is a DAT_DTO_COOKIE (64 bits): anything else is DAT_INVALID_PARAMETER."""
     with connected(*nodes) as (a, b):
         for cookie in (-1, 1 << 64):
-            with pytest.raises(DatInvalidParameter):
+            with refused(DatInvalidParameter, Sub.INVALID_ARG4):
                 a.ep.post_rdma_write([a.lmr.triplet(0, 8)], cookie, b.lmr.remote(0, 8))
 
 
@@ -272,7 +281,7 @@ def test_d6_unsignalled_without_the_ep_request_flag_is_an_invalid_parameter(
     with connected(*nodes) as (a, b):
         a.view[:8] = b"z" * 8
         b.view[:8] = bytes(8)
-        with pytest.raises(DatInvalidParameter):
+        with refused(DatInvalidParameter, Sub.INVALID_ARG6):
             a.ep.post_rdma_write(
                 [a.lmr.triplet(0, 8)], 1, b.lmr.remote(0, 8), CompletionFlags.UNSIGNALLED
             )
@@ -444,7 +453,7 @@ def test_r_insufficient_resources_when_the_request_queue_is_full(
         with paused(b_node):
             a.ep.post_rdma_write([a.lmr.triplet(0, 8)], 1, b.lmr.remote(0, 8))
             a.ep.post_rdma_write([a.lmr.triplet(8, 8)], 2, b.lmr.remote(8, 8))
-            with pytest.raises(DatInsufficientResources):
+            with refused(DatInsufficientResources, Sub.RESOURCE_TEP):
                 a.ep.post_rdma_write([a.lmr.triplet(16, 8)], 3, b.lmr.remote(16, 8))
         assert [completion(a.request_evd).cookie for _ in range(2)] == [1, 2]
         a.ep.post_rdma_write([a.lmr.triplet(16, 8)], 3, b.lmr.remote(16, 8))
@@ -466,7 +475,7 @@ def test_r_invalid_parameter_for_a_segment_outside_its_lmr(
             "past its end": [base + 1024 - 32, 64, ctx],
             "inside another LMR": [a.buf.address, 64, ctx],
         }[where]
-        with pytest.raises(DatInvalidParameter):
+        with refused(DatInvalidParameter, Sub.INVALID_ARG3):
             a.ep.post_rdma_write([segment], 1, b.lmr.remote(0, 64))
         nothing_queued(a.request_evd)
 
@@ -501,7 +510,7 @@ def test_r_invalid_parameter_for_more_segments_than_the_ep_allows(
     """R: DAT_INVALID_PARAMETER "Invalid parameter": more segments than max_rdma_write_iov."""
     with connected(*nodes, attr_a=EpAttr(max_rdma_write_iov=2)) as (a, b):
         iov = [a.lmr.triplet(16 * i, 16) for i in range(3)]
-        with pytest.raises(DatInvalidParameter):
+        with refused(DatInvalidParameter, Sub.INVALID_ARG2):
             a.ep.post_rdma_write(iov, 1, b.lmr.remote(0, 48))
         a.ep.post_rdma_write(iov[:2], 2, b.lmr.remote(0, 32))
         assert completion(a.request_evd).cookie == 2
@@ -512,7 +521,7 @@ def test_r_invalid_parameter_for_undefined_completion_flags(
     nodes: tuple[Node, Node], flags: int
 ) -> None:
     """R: DAT_INVALID_PARAMETER "Invalid parameter": completion_flags bits DAT does not define."""
-    with connected(*nodes) as (a, b), pytest.raises(DatInvalidParameter):
+    with connected(*nodes) as (a, b), refused(DatInvalidParameter, Sub.INVALID_ARG6):
         a.ep.post_rdma_write([a.lmr.triplet(0, 8)], 1, b.lmr.remote(0, 8), flags)
 
 
@@ -523,14 +532,14 @@ def test_r_invalid_handle_for_a_bad_ep_handle(nodes: tuple[Node, Node], handle: 
         iov, remote = [a.lmr.triplet(0, 8)], b.lmr.remote(0, 8)
         if handle == "not an EP":
             ret = dat_ep_post_rdma_write(a.lmr, 1, iov, 1, remote, 0)  # type: ignore[arg-type]
-            assert get_type(ret) == DatReturnType.INVALID_HANDLE
+            assert_code(ret, DatInvalidHandle, Sub.INVALID_HANDLE_EP)
             return
         ep = Ep(a.ia, 987_654)
         if handle == "freed":
             spare = a.ia.ep_create(a.pz, a.recv_evd, a.request_evd, a.connect_evd)
             spare.free()
             ep = spare
-        with pytest.raises(DatInvalidHandle):
+        with refused(DatInvalidHandle, Sub.INVALID_HANDLE_EP):
             ep.post_rdma_write(iov, 1, remote)
 
 
@@ -586,7 +595,7 @@ def test_r_invalid_state_outside_connected_and_disconnected(
     DAT_EP_STATE_DISCONNECTED state"."""
     with _ep_in(nodes, state) as (side, remote):
         assert side.ep.state == state
-        with pytest.raises(DatInvalidState):
+        with refused(DatInvalidState, EP_STATE_SUBTYPE[state]):
             side.ep.post_rdma_write([side.lmr.triplet(0, 8)], 5, remote)
 
 
@@ -597,7 +606,7 @@ def test_r_length_error_when_the_remote_buffer_is_too_small_for_the_local_data(
     buffer" (DAT_REFERENCE 1d: "as send + LE"). A larger remote buffer is fine."""
     with connected(*nodes) as (a, b):
         iov = [a.lmr.triplet(0, 60), a.lmr.triplet(100, 40)]
-        with pytest.raises(DatLengthError):
+        with refused(DatLengthError, Sub.NO_SUBTYPE):
             a.ep.post_rdma_write(iov, 1, b.lmr.remote(0, 99))
         a.ep.post_rdma_write(iov, 2, b.lmr.remote(0, 100))
         done = completion(a.request_evd)
@@ -607,7 +616,7 @@ def test_r_length_error_when_the_remote_buffer_is_too_small_for_the_local_data(
 def test_r_length_error_beyond_the_eps_max_rdma_size(nodes: tuple[Node, Node]) -> None:
     """R: DAT_LENGTH_ERROR for a write larger than the EP's max_rdma_size attribute."""
     with connected(*nodes, attr_a=EpAttr(max_rdma_size=128)) as (a, b):
-        with pytest.raises(DatLengthError):
+        with refused(DatLengthError, Sub.NO_SUBTYPE):
             a.ep.post_rdma_write([a.lmr.triplet(0, 129)], 1, b.lmr.remote(0, 129))
         a.ep.post_rdma_write([a.lmr.triplet(0, 128)], 2, b.lmr.remote(0, 128))
         assert completion(a.request_evd).cookie == 2
@@ -619,7 +628,7 @@ def test_r_protection_violation_for_a_local_lmr_of_another_pz(nodes: tuple[Node,
     with connected(*nodes) as (a, b):
         buf = a.ia.alloc(256)
         foreign = a.ia.lmr_create(MemType.VIRTUAL, buf, 256, a.ia.pz_create(), MemPriv.ALL)
-        with pytest.raises(DatProtectionViolation):
+        with refused(DatProtectionViolation, Sub.NO_SUBTYPE):
             a.ep.post_rdma_write(
                 [a.lmr.triplet(0, 8), foreign.triplet(0, 8)], 1, b.lmr.remote(0, 16)
             )
@@ -653,7 +662,7 @@ def test_r_privileges_violation_without_local_read_on_a_local_lmr(
         write_only = a.ia.lmr_create(
             MemType.VIRTUAL, buf, 256, a.pz, MemPriv.LOCAL_WRITE | MemPriv.REMOTE_WRITE
         )
-        with pytest.raises(DatPrivilegesViolation):
+        with refused(DatPrivilegesViolation, Sub.NO_SUBTYPE):
             a.ep.post_rdma_write([write_only.triplet(0, 8)], 1, b.lmr.remote(0, 8))
         nothing_queued(a.request_evd)
 
@@ -663,7 +672,7 @@ def test_r_privileges_violation_for_an_invalid_lmr(nodes: tuple[Node, Node]) -> 
     with connected(*nodes) as (a, b):
         address, length, ctx = a.lmr.triplet(0, 8)
         bogus = next(c for c in (ctx ^ 0x5A5A, ctx ^ 0xA5A5) if c not in a.ia.core.regions)
-        with pytest.raises(DatPrivilegesViolation):
+        with refused(DatPrivilegesViolation, Sub.NO_SUBTYPE):
             a.ep.post_rdma_write([[address, length, bogus]], 1, b.lmr.remote(0, 8))
 
 

@@ -23,14 +23,7 @@ from client.core import LmrInfo
 from client.dat import Ref, dat_lmr_free, dat_lmr_query
 from client.shm import Buffer
 from fabricd.launch import Node
-from proto.constants import (
-    DAT_SUCCESS,
-    DatReturnType,
-    EpState,
-    MemPriv,
-    MemType,
-    get_type,
-)
+from proto.constants import DAT_SUCCESS, EpState, MemPriv, MemType
 from proto.constants import DtoCompletionStatus as St
 from proto.errors import (
     DatInvalidHandle,
@@ -42,13 +35,16 @@ from proto.frames import FrameType
 from tests.conformance.support import (
     E,
     Side,
+    Sub,
     _connect,
     _ends,
+    assert_code,
     completion,
     connected,
     forge,
     pattern,
     paused,
+    refused,
 )
 from tests.integration.flows import wait_event
 
@@ -72,7 +68,7 @@ def test_d_destroys_an_instance_of_the_lmr(nodes: tuple[Node, Node]) -> None:
     with Ia(nodes[0].socket) as ia:
         pz = ia.pz_create()
         lmr = ia.lmr_create(MemType.VIRTUAL, ia.alloc(256), 256, pz, MemPriv.ALL)
-        with pytest.raises(DatInvalidState):
+        with refused(DatInvalidState, Sub.INVALID_STATE_PZ_IN_USE):
             pz.free()
         assert dat_lmr_free(lmr) == DAT_SUCCESS
         pz.free()
@@ -87,7 +83,7 @@ def test_d_the_lmr_cannot_be_destroyed_while_in_use_by_an_rmr(nodes: tuple[Node,
         rmr = b.ia.rmr_create(b.pz)
         context = rmr.bind(b.lmr, b.lmr.triplet(0, 256), MemPriv.REMOTE_READ, b.ep, 1)
         assert wait_event(b.request_evd, E.RMR_BIND_COMPLETION_EVENT).status == St.DTO_SUCCESS
-        with pytest.raises(DatInvalidState):
+        with refused(DatInvalidState, Sub.INVALID_STATE_LMR_IN_USE):
             b.lmr.free()
         a.ep.post_rdma_read([a.lmr.triplet(0, 256)], 2, [b.lmr.registered_address, 256, context])
         assert completion(a.request_evd).status == St.DTO_SUCCESS
@@ -148,7 +144,7 @@ def test_d_the_handle_of_a_destroyed_lmr_fails_in_a_new_lmr(nodes: tuple[Node, N
         pz = ia.pz_create()
         lmr = ia.lmr_create(MemType.VIRTUAL, ia.alloc(256), 256, pz, MemPriv.ALL)
         lmr.free()
-        with pytest.raises(DatInvalidHandle):
+        with refused(DatInvalidHandle, Sub.INVALID_HANDLE_LMR):
             ia.lmr_create(MemType.LMR, lmr, 0, pz, MemPriv.ALL)
 
 
@@ -158,7 +154,7 @@ def test_d_the_handle_of_a_destroyed_lmr_fails_in_an_rmr_bind(nodes: tuple[Node,
     with connected(*nodes) as (_, b):
         lmr, _ = freed_lmr(b)
         rmr = b.ia.rmr_create(b.pz)
-        with pytest.raises(DatInvalidHandle):
+        with refused(DatInvalidHandle, Sub.INVALID_HANDLE_LMR):
             rmr.bind(lmr, lmr.triplet(0, 64), MemPriv.REMOTE_READ, b.ep, 1)
 
 
@@ -169,7 +165,7 @@ def test_d_the_handle_of_a_destroyed_lmr_fails_in_a_query(nodes: tuple[Node, Nod
         lmr = ia.lmr_create(MemType.VIRTUAL, ia.alloc(64), 64, ia.pz_create(), MemPriv.ALL)
         lmr.free()
         param: Ref[LmrInfo] = Ref()
-        assert get_type(dat_lmr_query(lmr, 0x7FF, param)) == DatReturnType.INVALID_HANDLE
+        assert_code(dat_lmr_query(lmr, 0x7FF, param), DatInvalidHandle, Sub.INVALID_HANDLE_LMR)
 
 
 def test_d_a_second_free_of_the_destroyed_handle_is_an_invalid_handle(
@@ -182,8 +178,8 @@ def test_d_a_second_free_of_the_destroyed_handle_is_an_invalid_handle(
         pz = ia.pz_create()
         lmr = ia.lmr_create(MemType.VIRTUAL, ia.alloc(64), 64, pz, MemPriv.ALL)
         assert dat_lmr_free(lmr) == DAT_SUCCESS
-        assert get_type(dat_lmr_free(lmr)) == DatReturnType.INVALID_HANDLE
-        with pytest.raises(DatInvalidHandle):
+        assert_code(dat_lmr_free(lmr), DatInvalidHandle, Sub.INVALID_HANDLE_LMR)
+        with refused(DatInvalidHandle, Sub.INVALID_HANDLE_LMR):
             lmr.free()
         assert ia.lmr_create(MemType.VIRTUAL, ia.alloc(64), 64, pz, MemPriv.ALL).lmr_context
 
@@ -207,7 +203,7 @@ def test_d_a_dto_using_the_destroyed_lmr_fails_with_a_violation(
             "send from": lambda: a.ep.post_send(iov, 1),
             "recv into": lambda: a.ep.post_recv(iov, 1),
         }[dto]
-        with pytest.raises(DatPrivilegesViolation):
+        with refused(DatPrivilegesViolation, Sub.NO_SUBTYPE):
             post()
         assert a.ep.get_status() == (EpState.CONNECTED, True, True)
         a.ep.post_rdma_write([a.lmr.triplet(0, 8)], 2, b.lmr.remote(100, 8))
@@ -324,7 +320,7 @@ def test_d_the_destroyed_rmr_context_breaks_the_connection_on_which_it_was_used(
         assert completion(a2.request_evd).status == St.DTO_SUCCESS
         assert bytes(a.view[:64]) == pattern(64, 6)
         for evd in (a2.connect_evd, b2.connect_evd):
-            with pytest.raises(DatQueueEmpty):
+            with refused(DatQueueEmpty, Sub.NO_SUBTYPE):
                 evd.dequeue()
 
 
@@ -372,11 +368,12 @@ def test_r_invalid_handle_for_a_bad_lmr_handle(nodes: tuple[Node, Node], handle:
         theirs = other.lmr_create(MemType.VIRTUAL, other.alloc(64), 64, other.pz_create(), 0x33)
         if handle == "not an LMR":
             not_an_lmr: object = ia.pz_create()
-            assert get_type(dat_lmr_free(not_an_lmr)) == DatReturnType.INVALID_HANDLE  # type: ignore[arg-type]
+            ret = dat_lmr_free(not_an_lmr)  # type: ignore[arg-type]
+            assert_code(ret, DatInvalidHandle, Sub.INVALID_HANDLE_LMR)
             return
         info = theirs.info
         if handle == "unknown":
             info = LmrInfo(777_777, 1, 0, 64, 0, 0, MemPriv.ALL)
-        with pytest.raises(DatInvalidHandle):
+        with refused(DatInvalidHandle, Sub.INVALID_HANDLE_LMR):
             Lmr(ia, info).free()
         theirs.free()

@@ -20,8 +20,9 @@ from client.dat import (
     dat_lmr_sync_rdma_write,
 )
 from fabricd.launch import Node
-from proto.constants import DAT_SUCCESS, DatReturnType, EventNumber, MemPriv, MemType, get_type
-from proto.errors import DatInvalidParameter
+from proto.constants import DAT_SUCCESS, EventNumber, MemPriv, MemType
+from proto.errors import DatInvalidHandle, DatInvalidParameter
+from tests.conformance.support import Sub, assert_code, refused
 from tests.conftest import StartNode
 from tests.integration.flows import Pair, connect_pair, wait_event
 
@@ -175,13 +176,13 @@ def test_a_segment_outside_its_lmr_is_an_invalid_parameter(
     """RETURN VALUES: DAT_INVALID_PARAMETER 'the address range for a local segment fell outside
     the boundaries of the corresponding Local Memory Region or the LMR handle was invalid'."""
     p, _ = pair
-    with pytest.raises(DatInvalidParameter):
+    with refused(DatInvalidParameter, Sub.INVALID_ARG2):
         getattr(p.ia_b, call)([p.lmr_b.triplet(8000, 500)])
-    with pytest.raises(DatInvalidParameter):
+    with refused(DatInvalidParameter, Sub.INVALID_ARG2):
         getattr(p.ia_b, call)([[p.lmr_b.registered_address, 4, 0xDEAD]])
     # nothing of a refused batch is done
     p.view_b[0:4] = b"keep"
-    with pytest.raises(DatInvalidParameter):
+    with refused(DatInvalidParameter, Sub.INVALID_ARG2):
         p.ia_b.lmr_sync_rdma_read([p.lmr_b.triplet(0, 4), p.lmr_b.triplet(9000, 1)])
     assert _read(p, 0, 4) == bytes(4)
 
@@ -196,12 +197,47 @@ def test_invalid_handle_is_reported(start: StartNode, call: SyncCall) -> None:
     ia: Ref[Ia] = Ref()
     assert dat_ia_open(node.socket, 8, Ref(), ia) == DAT_SUCCESS
     assert ia.value is not None
-    assert get_type(call(ia.value.async_evd, [], 0)) == (  # type: ignore[arg-type]
-        DatReturnType.INVALID_HANDLE
-    )
+    ret = call(ia.value.async_evd, [], 0)  # type: ignore[arg-type]
+    assert_code(ret, DatInvalidHandle, Sub.INVALID_HANDLE_IA)
     assert call(ia.value, [], 0) == DAT_SUCCESS
     assert dat_ia_close(ia.value, 0) == DAT_SUCCESS
-    assert get_type(call(ia.value, [], 0)) == DatReturnType.INVALID_HANDLE
+    assert_code(call(ia.value, [], 0), DatInvalidHandle, Sub.INVALID_HANDLE_IA)
+
+
+@pytest.mark.parametrize(
+    "call", [dat_lmr_sync_rdma_read, dat_lmr_sync_rdma_write], ids=lambda f: f.__name__
+)
+def test_the_flat_layer_names_the_bad_segment_as_argument_2(
+    pair: tuple[Pair, Node], call: SyncCall
+) -> None:
+    """RETURN VALUES: DAT_INVALID_PARAMETER for a segment outside its LMR, through the flat
+    layer: the code names local_segments, argument 2 of dat_lmr_sync_rdma_*(ia_handle,
+    local_segments, num_segments)."""
+    p, _ = pair
+    ret = call(p.ia_b, [p.lmr_b.triplet(0, 4), p.lmr_b.triplet(8190, 4)], 2)
+    assert_code(ret, DatInvalidParameter, Sub.INVALID_ARG2)
+    assert call(p.ia_b, [p.lmr_b.triplet(0, 4), p.lmr_b.triplet(8190, 4)], 1) == DAT_SUCCESS
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="client.dat returns DAT_INVALID_ARG2 for a bad num_segments (its _iov helper is "
+    "written for dat_ep_post_*, where num_segments is argument 2); in "
+    "dat_lmr_sync_rdma_*(ia_handle, local_segments, num_segments) it is argument 3",
+)
+@pytest.mark.parametrize(
+    "call", [dat_lmr_sync_rdma_read, dat_lmr_sync_rdma_write], ids=lambda f: f.__name__
+)
+@pytest.mark.parametrize("num_segments", [-1, 3], ids=["negative", "more than given"])
+def test_a_bad_num_segments_is_invalid_arg3(
+    pair: tuple[Pair, Node], call: SyncCall, num_segments: int
+) -> None:
+    """DAT_INVALID_PARAMETER for a num_segments that does not match local_segments names
+    num_segments, argument 3 of dat_lmr_sync_rdma_*."""
+    p, _ = pair
+    ret = call(p.ia_b, [p.lmr_b.triplet(0, 4), p.lmr_b.triplet(8, 4)], num_segments)
+    assert_code(ret, DatInvalidParameter, Sub.INVALID_ARG3)
 
 
 def test_in_coherent_mode_the_calls_succeed_and_change_nothing(

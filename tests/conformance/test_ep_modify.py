@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
-
 from client.api import Ia
 from fabricd.launch import Node
 from proto.attrs import EpAttr
-from proto.constants import DatReturnSubtype, EpState
+from proto.constants import EpState
 from proto.errors import DatInsufficientResources, DatInvalidHandle, DatInvalidState
+from tests.conformance.support import Sub, refused
 from tests.integration.flows import connect_pair
 
 
@@ -21,9 +20,9 @@ def test_evds_and_attributes_change_before_connecting(two_nodes: tuple[Node, Nod
         assert ep.attr.max_recv_dtos == 2
         ep.post_recv([], 1)
         ep.post_recv([], 2)
-        with pytest.raises(DatInsufficientResources):
+        with refused(DatInsufficientResources, Sub.RESOURCE_TEP):
             ep.post_recv([], 3)  # the new queue depth is in force
-        with pytest.raises(DatInvalidHandle):
+        with refused(DatInvalidHandle, Sub.INVALID_HANDLE_EVD_CONN):
             ep.modify(connect_evd=type(evd)(ia, 99_999))
 
 
@@ -31,9 +30,8 @@ def test_an_ep_without_pz_or_connect_evd_is_not_ready(two_nodes: tuple[Node, Nod
     a, b = two_nodes
     with Ia(a.socket) as ia:
         ep = ia.ep_create(ia.pz_create(), None, None, None)
-        with pytest.raises(DatInvalidState) as err:
+        with refused(DatInvalidState, Sub.INVALID_STATE_EP_NOTREADY):
             ep.connect(b.address, 1, 1_000_000)
-        assert err.value.subtype == DatReturnSubtype.INVALID_STATE_EP_NOTREADY
 
 
 def test_the_pz_changes_only_when_unconnected(two_nodes: tuple[Node, Node]) -> None:
@@ -44,7 +42,7 @@ def test_the_pz_changes_only_when_unconnected(two_nodes: tuple[Node, Node]) -> N
         ep.modify(pz=ia.pz_create())
         ia.rsp_create(5, ep, evd)
         assert ep.state == EpState.RESERVED
-        with pytest.raises(DatInvalidState):
+        with refused(DatInvalidState, Sub.INVALID_STATE_EP_RESERVED):
             ep.modify(pz=ia.pz_create())
         ep.modify(recv_evd=evd)  # EVDs still may change in RESERVED
 
@@ -53,8 +51,7 @@ def test_nothing_changes_once_connected(two_nodes: tuple[Node, Node]) -> None:
     a, b = two_nodes
     pair = connect_pair(a.socket, b.socket, b.address)
     try:
-        with pytest.raises(DatInvalidState) as err:
+        with refused(DatInvalidState, Sub.INVALID_STATE_EP_CONNECTED):
             pair.ep_a.modify(recv_evd=pair.evd_a)
-        assert err.value.subtype == DatReturnSubtype.INVALID_STATE_EP_CONNECTED
     finally:
         pair.close()

@@ -50,8 +50,14 @@ from proto.constants import (
     MemPriv,
     MemType,
     dat_error,
-    get_type,
 )
+from proto.errors import (
+    DatInvalidHandle,
+    DatInvalidState,
+    DatLengthError,
+    DatQueueEmpty,
+)
+from tests.conformance.support import Sub, assert_code
 
 WAIT = 10_000_000
 
@@ -118,10 +124,11 @@ def test_flat_layer_ports_c_code_line_by_line(two_nodes: tuple[Node, Node]) -> N
     major, minor = Ref[str](), Ref[str]()
     assert dat_strerror(ret, major, minor) == DAT_SUCCESS
     assert (major.value, minor.value) == ("DAT_INVALID_STATE", "DAT_INVALID_STATE_EP_UNCONNECTED")
-    assert get_type(dat_pz_free(pz_a)) == DatReturnType.INVALID_STATE  # the EP uses it
-    assert get_type(dat_ep_free(evd_a)) == DatReturnType.INVALID_HANDLE  # type: ignore[arg-type]
+    assert_code(dat_pz_free(pz_a), DatInvalidState, Sub.INVALID_STATE_PZ_IN_USE)  # the EP uses it
+    ret = dat_ep_free(evd_a)  # type: ignore[arg-type]
+    assert_code(ret, DatInvalidHandle, Sub.INVALID_HANDLE_EP)
     empty: Ref[Event] = Ref()
-    assert get_type(dat_evd_dequeue(evd_a, empty)) == DatReturnType.QUEUE_EMPTY
+    assert_code(dat_evd_dequeue(evd_a, empty), DatQueueEmpty, Sub.NO_SUBTYPE)
 
     psp: Ref[Psp] = Ref()
     assert dat_psp_create(ia_b, 45248, evd_b, 0, psp) == DAT_SUCCESS
@@ -163,7 +170,7 @@ def test_flat_layer_ports_c_code_line_by_line(two_nodes: tuple[Node, Node]) -> N
     assert bytes(view_b[100:116]) == b"sixteen bytes..."
     # the remote buffer is too small for the local data: DAT_LENGTH_ERROR, synchronously
     ret = dat_ep_post_rdma_write(ep_a, 1, [lmr_a.triplet(0, 16)], 7, lmr_b.remote(0, 8), 0)
-    assert get_type(ret) == DatReturnType.LENGTH_ERROR
+    assert_code(ret, DatLengthError, Sub.NO_SUBTYPE)
     assert (
         dat_ep_post_rdma_read(ep_a, 1, [lmr_a.triplet(200, 16)], 8, lmr_b.remote(100, 16), 0)
         == DAT_SUCCESS
@@ -174,11 +181,11 @@ def test_flat_layer_ports_c_code_line_by_line(two_nodes: tuple[Node, Node]) -> N
     assert dat_ep_disconnect(ep_a, CloseFlags.ABRUPT) == DAT_SUCCESS
     assert _event(evd_a).event_number == EventNumber.CONNECTION_EVENT_DISCONNECTED
     assert _event(evd_b).event_number == EventNumber.CONNECTION_EVENT_DISCONNECTED
-    assert get_type(dat_evd_free(evd_a)) == DatReturnType.INVALID_STATE  # the EP uses it
+    assert_code(dat_evd_free(evd_a), DatInvalidState, Sub.INVALID_STATE_EVD_IN_USE)  # EP uses it
     assert dat_ep_free(ep_a) == DAT_SUCCESS
     assert dat_evd_free(evd_a) == DAT_SUCCESS
     assert dat_lmr_free(lmr_a) == DAT_SUCCESS
-    assert get_type(dat_lmr_free(lmr_a)) == DatReturnType.INVALID_HANDLE
+    assert_code(dat_lmr_free(lmr_a), DatInvalidHandle, Sub.INVALID_HANDLE_LMR)
     assert dat_pz_free(pz_a) == DAT_SUCCESS
     assert psp.value is not None and dat_psp_free(psp.value) == DAT_SUCCESS
     assert dat_ia_close(ia_a, CloseFlags.ABRUPT) == DAT_SUCCESS
