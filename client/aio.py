@@ -32,6 +32,8 @@ from proto.constants import (
 from proto.errors import (
     DatAbort,
     DatInvalidHandle,
+    DatInvalidParameter,
+    DatInvalidState,
     DatProviderNotFound,
 )
 from proto.frames import ROLE_CONSUMER
@@ -145,9 +147,13 @@ class AsyncIa:
         return result
 
     async def close(self, flags: int = CloseFlags.ABRUPT) -> None:
-        """dat_ia_close."""
+        """dat_ia_close: GRACEFUL is refused while the IA has EPs or LMRs."""
         if self.closed:
             return
+        if flags not in (CloseFlags.ABRUPT, CloseFlags.GRACEFUL):
+            raise DatInvalidParameter(Sub.INVALID_ARG2, f"bad close flags {flags!r}")
+        if flags == CloseFlags.GRACEFUL and (self.core.eps or self.core.lmrs):
+            raise DatInvalidState(Sub.INVALID_STATE_IA_IN_USE, "the IA still has objects")
         self.closed = True
         if self.transport is not None:
             self.transport.close()

@@ -150,6 +150,8 @@ class Ia:
         """dat_ia_close: the daemon tears down every object of this IA."""
         if self.closed:
             return
+        if flags not in (CloseFlags.ABRUPT, CloseFlags.GRACEFUL):
+            raise DatInvalidParameter(Sub.INVALID_ARG2, f"bad close flags {flags!r}")
         if flags == CloseFlags.GRACEFUL and (self.core.eps or self.core.lmrs):
             raise DatInvalidState(Sub.INVALID_STATE_IA_IN_USE, "the IA still has objects")
         self.closed = True

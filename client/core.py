@@ -487,13 +487,17 @@ class ClientCore:
                 if not isinstance(region, (tuple, list)) or len(region) != 2:
                     raise DatInvalidParameter(Sub.INVALID_ARG3, "region must be (cookie, address)")
                 cookie, region = bytes(region[0]), region[1]
-            if not is_int(region) or not is_int(length):
+            if not is_int(region):
                 raise DatInvalidParameter(Sub.INVALID_ARG3, "region must be a virtual address")
-            where = locate(region, max(length, 1))
-            if where is None:
+            if not is_int(length):
+                raise DatInvalidParameter(Sub.INVALID_ARG4, "length must be a DAT_VLEN")
+            if locate(region, 1) is None:
                 raise DatInvalidParameter(
                     Sub.INVALID_ARG3, "memory must come from the IA's allocator (ia.alloc)"
                 )
+            where = locate(region, max(length, 1))
+            if where is None:
+                raise DatInvalidParameter(Sub.INVALID_ARG4, "the length runs past the buffer")
             args = args._replace(segment=where[0], offset=where[1], address=region, cookie=cookie)
         elif is_int(region):
             args = args._replace(parent=region)
@@ -516,7 +520,7 @@ class ClientCore:
         if not isinstance(segments, (list, tuple)):
             raise DatInvalidParameter(Sub.INVALID_ARG2, "local_segments must be a list")
         for triplet in segments:
-            address, length, context = parse_triplet(triplet)
+            address, length, context = parse_triplet(triplet, Sub.INVALID_ARG2)
             region = self.regions.get(context)
             if length and region is None:
                 raise DatInvalidParameter(Sub.INVALID_ARG2, f"no LMR with context {context:#x}")
@@ -558,7 +562,7 @@ class ClientCore:
     ) -> Op:
         """dat_rmr_bind: the new rmr_context now; RMR_BIND_COMPLETION on the request EVD."""
         if not is_int(cookie) or not 0 <= cookie < 1 << 64:
-            raise DatInvalidParameter(Sub.INVALID_ARG5, "user_cookie must be a u64")
+            raise DatInvalidParameter(Sub.INVALID_ARG7, "user_cookie must be a u64")
         mirror = self.ep_mirror(ep)
         if mirror.state not in ep_states.REQUEST_POST_STATES:
             raise ep_states.state_error(mirror.state, "dat_rmr_bind")
@@ -566,11 +570,11 @@ class ClientCore:
             mirror.attr.request_completion_flags & CompletionFlags.UNSIGNALLED
         ):
             raise DatInvalidParameter(
-                Sub.INVALID_ARG6, "UNSIGNALLED needs the EP's request_completion_flags to allow it"
+                Sub.INVALID_ARG8, "UNSIGNALLED needs the EP's request_completion_flags to allow it"
             )
         if mirror.requests >= mirror.attr.max_request_dtos:
             raise DatInsufficientResources(Sub.RESOURCE_TEP, "request queue is full")
-        wire = list(parse_triplet(triplet))
+        wire = list(parse_triplet(triplet, Sub.INVALID_ARG3))
         args = calls.RmrBind(rmr, lmr, wire, int(privileges), ep, cookie, int(flags))
         (context,) = yield Call("rmr_bind", args)
         mirror.requests += 1
@@ -712,10 +716,12 @@ class ClientCore:
         """Check a post as dat_ep_post_* specify and encode it; raises the spec's DatError."""
         ep = self.ep_mirror(handle)
         attr = ep.attr
+        # completion_flags is the last argument: 5th of post_send/recv, 6th of the RDMA posts
+        flags_arg = Sub.INVALID_ARG5 if kind in (Dtos.SEND, Dtos.RECEIVE) else Sub.INVALID_ARG6
         if not is_int(cookie) or not 0 <= cookie < 1 << 64:
             raise DatInvalidParameter(Sub.INVALID_ARG4, "cookie must be a u64")
         if not is_int(flags) or flags & ~0x3F:
-            raise DatInvalidParameter(Sub.INVALID_ARG6, f"bad completion flags {flags!r}")
+            raise DatInvalidParameter(flags_arg, f"bad completion flags {flags!r}")
         if kind == Dtos.RECEIVE:
             if flags & CompletionFlags.SUPPRESS:
                 raise DatInvalidParameter(Sub.INVALID_ARG5, "receives cannot be suppressed")
@@ -732,7 +738,7 @@ class ClientCore:
             attr.request_completion_flags & CompletionFlags.UNSIGNALLED
         ):
             raise DatInvalidParameter(
-                Sub.INVALID_ARG6, "UNSIGNALLED needs the EP's request_completion_flags to allow it"
+                flags_arg, "UNSIGNALLED needs the EP's request_completion_flags to allow it"
             )
         if ep.requests >= attr.max_request_dtos:
             raise DatInsufficientResources(Sub.RESOURCE_TEP, "request queue is full")
@@ -750,7 +756,7 @@ class ClientCore:
             frame = encode(FrameType.POST_SEND, handle, cookie, flags, wire)
         else:
             assert remote is not None
-            r_addr, r_len, r_ctx = parse_triplet(remote)
+            r_addr, r_len, r_ctx = parse_triplet(remote, Sub.INVALID_ARG5)
             if kind == Dtos.RDMA_WRITE and total > r_len:
                 raise DatLengthError(message="the remote buffer is smaller than the local data")
             if kind == Dtos.RDMA_READ and r_len > total:

@@ -176,7 +176,7 @@ def dat_lmr_sync_rdma_read(ia: Ia, local_segments: Sequence[Triplet], num_segmen
     """dat_lmr_sync_rdma_read."""
     return _status(
         lambda: _need(ia, Ia, Sub.INVALID_HANDLE_IA).lmr_sync_rdma_read(
-            _iov(num_segments, local_segments)
+            _iov(num_segments, local_segments, Sub.INVALID_ARG3)
         )
     )
 
@@ -185,7 +185,7 @@ def dat_lmr_sync_rdma_write(ia: Ia, local_segments: Sequence[Triplet], num_segme
     """dat_lmr_sync_rdma_write."""
     return _status(
         lambda: _need(ia, Ia, Sub.INVALID_HANDLE_IA).lmr_sync_rdma_write(
-            _iov(num_segments, local_segments)
+            _iov(num_segments, local_segments, Sub.INVALID_ARG3)
         )
     )
 
@@ -360,10 +360,13 @@ def dat_ep_reset(ep: Ep) -> int:
     return _status(lambda: _need(ep, Ep, Sub.INVALID_HANDLE_EP).reset())
 
 
-def _iov(num_segments: int, local_iov: Sequence[Triplet] | None) -> Sequence[Triplet]:
+def _iov(
+    num_segments: int, local_iov: Sequence[Triplet] | None, arg: Sub = Sub.INVALID_ARG2
+) -> Sequence[Triplet]:
+    """The first ``num_segments`` triplets (``arg``: num_segments' position in the call)."""
     iov = local_iov or []
     if num_segments < 0 or num_segments > len(iov):
-        raise DatInvalidParameter(Sub.INVALID_ARG2, "num_segments does not match local_iov")
+        raise DatInvalidParameter(arg, "num_segments does not match the triplets given")
     return iov[:num_segments]
 
 

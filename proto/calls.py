@@ -50,7 +50,7 @@ class LmrCreate(NamedTuple):
     address: Annotated[int, arg(3)]
     cookie: Annotated[bytes | None, arg(3)]
     parent: Annotated[int, HANDLE_LMR]
-    length: Annotated[int, Bad(DatLengthError)]
+    length: Annotated[int, arg(4)]
     pz: Annotated[int, HANDLE_PZ]
     privileges: Annotated[int, arg(6)]
 
@@ -82,15 +82,16 @@ class RmrCreate(NamedTuple):
 
 
 class RmrBind(NamedTuple):
-    """dat_rmr_bind (argument numbers as the daemon has always reported them)."""
+    """dat_rmr_bind(rmr, lmr, lmr_triplet, mem_privileges, va_type, ep, user_cookie,
+    completion_flags, rmr_context): errors name the 2.0 argument numbers."""
 
     rmr: Annotated[int, HANDLE_RMR]
     lmr: Annotated[int, HANDLE_LMR]
-    triplet: Annotated[Triplet, arg(2)]
-    privileges: Annotated[int, arg(3)]
+    triplet: Annotated[Triplet, arg(3)]
+    privileges: Annotated[int, arg(4)]
     ep: Annotated[int, HANDLE_EP]
-    cookie: Annotated[int, arg(5)]
-    flags: Annotated[int, arg(6)]
+    cookie: Annotated[int, arg(7)]
+    flags: Annotated[int, arg(8)]
 
 
 class RmrFree(NamedTuple):

@@ -37,16 +37,18 @@ def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def parse_triplet(triplet: object) -> tuple[int, int, int]:
-    """Validate one ``[address, length, context]`` triplet (DAT_INVALID_PARAMETER otherwise)."""
+def parse_triplet(triplet: object, subtype: Sub = Sub.NO_SUBTYPE) -> tuple[int, int, int]:
+    """Validate one ``[address, length, context]`` triplet; DAT_INVALID_PARAMETER with
+    ``subtype`` (the argument the triplet is in) otherwise."""
     if not isinstance(triplet, (list, tuple)) or len(triplet) != 3:
-        raise DatInvalidParameter(message="a triplet is [virtual_address, segment_length, context]")
+        msg = "a triplet is [virtual_address, segment_length, context]"
+        raise DatInvalidParameter(subtype, msg)
     address, length, context = triplet
     for v in (address, length, context):
         if not is_int(v) or v < 0:
-            raise DatInvalidParameter(message=f"triplet field {v!r} is not a non-negative int")
+            raise DatInvalidParameter(subtype, f"triplet field {v!r} is not a non-negative int")
     if length > 0xFFFFFFFF or address > 0xFFFFFFFFFFFFFFFF or context > 0xFFFFFFFF:
-        raise DatInvalidParameter(message="triplet field out of its C type's range")
+        raise DatInvalidParameter(subtype, "triplet field out of its C type's range")
     return address, length, context
 
 
@@ -71,7 +73,7 @@ def check_local_iov(
         )
     used: list[tuple[Region, int, int]] = []
     for triplet in iov:
-        address, length, context = parse_triplet(triplet)
+        address, length, context = parse_triplet(triplet, Sub.INVALID_ARG3)
         if length == 0:
             continue
         region = lookup(context)

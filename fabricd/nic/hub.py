@@ -106,7 +106,13 @@ class Nic:
         self.peer_frames = self._peer_table()
 
     def _call_table(self) -> dict[str, Route]:
-        regs, win, ep, cm, adm = self.regs, self.windows, self.endpoints, self.connections, self.admin
+        regs, win, ep, cm, adm = (
+            self.regs,
+            self.windows,
+            self.endpoints,
+            self.connections,
+            self.admin,
+        )
         return {
             "ia_query": route(Empty, regs.ia_query),
             "pz_create": route(Empty, regs.pz_create),

@@ -21,6 +21,7 @@ from fabricd.nic.wire import Wire
 from proto.checks import parse_triplet
 from proto.codec import DISCARD, Frame, Sink, encode
 from proto.constants import CompletionFlags, Dtos, MemPriv
+from proto.constants import DatReturnSubtype as Sub
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatError, MalformedFrame
@@ -66,7 +67,7 @@ class Initiator:
             need = MemPriv.LOCAL_WRITE if dto == Dtos.RDMA_READ else MemPriv.LOCAL_READ
             op.views, op.length = local_views(self.memory, consumer, ep, local_iov, need)
             if dto != Dtos.SEND:
-                op.remote = parse_triplet(fields[4])
+                op.remote = parse_triplet(fields[4], Sub.INVALID_ARG5)
         except DatError as err:
             # as on hardware: this DTO fails at once, then the connection breaks and every
             # DTO still outstanding is flushed

@@ -166,7 +166,7 @@ class Registrations:
         """dat_lmr_sync_rdma_write (to_cpu) and dat_lmr_sync_rdma_read, for any LMRs and PZs."""
         ranges = []
         for triplet in a.segments:
-            address, length, context = parse_triplet(triplet)
+            address, length, context = parse_triplet(triplet, Sub.INVALID_ARG2)
             if length == 0:
                 continue
             lmr = self.memory.by_lmr_context.get(context)

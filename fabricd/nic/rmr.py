@@ -57,11 +57,11 @@ class Windows:
         """dat_rmr_bind: checked now, executed in posting order on the EP, completed with
         RMR_BIND_COMPLETION on its request EVD; returns the new rmr_context at once."""
         if not 0 <= a.cookie < 1 << 64:
-            raise DatInvalidParameter(Sub.INVALID_ARG5, "user_cookie must be a u64")
+            raise DatInvalidParameter(Sub.INVALID_ARG7, "user_cookie must be a u64")
         rmr = lookup(consumer.rmrs, a.rmr, Sub.INVALID_HANDLE_RMR, "RMR")
         ep = lookup(consumer.eps, a.ep, Sub.INVALID_HANDLE_EP, "endpoint")
-        address, length, context = parse_triplet(a.triplet)
-        privs = privileges(a.privileges, Sub.INVALID_ARG3)
+        address, length, context = parse_triplet(a.triplet, Sub.INVALID_ARG3)
+        privs = privileges(a.privileges, Sub.INVALID_ARG4)
         remote = privs & (MemPriv.REMOTE_READ | MemPriv.REMOTE_WRITE)
         lmr = self._bound_lmr(consumer, a.lmr, ep, rmr, (address, length, context), remote)
         if ep.state not in ep_states.REQUEST_POST_STATES:
@@ -89,7 +89,7 @@ class Windows:
         if lmr is None or lmr.owner != consumer.id or lmr.lmr_context != context:
             raise DatInvalidHandle(Sub.INVALID_HANDLE_LMR, "the triplet names no LMR")
         if not lmr.region.contains(address, length):
-            raise DatInvalidParameter(Sub.INVALID_ARG2, "the range exceeds the LMR")
+            raise DatInvalidParameter(Sub.INVALID_ARG3, "the range exceeds the LMR")
         local = lmr.region.privileges
         if (remote & MemPriv.REMOTE_READ and not local & MemPriv.LOCAL_READ) or (
             remote & MemPriv.REMOTE_WRITE and not local & MemPriv.LOCAL_WRITE

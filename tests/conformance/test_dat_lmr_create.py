@@ -124,14 +124,6 @@ def test_d_registers_a_memory_region_with_an_ia(nodes: tuple[Node, Node]) -> Non
             "past a segment",
             Sub.INVALID_ARG4,
             id="past a segment",
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=AssertionError,
-                reason="library returns DAT_INVALID_ARG3 (region_description) for a buffer whose "
-                "start is the consumer's memory but whose length runs past it: the bad "
-                "argument is length, argument 4 of dat_lmr_create (the daemon itself says "
-                "ARG4 for a range past a shared segment)",
-            ),
         ),
     ],
 )
@@ -619,12 +611,6 @@ def test_r_invalid_parameter_for_a_length_that_is_not_a_vlen(
         assert get_type(code) == DatReturnType.INVALID_PARAMETER
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="library returns DAT_INVALID_ARG3 (region_description) for a bad length; length is "
-    "argument 4 of dat_lmr_create(ia, mem_type, region_description, length, ...)",
-)
 @pytest.mark.parametrize("length", ["64", 64.0, None])
 def test_r_a_length_that_is_not_a_vlen_is_invalid_arg4(
     nodes: tuple[Node, Node], length: object

@@ -219,13 +219,6 @@ def test_the_flat_layer_names_the_bad_segment_as_argument_2(
     assert call(p.ia_b, [p.lmr_b.triplet(0, 4), p.lmr_b.triplet(8190, 4)], 1) == DAT_SUCCESS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="client.dat returns DAT_INVALID_ARG2 for a bad num_segments (its _iov helper is "
-    "written for dat_ep_post_*, where num_segments is argument 2); in "
-    "dat_lmr_sync_rdma_*(ia_handle, local_segments, num_segments) it is argument 3",
-)
 @pytest.mark.parametrize(
     "call", [dat_lmr_sync_rdma_read, dat_lmr_sync_rdma_write], ids=lambda f: f.__name__
 )

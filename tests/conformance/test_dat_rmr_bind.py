@@ -9,9 +9,7 @@ path), so that an RDMA DTO of the binding EP reaches the window it bound.
 
 Refusals are checked by their full DAT_RETURN. DAT_INVALID_ARGn counts the arguments of the 2.0
 call, dat_rmr_bind(rmr_handle, lmr_handle, lmr_triplet, mem_privileges, va_type, ep_handle,
-user_cookie, completion_flags, rmr_context); datfabric numbers them as in 1.2 (no lmr_handle,
-no va_type), so the tests of those codes are strict xfails (``..._is_invalid_argN``), each
-next to a passing test of the refusal itself.
+user_cookie, completion_flags, rmr_context) (the ``..._is_invalid_argN`` tests).
 """
 
 from __future__ import annotations
@@ -321,13 +319,6 @@ def test_unsignalled_needs_the_endpoint_to_allow_it(pair: Pair) -> None:
     _nothing_queued(pair.evd_b)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="library returns DAT_INVALID_ARG6 (the 1.2 position of completion_flags); in the 2.0 "
-    "dat_rmr_bind(rmr, lmr, lmr_triplet, mem_privileges, va_type, ep, user_cookie, "
-    "completion_flags, rmr_context) completion_flags is argument 8",
-)
 def test_unsignalled_without_the_endpoint_flag_is_invalid_arg8(pair: Pair) -> None:
     """The DAT_INVALID_PARAMETER for UNSIGNALLED names completion_flags: argument 8 of the
     2.0 call, in the flat layer and in the API."""
@@ -365,12 +356,6 @@ def test_invalid_parameter_when_the_range_exceeds_the_lmr(pair: Pair) -> None:
     _nothing_queued(pair.evd_b)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="library returns DAT_INVALID_ARG2 (the 1.2 position of lmr_triplet); in the 2.0 "
-    "dat_rmr_bind the triplet is argument 3 (argument 2 is the LMR handle)",
-)
 @pytest.mark.parametrize(
     ("offset", "length"), [(8000, 500), (8192 - 63, 64)], ids=["far", "1 byte"]
 )
@@ -385,12 +370,6 @@ def test_a_range_past_the_lmr_is_invalid_arg3(pair: Pair, offset: int, length: i
         _bind(pair, rmr, offset, length)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="library returns DAT_INVALID_ARG3 (the 1.2 position of mem_privileges); in the 2.0 "
-    "dat_rmr_bind mem_privileges is argument 4",
-)
 @pytest.mark.parametrize("privileges", [0x80, RW | 0x04], ids=hex)
 def test_undefined_privilege_bits_are_invalid_arg4(pair: Pair, privileges: int) -> None:
     """mem_privileges bits no flag defines are DAT_INVALID_PARAMETER naming mem_privileges:
@@ -655,12 +634,6 @@ def test_a_cookie_that_is_not_a_u64_is_an_invalid_parameter(pair: Pair, cookie: 
     _nothing_queued(pair.evd_b)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="library returns DAT_INVALID_ARG5 (the 1.2 position of user_cookie); in the 2.0 "
-    "dat_rmr_bind user_cookie is argument 7",
-)
 @pytest.mark.parametrize("cookie", [-1, 2**64], ids=["negative", "2**64"])
 def test_a_cookie_that_is_not_a_u64_is_invalid_arg7(pair: Pair, cookie: int) -> None:
     """The DAT_INVALID_PARAMETER for a cookie that is not a u64 names user_cookie: argument 7

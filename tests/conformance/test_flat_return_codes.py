@@ -14,10 +14,6 @@ that can fail has at least one row. The expected codes follow one rule:
 - DAT_INVALID_STATE carries the state (DAT_INVALID_STATE_EP_<state>, _PZ_IN_USE, ...);
 - types dat_error.h gives no subtypes (LENGTH_ERROR, MODEL_NOT_SUPPORTED, QUEUE_EMPTY,
   TIMEOUT_EXPIRED, CONN_QUAL_IN_USE) carry DAT_NO_SUBTYPE.
-
-Rows where the library returns another code are strict xfails; each reason gives both values.
-They expect an AssertionError, which assert_code raises only for a wrong subtype: a call that
-stops being refused with the right type fails the run (except the one row whose type is wrong).
 """
 
 from __future__ import annotations
@@ -116,23 +112,15 @@ def wrong(handle: object) -> Any:
 
 @dataclass(frozen=True)
 class Row:
-    """One failing call and the code it must return; ``xfail`` says how the library differs."""
+    """One failing call and the code it must return."""
 
     name: str  # "dat_function: what is wrong"
     call: Call
     error: type[DatError]
     subtype: Sub
-    xfail: str | None = None  # the library returns the right type with another subtype
-    wrong_type: bool = False  # ... or even another type (xfail then accepts pytest.fail too)
 
     def param(self) -> object:
-        marks = []
-        if self.xfail is not None:
-            raises: tuple[type[BaseException], ...] = (AssertionError,)
-            if self.wrong_type:
-                raises += (pytest.fail.Exception,)
-            marks.append(pytest.mark.xfail(strict=True, raises=raises, reason=self.xfail))
-        return pytest.param(self.call, self.error, self.subtype, id=self.name, marks=marks)
+        return pytest.param(self.call, self.error, self.subtype, id=self.name)
 
 
 def _ep(side: Side) -> Ep:
@@ -233,9 +221,6 @@ def _cr_reject_twice(a: Side, b: Side, nodes: Nodes) -> int:
     return dat_cr_reject(cr, 0, None)
 
 
-BAD_TRIPLET_ARGS = "proto.checks.parse_triplet raises DAT_INVALID_PARAMETER with DAT_NO_SUBTYPE"
-
-
 def _iov(a: Side) -> list[list[int]]:
     """A valid one-segment local_iov."""
     return [a.lmr.triplet(0, 8)]
@@ -284,11 +269,6 @@ ROWS: list[Row] = [
         lambda a, b, n: _ia_close_bad_flags(n),
         DatInvalidParameter,
         Sub.INVALID_ARG2,
-        xfail=(
-            "dat_ia_close(ia, 7) returns DAT_SUCCESS and closes the IA abruptly; "
-            "DAT_REFERENCE.md 1a: flags -> DAT_INVALID_PARAMETER|DAT_INVALID_ARG2"
-        ),
-        wrong_type=True,
     ),
     Row(
         "dat_ia_query: not an IA",
@@ -356,7 +336,6 @@ ROWS: list[Row] = [
         lambda a, b, n: dat_lmr_sync_rdma_read(a.ia, [_malformed(a)], 1),
         DatInvalidParameter,
         Sub.INVALID_ARG2,
-        xfail=f"{BAD_TRIPLET_ARGS}; local_segments is argument 2",
     ),
     Row(
         "dat_lmr_free: not an LMR",
@@ -393,7 +372,6 @@ ROWS: list[Row] = [
         lambda a, b, n: _rmr_bind(a, triplet=_malformed(a)),
         DatInvalidParameter,
         Sub.INVALID_ARG3,
-        xfail=f"{BAD_TRIPLET_ARGS}; lmr_triplet is argument 3 of the 2.0 call",
     ),
     Row(
         "dat_rmr_query: not an RMR",
@@ -611,7 +589,6 @@ ROWS: list[Row] = [
         lambda a, b, n: dat_ep_post_send(a.ep, 1, [_malformed(a)], 1, 0),
         DatInvalidParameter,
         Sub.INVALID_ARG3,
-        xfail=f"{BAD_TRIPLET_ARGS}; local_iov is argument 3",
     ),
     Row(
         "dat_ep_post_send: cookie not a u64",
@@ -624,20 +601,12 @@ ROWS: list[Row] = [
         lambda a, b, n: dat_ep_post_send(a.ep, 1, _iov(a), 1, 0x40),
         DatInvalidParameter,
         Sub.INVALID_ARG5,
-        xfail=(
-            "library returns DAT_INVALID_ARG6 (completion_flags' position in the RDMA posts); "
-            "dat_ep_post_send(ep, num_segments, local_iov, user_cookie, completion_flags) has "
-            "it as argument 5"
-        ),
     ),
     Row(
         "dat_ep_post_send: UNSIGNALLED the EP does not allow",
         lambda a, b, n: dat_ep_post_send(a.ep, 1, _iov(a), 1, CompletionFlags.UNSIGNALLED),
         DatInvalidParameter,
         Sub.INVALID_ARG5,
-        xfail=(
-            "library returns DAT_INVALID_ARG6; completion_flags is argument 5 of dat_ep_post_send"
-        ),
     ),
     Row(
         "dat_ep_post_recv: not an EP",
@@ -656,10 +625,6 @@ ROWS: list[Row] = [
         lambda a, b, n: dat_ep_post_recv(a.ep, 1, _iov(a), 1, 0x40),
         DatInvalidParameter,
         Sub.INVALID_ARG5,
-        xfail=(
-            "library returns DAT_INVALID_ARG6; completion_flags is argument 5 of "
-            "dat_ep_post_recv(ep, num_segments, local_iov, user_cookie, completion_flags)"
-        ),
     ),
     Row(
         "dat_ep_post_rdma_write: not an EP",
@@ -672,21 +637,18 @@ ROWS: list[Row] = [
         lambda a, b, n: dat_ep_post_rdma_write(a.ep, 1, [_malformed(a)], 1, b.lmr.remote(0, 8), 0),
         DatInvalidParameter,
         Sub.INVALID_ARG3,
-        xfail=f"{BAD_TRIPLET_ARGS}; local_iov is argument 3",
     ),
     Row(
         "dat_ep_post_rdma_write: malformed remote triplet",
         lambda a, b, n: dat_ep_post_rdma_write(a.ep, 1, _iov(a), 1, _malformed(b), 0),
         DatInvalidParameter,
         Sub.INVALID_ARG5,
-        xfail=f"{BAD_TRIPLET_ARGS}; remote_iov is argument 5",
     ),
     Row(
         "dat_ep_post_rdma_read: malformed remote triplet",
         lambda a, b, n: dat_ep_post_rdma_read(a.ep, 1, _iov(a), 1, _malformed(b), 0),
         DatInvalidParameter,
         Sub.INVALID_ARG5,
-        xfail=f"{BAD_TRIPLET_ARGS}; remote_buffer is argument 5",
     ),
     Row(
         "dat_ep_post_rdma_read: num_segments past local_iov",
@@ -748,10 +710,6 @@ ROWS: list[Row] = [
         lambda a, b, n: _rsp_freed(b),
         DatInvalidHandle,
         Sub.INVALID_HANDLE_RSP,
-        xfail=(
-            "the daemon looks RSPs up in its PSP table and returns "
-            "DAT_INVALID_HANDLE|DAT_INVALID_HANDLE_PSP for an RSP handle"
-        ),
     ),
     Row(
         "dat_cr_accept: not a CR",
