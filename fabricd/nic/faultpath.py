@@ -193,6 +193,8 @@ def decide_send(
             return outcome
     if frame.type in REQUESTS and link.ep is not None:
         return [FailRequest(seq, St.DTO_ERR_TRANSPORT)]
+    if frame.type == FrameType.HEARTBEAT:
+        return []  # nothing retries a heartbeat: lost, the peer's heartbeat timeout decides
     return [Reset("a response was lost past the retry count")]
 
 

@@ -225,6 +225,7 @@ class PeerLink:
     delayed: deque[tuple[float, bytes, list[memoryview]]] = field(default_factory=deque)
     busy_until: float = 0.0  # a bandwidth cap: when the link is free again
     release: Timer | None = None
+    closing: str = ""  # dropped while a delay held frames: the reason, to close after them
     sent: bool = False  # something was sent since the last tick
     heard: bool = False  # something arrived since the last tick
     last_heard: float = 0.0

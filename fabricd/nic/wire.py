@@ -78,7 +78,7 @@ class Wire:
         """Send what is due (or everything: the rules were cleared); re-arm for the rest."""
         link.release = None
         now = self.shell.now()
-        while link.delayed and link.channel is not None and not link.closed:
+        while link.delayed and link.channel is not None and (not link.closed or link.closing):
             at, header, payload = link.delayed[0]
             if at > now + 1e-4 and not everything:
                 link.release = self.shell.call_later(at - now, lambda: self.release(link))
@@ -86,6 +86,9 @@ class Wire:
             link.delayed.popleft()
             link.channel.send(header, payload)
         link.delayed.clear()
+        if link.closing and link.channel is not None:  # the end follows what was held back
+            link.channel.close(link.closing)
+            link.closing = ""
 
     def release_all(self) -> None:
         """The rules were cleared: nothing is held back any more."""
@@ -110,6 +113,10 @@ class Wire:
         return True
 
     def drop(self, link: PeerLink, reason: str) -> None:
-        """This side ends the link: forget it and close its stream."""
+        """This side ends the link: forget it and close its stream, after what a delay still
+        holds (a stream's end never overtakes the frames sent before it)."""
         if self.forget(link, CmInput.DISCONNECT) and link.channel is not None:
-            link.channel.close(reason)
+            if link.delayed:
+                link.closing = reason
+            else:
+                link.channel.close(reason)

@@ -3,12 +3,30 @@ two of them connected."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from client.core import Event, LmrInfo
 from proto.attrs import EpAttr
-from proto.constants import EvdFlags, EventNumber, MemPriv, MemType, PspFlags
+from proto.constants import DtoCompletionStatus, EvdFlags, EventNumber, MemPriv, MemType, PspFlags
 from tests.core.harness import Fabric, Node, SimConsumer
+
+Brief = tuple[object, ...]
+
+
+def brief(event: Event) -> Brief:
+    """An event as a short tuple: (number, cookie, status, length) for a DTO completion,
+    (number, cookie, status) for a bind, (number, private_data) for a connection event,
+    (number, conn_qual, private_data) for a connection request."""
+    number = event.event_number
+    if number == EventNumber.DTO_COMPLETION_EVENT:
+        return number, event.cookie, DtoCompletionStatus(event.status), event.transfered_length
+    if number == EventNumber.RMR_BIND_COMPLETION_EVENT:
+        return number, event.cookie, DtoCompletionStatus(event.status)
+    if number == EventNumber.CONNECTION_REQUEST_EVENT:
+        return number, event.conn_qual, event.private_data
+    return number, event.private_data
 
 
 @dataclass
@@ -30,6 +48,10 @@ class Side:
     def numbers(self) -> list[EventNumber]:
         """The event numbers queued, taken off the EVD."""
         return [e.event_number for e in self.events()]
+
+    def log(self) -> list[Brief]:
+        """Every event queued, taken off the EVD, each as ``brief`` makes it."""
+        return [brief(e) for e in self.events()]
 
     def triplet(self, offset: int = 0, length: int | None = None) -> list[int]:
         """An LMR triplet of this side's memory."""
@@ -61,18 +83,29 @@ def side(
     return Side(c, pz, evd, ep, address, size, lmr)
 
 
-def connect(fabric: Fabric, a: Side, b: Side, conn_qual: int = 1) -> None:
-    """a connects to b (a PSP on b, accepted with b's EP); both see ESTABLISHED."""
-    b.c.call(b.c.core.psp_create(conn_qual, b.evd, PspFlags.CONSUMER))
-    address = ("10.0.0.1", b.c.node.port)
-    a.c.call(a.c.core.ep_connect(a.ep, address, conn_qual, 10_000_000, b"hi"))
+def address(node: Node) -> tuple[str, int]:
+    """A node's IA address as dat_ep_connect takes it."""
+    return ("10.0.0.1", node.port)
+
+
+def connect(
+    fabric: Fabric, a: Side, b: Side, conn_qual: int = 1, psp: bool = True
+) -> tuple[Event, Event, Event]:
+    """a connects to b (a PSP on b unless ``psp`` is False, accepted with b's EP); both see
+    ESTABLISHED. Returns the request and the two ESTABLISHED events."""
+    if psp:
+        b.c.call(b.c.core.psp_create(conn_qual, b.evd, PspFlags.CONSUMER))
+    a.c.call(a.c.core.ep_connect(a.ep, address(b.c.node), conn_qual, 10_000_000, b"hi"))
     fabric.run()
     (request,) = b.events()
     assert request.event_number == EventNumber.CONNECTION_REQUEST_EVENT
     b.c.call(b.c.core.cr_accept(request.cr, b.ep, b"ok"))
     fabric.run()
-    assert a.numbers() == [EventNumber.CONNECTION_EVENT_ESTABLISHED]
-    assert b.numbers() == [EventNumber.CONNECTION_EVENT_ESTABLISHED]
+    (est_a,) = a.events()
+    (est_b,) = b.events()
+    assert est_a.event_number == EventNumber.CONNECTION_EVENT_ESTABLISHED
+    assert est_b.event_number == EventNumber.CONNECTION_EVENT_ESTABLISHED
+    return request, est_a, est_b
 
 
 def pair(fabric: Fabric | None = None, size: int = 4096, **kw: object) -> tuple[Fabric, Side, Side]:
@@ -82,3 +115,16 @@ def pair(fabric: Fabric | None = None, size: int = 4096, **kw: object) -> tuple[
     a, b = side(fabric, n1, size), side(fabric, n2, size)
     connect(fabric, a, b)
     return fabric, a, b
+
+
+def add_rule(c: SimConsumer, seed: int | None = None, **rule: Any) -> None:
+    """Install one fault rule on the consumer's node through the admin call (name defaults to
+    its action)."""
+    rule.setdefault("name", rule["action"])
+    c.call(c.core.admin("fault_add", [[rule], seed]))
+
+
+def fault_log(c: SimConsumer) -> list[dict[str, Any]]:
+    """The fault log of the consumer's node, each line parsed."""
+    (lines,) = c.call(c.core.admin("fault_log", [False]))
+    return [json.loads(line) for line in lines]

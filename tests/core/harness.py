@@ -87,7 +87,7 @@ class Pipe:
         self._schedule()
 
     def close(self, reason: str) -> None:
-        if self.end is None:
+        if self.end is None and not self.cut:  # across a partition even the end is lost
             self.end = reason
             self._schedule()
 
@@ -235,14 +235,18 @@ class SimConsumer:
         while (frame := self.reader.next_event()) is not None:
             self.state = self.node.nic.consumer_frame(self.end, self.state, frame)
 
-    def call(self, op: Generator[Any, Any, Any]) -> Any:
-        """Drive one operation of the client core to its end (a DatError if it fails)."""
+    def call(self, op: Generator[Any, Any, Any], run: bool = True) -> Any:
+        """Drive one operation of the client core to its end (a DatError if it fails).
+
+        The daemon answers a call at once; ``run`` False leaves what the call set in motion
+        (frames, events) undelivered, so a test can look at the moment right after it."""
         try:
             call = next(op)
             while True:
                 req_id, data = self.core.call_frame(call)
                 self.send(data)
-                self.fabric.run()
+                if run:
+                    self.fabric.run()
                 result = self.core.take_reply(req_id)
                 assert result is not None, f"no reply to {call.method}"
                 call = op.send(result)
@@ -354,8 +358,12 @@ class Fabric:
         b.link = other.nic.peer_accepted(b)
         node.nic.link_up(link, a)
 
+    def pipe(self, src: Node, dst: Node) -> Pipe:
+        """The newest stream direction from ``src`` to ``dst``."""
+        return next(p for p in reversed(self.pipes) if (p.src, p.dst) == (src.name, dst.name))
+
     def partition(self, x: Node, y: Node, cut: bool = True) -> None:
-        """Silently lose every byte between two nodes (or heal that)."""
+        """Silently lose every byte (and stream end) between two nodes (or heal that)."""
         for pipe in self.pipes:
             if {pipe.src, pipe.dst} == {x.name, y.name}:
                 pipe.cut = cut
