@@ -33,8 +33,9 @@ def _refused(pair: Pair, post: str, remote: list[int]) -> None:
     assert bytes(pair.view_b[:64]) == bytes(64), "a refused write must not land"
 
 
-@pytest.mark.parametrize("post", ["post_rdma_write", "post_rdma_read"])
-@pytest.mark.parametrize("fault", ["wrong key", "past the end", "before the start"])
+@pytest.mark.parametrize(
+    ("post", "fault"), [("post_rdma_write", "past the end"), ("post_rdma_read", "wrong key")]
+)
 def test_bad_remote_access_breaks_the_connection(
     two_nodes: tuple[Node, Node], post: str, fault: str
 ) -> None:
@@ -48,29 +49,6 @@ def test_bad_remote_access_breaks_the_connection(
             "before the start": [address - 16, 64, key],
         }[fault]
         _refused(pair, post, remote)
-    finally:
-        pair.close()
-
-
-@pytest.mark.parametrize(
-    ("privileges", "post"),
-    [
-        (MemPriv.LOCAL_READ | MemPriv.LOCAL_WRITE | MemPriv.REMOTE_READ, "post_rdma_write"),
-        (MemPriv.LOCAL_READ | MemPriv.LOCAL_WRITE | MemPriv.REMOTE_WRITE, "post_rdma_read"),
-    ],
-)
-def test_a_missing_remote_privilege_refuses_the_access(
-    two_nodes: tuple[Node, Node], privileges: MemPriv, post: str
-) -> None:
-    a, b = two_nodes
-    pair = connect_pair(a.socket, b.socket, b.address, size=4096)
-    try:
-        pz = pair.ia_b.core.ep_mirror(pair.ep_b.handle).pz
-        from client.api import Pz
-
-        buf = pair.ia_b.alloc(4096)
-        narrow = pair.ia_b.lmr_create(MemType.VIRTUAL, buf, 4096, Pz(pair.ia_b, pz), privileges)
-        _refused(pair, post, narrow.remote(0, 64))
     finally:
         pair.close()
 
