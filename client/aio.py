@@ -16,7 +16,7 @@ from typing import Any
 
 from client.api import DEFAULT_IA_NAME, socket_for
 from client.core import ASYNC_EVD, ClientCore, CrInfo, Event, LmrInfo, Op, Triplet
-from client.shm import Arena, Buffer
+from client.shm import Arena, Buffer, QueueMaps
 from proto.attrs import EpAttr
 from proto.codec import hello
 from proto.constants import (
@@ -35,6 +35,7 @@ from proto.errors import (
     DatInvalidParameter,
     DatInvalidState,
     DatProviderNotFound,
+    DatQueueEmpty,
 )
 from proto.frames import ROLE_CONSUMER
 
@@ -58,10 +59,11 @@ class _Protocol(asyncio.Protocol):
 class AsyncIa:
     """An open IA for asyncio programs (``await AsyncIa.open(name)``)."""
 
-    def __init__(self, name: str, core: ClientCore) -> None:
+    def __init__(self, name: str, async_evd_qlen: int) -> None:
         self.name = name
-        self.core = core
         self.token = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.queues = QueueMaps()
+        self.core = ClientCore(self.token, self.queues, async_evd_qlen)
         self.arena = Arena(self.token)
         self.transport: asyncio.Transport | None = None
         self._waiters: list[asyncio.Future[None]] = []
@@ -71,7 +73,7 @@ class AsyncIa:
     @classmethod
     async def open(cls, name: str = DEFAULT_IA_NAME, async_evd_qlen: int = 8) -> AsyncIa:
         """dat_ia_open."""
-        ia = cls(name, ClientCore(async_evd_qlen))
+        ia = cls(name, async_evd_qlen)
         loop = asyncio.get_running_loop()
         path = socket_for(name)
         try:
@@ -98,8 +100,16 @@ class AsyncIa:
             if not fut.done():
                 fut.set_result(None)
 
+    def kick(self) -> None:
+        """Ring the doorbells ClientCore.kick asks for (before a wait, on an empty EVD)."""
+        doorbells = self.core.kick()
+        if doorbells and not self.closed and self.transport is not None:
+            self.transport.write(doorbells)
+
     async def _until(self, ready: Callable[[], bool], timeout: float | None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
+        if not ready():
+            self.kick()
         while not ready():
             fut = asyncio.get_running_loop().create_future()
             self._waiters.append(fut)
@@ -158,6 +168,7 @@ class AsyncIa:
         if self.transport is not None:
             self.transport.close()
         self.arena.close()
+        self.queues.close()
 
     def alloc(self, size: int) -> Buffer:
         """Registrable memory from the IA's shared-memory arena."""
@@ -239,8 +250,12 @@ class AsyncEvd:
         self.handle = handle
 
     def dequeue(self) -> Event:
-        """dat_evd_dequeue."""
-        return self.ia.core.evd_dequeue(self.handle)
+        """dat_evd_dequeue (an empty EVD kicks the EPs' queues, see ClientCore.kick)."""
+        try:
+            return self.ia.core.evd_dequeue(self.handle)
+        except DatQueueEmpty:
+            self.ia.kick()
+            raise
 
     async def wait(self, timeout: int = TIMEOUT_INFINITE, threshold: int = 1) -> tuple[Event, int]:
         """dat_evd_wait: (event, nmore); a second concurrent waiter gets DAT_INVALID_STATE."""
@@ -313,4 +328,6 @@ class AsyncEp:
         flags: int = CompletionFlags.DEFAULT,
     ) -> None:
         """dat_ep_post_send / _recv / _rdma_write / _rdma_read, by ``kind``."""
-        self.ia.send(self.ia.core.post_frame(kind, self.handle, local_iov, cookie, remote, flags))
+        doorbell = self.ia.core.post(kind, self.handle, local_iov, cookie, remote, flags)
+        if doorbell:
+            self.ia.send(doorbell)

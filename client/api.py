@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import secrets
 import select
@@ -13,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from client.core import ASYNC_EVD, Call, ClientCore, CrInfo, Event, LmrInfo, Op, Triplet
-from client.shm import Arena, Buffer
+from client.shm import Arena, Buffer, QueueMaps
 from proto.attrs import EpAttr
 from proto.codec import hello
 from proto.constants import (
@@ -34,6 +35,7 @@ from proto.errors import (
     DatInvalidParameter,
     DatInvalidState,
     DatProviderNotFound,
+    DatQueueEmpty,
     DatTimeoutExpired,
 )
 from proto.frames import ROLE_CONSUMER
@@ -59,14 +61,15 @@ class Ia:
     def __init__(self, name: str = DEFAULT_IA_NAME, async_evd_qlen: int = 8) -> None:
         path = socket_for(name)
         self.name = name
-        self.core = ClientCore(async_evd_qlen)
+        self.token = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.queues = QueueMaps()
+        self.core = ClientCore(self.token, self.queues, async_evd_qlen)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.sock.connect(path)
         except OSError as err:
             self.sock.close()
             raise DatProviderNotFound(Sub.NAME_NOT_REGISTERED, f"{name}: {path}: {err}") from None
-        self.token = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.arena = Arena(self.token)
         self.closed = False
         self._send(hello(ROLE_CONSUMER, self.token))
@@ -113,6 +116,13 @@ class Ia:
             if n < len(buf):
                 break
 
+    def kick(self) -> None:
+        """Ring the doorbells ClientCore.kick asks for (before a wait, on an empty EVD)."""
+        doorbells = self.core.kick()
+        if doorbells and not self.closed and not self.core.catastrophic:
+            with contextlib.suppress(DatAbort):
+                self._send(doorbells)
+
     def _open(self) -> None:
         """Every call on a closed IA is DAT_INVALID_HANDLE."""
         if self.closed:
@@ -158,6 +168,7 @@ class Ia:
         atexit.unregister(self.close)
         self.sock.close()
         self.arena.close()
+        self.queues.close()
 
     def alloc(self, size: int) -> Buffer:
         """Registrable memory from the IA's shared-memory arena."""
@@ -200,6 +211,8 @@ class Ia:
         """Pump the socket until ``ready()``; DAT_TIMEOUT_EXPIRED after ``timeout`` µs."""
         deadline = None if timeout == TIMEOUT_INFINITE else time.monotonic() + timeout / 1e6
         self._pump(0)
+        if not ready():
+            self.kick()
         while not ready():
             if self.core.catastrophic and not dead_ok:
                 raise DatAbort(message="the IA's daemon is gone")
@@ -290,7 +303,11 @@ class Evd(_Handle):
     def dequeue(self) -> Event:
         """dat_evd_dequeue: DAT_QUEUE_EMPTY when nothing is queued."""
         self.ia._pump(0)
-        return self._handed_out(self.ia.core.evd_dequeue(self.handle))
+        try:
+            return self._handed_out(self.ia.core.evd_dequeue(self.handle))
+        except DatQueueEmpty:
+            self.ia.kick()
+            raise
 
     def _handed_out(self, event: Event) -> Event:
         if event.cr:
@@ -463,7 +480,9 @@ class Ep(_Handle):
         remote: Triplet | None,
         flags: int,
     ) -> None:
-        self.ia._send(self.ia.core.post_frame(kind, self.handle, local_iov, cookie, remote, flags))
+        doorbell = self.ia.core.post(kind, self.handle, local_iov, cookie, remote, flags)
+        if doorbell:
+            self.ia._send(doorbell)
 
     def post_send(
         self, local_iov: Sequence[Triplet], cookie: int = 0, flags: int = CompletionFlags.DEFAULT

@@ -3,7 +3,9 @@
 Operations that need the daemon are generators: they yield one ``Call`` and receive its result,
 so the blocking API (client.api) and the asyncio API (client.aio) drive the same code. Posts need
 no reply: they are checked here against local mirrors of the endpoints and LMRs (giving the
-spec's synchronous return codes) and leave as one frame each; their outcome comes back as events.
+spec's synchronous return codes) and are written into the EP's send or receive queue in shared
+memory (docs/host-interface.md), with a doorbell frame only when none is in flight; their outcome
+comes back as events.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from proto import calls, ep_states, events
 from proto.attrs import MAX_PRIVATE_DATA, EpAttr
@@ -47,6 +49,21 @@ from proto.errors import (
 )
 from proto.events import decode_event
 from proto.frames import FrameType
+from proto.hostif import (
+    DTOS_OPCODE,
+    RQ_OFFSET,
+    SQ_OFFSET,
+    U32,
+    WQ_ENTRIES,
+    WQ_ENTRY_SIZE,
+    Ring,
+    RingKind,
+    Word,
+    check_descriptor,
+    wq_rings,
+    wq_segment,
+    write_wqe,
+)
 from proto.schema import Empty, parse
 
 Sub = DatReturnSubtype
@@ -135,8 +152,39 @@ class EpMirror:
     connect_evd: int
     attr: EpAttr
     state: EpState = EpState.UNCONNECTED
-    requests: int = 0  # outstanding send/RDMA/bind DTOs
-    recvs: int = 0  # outstanding receives
+    binds: int = 0  # outstanding RMR binds (they leave as calls, not WQEs)
+    sq: Ring | None = None  # the work queues, once mapped (producer side)
+    rq: Ring | None = None
+    rung: int = 0  # doorbells sent (free-running), against the daemon's HEARD
+    kicked: tuple[int, int] = (0, 0)  # (sq, rq) producer indices of the last kick
+
+    @property
+    def requests(self) -> int:
+        """Outstanding request DTOs: WQEs not yet completed, and binds."""
+        pending = 0 if self.sq is None else (self.sq.mine - self.sq.word(Word.DONE)) % U32
+        return pending + self.binds
+
+    @property
+    def recvs(self) -> int:
+        """Outstanding receives."""
+        return 0 if self.rq is None else (self.rq.mine - self.rq.word(Word.DONE)) % U32
+
+    def published_state(self) -> EpState:
+        """The EP's state as the daemon published it (the mirror's until the queues exist)."""
+        if self.sq is None:
+            return self.state
+        try:
+            return EpState(self.sq.word(Word.STATE))
+        except ValueError:
+            return self.state
+
+
+class QueueMapper(Protocol):
+    """How a driver maps the daemon's shared-memory segments (client.shm.QueueMaps)."""
+
+    def map(self, name: str) -> memoryview: ...
+
+    def unmap(self, name: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +219,9 @@ ASYNC_EVD = 1
 class ClientCore:
     """State of one open IA, without I/O."""
 
-    def __init__(self, async_evd_qlen: int = 8) -> None:
+    def __init__(self, name: str, mapper: QueueMapper, async_evd_qlen: int = 8) -> None:
+        self.name = name  # the IA's name in its HELLO (its queue segments are named after it)
+        self.mapper = mapper
         self.reader = FrameReader()
         self._req = 0
         self._handles = ASYNC_EVD
@@ -256,13 +306,7 @@ class ClientCore:
 
     def _event(self, number: EventNumber, ev: events.Event) -> None:
         """Route one event of the daemon to its EVD, updating the mirrors it concerns."""
-        if isinstance(ev, events.DtoCompletion):
-            mirror = self.eps.get(ev.ep)
-            if mirror is not None:
-                if ev.op == Dtos.RECEIVE:
-                    mirror.recvs -= 1
-                else:
-                    mirror.requests -= 1
+        if isinstance(ev, events.DtoCompletion):  # its WQE's slot: the daemon's DONE word
             if ev.evd:
                 self._enqueue(
                     Event(
@@ -278,7 +322,7 @@ class ClientCore:
                 )
         elif isinstance(ev, events.RmrBindCompletion):
             if ev.ep in self.eps:
-                self.eps[ev.ep].requests -= 1
+                self.eps[ev.ep].binds -= 1
             if ev.evd:
                 self._enqueue(
                     Event(
@@ -577,7 +621,7 @@ class ClientCore:
         wire = list(parse_triplet(triplet, Sub.INVALID_ARG3))
         args = calls.RmrBind(rmr, lmr, wire, int(privileges), ep, cookie, int(flags))
         (context,) = yield Call("rmr_bind", args)
-        mirror.requests += 1
+        mirror.binds += 1
         return context
 
     def ep_create(
@@ -618,7 +662,14 @@ class ClientCore:
     def ep_free(self, handle: int) -> Op:
         """dat_ep_free."""
         yield Call("ep_free", calls.EpHandle(handle))
-        self.eps.pop(handle, None)
+        self._forget(handle)
+
+    def _forget(self, handle: int) -> None:
+        """An EP is gone: drop its mirror and unmap its queues."""
+        mirror = self.eps.pop(handle, None)
+        if mirror is not None and mirror.sq is not None:
+            mirror.sq = mirror.rq = None
+            self.mapper.unmap(wq_segment(self.name, handle))
 
     def ep_connect(
         self,
@@ -700,11 +751,20 @@ class ClientCore:
         self.crs.pop(cr, None)
         mirror = self.eps.get(info.ep)
         if mirror is not None and mirror.state == EpState.TENTATIVE_CONNECTION_PENDING:
-            del self.eps[info.ep]  # the provider freed the EP it had made
+            self._forget(info.ep)  # the provider freed the EP it had made
 
     # -- posts (no reply) ----------------------------------------------------------------------
 
-    def post_frame(
+    def queues(self, ep: EpMirror) -> tuple[Ring, Ring]:
+        """The EP's send and receive queue, mapped on first use."""
+        if ep.sq is None or ep.rq is None:
+            view = self.mapper.map(wq_segment(self.name, ep.handle))
+            check_descriptor(view[SQ_OFFSET:RQ_OFFSET], RingKind.SQ, WQ_ENTRIES, WQ_ENTRY_SIZE)
+            check_descriptor(view[RQ_OFFSET:], RingKind.RQ, WQ_ENTRIES, WQ_ENTRY_SIZE)
+            ep.sq, ep.rq = wq_rings(view, producer=True)
+        return ep.sq, ep.rq
+
+    def post(
         self,
         kind: Dtos,
         handle: int,
@@ -713,7 +773,8 @@ class ClientCore:
         remote: Triplet | None,
         flags: int,
     ) -> bytes:
-        """Check a post as dat_ep_post_* specify and encode it; raises the spec's DatError."""
+        """Check a post as dat_ep_post_* specify (raising the spec's DatError) and write its WQE;
+        returns the doorbell frame to send, or nothing when one is already in flight."""
         ep = self.ep_mirror(handle)
         attr = ep.attr
         # completion_flags is the last argument: 5th of post_send/recv, 6th of the RDMA posts
@@ -722,6 +783,7 @@ class ClientCore:
             raise DatInvalidParameter(Sub.INVALID_ARG4, "cookie must be a u64")
         if not is_int(flags) or flags & ~0x3F:
             raise DatInvalidParameter(flags_arg, f"bad completion flags {flags!r}")
+        sq, rq = self.queues(ep)
         if kind == Dtos.RECEIVE:
             if flags & CompletionFlags.SUPPRESS:
                 raise DatInvalidParameter(Sub.INVALID_ARG5, "receives cannot be suppressed")
@@ -730,10 +792,12 @@ class ClientCore:
             check_local_iov(
                 local_iov, self.regions.get, ep.pz, MemPriv.LOCAL_WRITE, attr.max_recv_iov
             )
-            ep.recvs += 1
-            return encode(FrameType.POST_RECV, handle, cookie, flags, _wire_iov(local_iov))
-        if ep.state not in ep_states.REQUEST_POST_STATES:
-            raise ep_states.state_error(ep.state, f"posting {kind.name}")
+            write_wqe(rq, DTOS_OPCODE[kind], flags, cookie, _segments(local_iov))
+            rq.publish()
+            return self._doorbell(ep)
+        state = ep.published_state()
+        if state not in ep_states.REQUEST_POST_STATES:
+            raise ep_states.state_error(state, f"posting {kind.name}")
         if flags & CompletionFlags.UNSIGNALLED and not (
             attr.request_completion_flags & CompletionFlags.UNSIGNALLED
         ):
@@ -749,24 +813,54 @@ class ClientCore:
         }.get(kind, attr.max_request_iov)
         used = check_local_iov(local_iov, self.regions.get, ep.pz, need, max_iov)
         total = sum(length for _, _, length in used)
-        wire = _wire_iov(local_iov)
+        target = (0, 0, 0)
         if kind == Dtos.SEND:
             if total > attr.max_message_size:
                 raise DatLengthError(message="message larger than max_message_size")
-            frame = encode(FrameType.POST_SEND, handle, cookie, flags, wire)
         else:
             assert remote is not None
-            r_addr, r_len, r_ctx = parse_triplet(remote, Sub.INVALID_ARG5)
+            target = parse_triplet(remote, Sub.INVALID_ARG5)
+            r_len = target[1]
             if kind == Dtos.RDMA_WRITE and total > r_len:
                 raise DatLengthError(message="the remote buffer is smaller than the local data")
             if kind == Dtos.RDMA_READ and r_len > total:
                 raise DatLengthError(message="the local buffer is too small for the remote data")
             if max(total, r_len) > attr.max_rdma_size:
                 raise DatLengthError(message="larger than the EP's max_rdma_size")
-            ftype = FrameType.POST_WRITE if kind == Dtos.RDMA_WRITE else FrameType.POST_READ
-            frame = encode(ftype, handle, cookie, flags, wire, [r_addr, r_len, r_ctx])
-        ep.requests += 1
-        return frame
+        write_wqe(sq, DTOS_OPCODE[kind], flags, cookie, _segments(local_iov), target)
+        sq.publish()
+        return self._doorbell(ep)
+
+    @staticmethod
+    def _doorbell(ep: EpMirror) -> bytes:
+        """The doorbell frame, unless one is in flight (the daemon has not counted it yet)."""
+        assert ep.sq is not None
+        if ep.rung % U32 != ep.sq.word(Word.HEARD):
+            return b""
+        ep.rung += 1
+        return encode(FrameType.DOORBELL, ep.handle)
+
+    def kick(self) -> bytes:
+        """Doorbells for every EP whose queues hold WQEs the daemon has not taken, at most one
+        per new WQE: a driver sends these before it blocks or finds an EVD empty, so a doorbell
+        lost to a race of the two sides' stores is always made good."""
+        out = []
+        for ep in self.eps.values():
+            if ep.sq is None or ep.rq is None:
+                continue
+            mark = (ep.sq.mine, ep.rq.mine)
+            if mark != ep.kicked and (
+                ep.sq.space() < ep.sq.entries or ep.rq.space() < ep.rq.entries
+            ):
+                ep.kicked = mark
+                ep.rung += 1
+                out.append(encode(FrameType.DOORBELL, ep.handle))
+        return b"".join(out)
+
+
+def _segments(local_iov: Sequence[Triplet]) -> list[tuple[int, int, int]]:
+    """The WQE segments of a local iov that passed check_local_iov (so each fits its field)."""
+    return [(int(a), int(n), int(c)) for a, n, c in local_iov]
 
 
 def _wire_iov(local_iov: Sequence[Triplet]) -> list[list[int]]:

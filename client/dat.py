@@ -381,16 +381,7 @@ def _post(
 ) -> int:
     def run() -> None:
         target = _need(ep, Ep, Sub.INVALID_HANDLE_EP)
-        target.ia._send(
-            target.ia.core.post_frame(
-                kind,
-                target.handle,
-                _iov(num_segments, local_iov),
-                user_cookie,
-                remote_iov,
-                completion_flags,
-            )
-        )
+        target._post(kind, _iov(num_segments, local_iov), user_cookie, remote_iov, completion_flags)
 
     return _status(run)
 

@@ -166,3 +166,35 @@ class Arena:
                 seg.mm.close()
         self._segments.clear()
         self._by_base.clear()
+
+
+class QueueMaps:
+    """The daemon's queue segments this IA maps (client.core.QueueMapper): the EPs' work
+    queues, mapped by name on first use, unmapped when the EP goes."""
+
+    def __init__(self, root: str = SHM_DIR) -> None:
+        self._root = root
+        self._maps: dict[str, tuple[mmap.mmap, memoryview]] = {}
+
+    def map(self, name: str) -> memoryview:
+        entry = self._maps.get(name)
+        if entry is None:
+            fd = os.open(os.path.join(self._root, name), os.O_RDWR)
+            try:
+                mm = mmap.mmap(fd, os.fstat(fd).st_size)
+            finally:
+                os.close(fd)
+            entry = self._maps[name] = (mm, memoryview(mm))
+        return entry[1]
+
+    def unmap(self, name: str) -> None:
+        entry = self._maps.pop(name, None)
+        if entry is not None:
+            mm, view = entry
+            view.release()
+            with contextlib.suppress(BufferError):  # a ring still viewed: the GC closes it
+                mm.close()
+
+    def close(self) -> None:
+        for name in list(self._maps):
+            self.unmap(name)

@@ -30,10 +30,7 @@ class FrameType(IntEnum):
     CALL = 0x40
     REPLY = 0x41
     EVENTS = 0x42
-    POST_SEND = 0x48
-    POST_RECV = 0x49
-    POST_WRITE = 0x4A
-    POST_READ = 0x4B
+    DOORBELL = 0x48
     # daemon <-> daemon
     CONN_REQ = 0x80
     CONN_ACCEPT = 0x81
@@ -55,10 +52,7 @@ FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
     FrameType.CALL: ("req_id", "method", "args"),
     FrameType.REPLY: ("req_id", "code", "message", "result"),
     FrameType.EVENTS: ("events",),
-    FrameType.POST_SEND: ("ep", "cookie", "flags", "local_iov"),
-    FrameType.POST_RECV: ("ep", "cookie", "flags", "local_iov"),
-    FrameType.POST_WRITE: ("ep", "cookie", "flags", "local_iov", "remote"),
-    FrameType.POST_READ: ("ep", "cookie", "flags", "local_iov", "remote"),
+    FrameType.DOORBELL: ("ep",),
     FrameType.CONN_REQ: ("conn_qual", "private_data", "rdma_read_in", "rdma_read_out"),
     FrameType.CONN_ACCEPT: ("private_data", "rdma_read_in", "rdma_read_out"),
     FrameType.CONN_REJECT: ("by_peer", "private_data"),

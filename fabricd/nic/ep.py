@@ -54,8 +54,8 @@ class Endpoints:
         """dat_ep_create: an RC endpoint in UNCONNECTED (a NULL PZ: set by dat_ep_modify)."""
         zone = pz(consumer, a.pz) if a.pz else 0
         recv, request, connect = (evd(name, getattr(a, name)) for name in EVD_SUBTYPES)
-        ep = Ep(self.new_handle(), consumer, zone, recv, request, connect, EpAttr.from_wire(a.attr))
-        consumer.eps[ep.handle] = ep
+        attr = EpAttr.from_wire(a.attr)
+        ep = self.eps.add(Ep(self.new_handle(), consumer, zone, recv, request, connect, attr))
         if zone:
             consumer.pzs[zone] += 1
         return calls.EpCreated(ep.handle, ep.attr.to_wire())

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.events import Events
 from fabricd.nic.objects import Consumer, Ep, Listeners, Op
+from fabricd.nic.queues import Queues, publish_state
 from fabricd.nic.wire import Wire
 from proto import ep_states
 from proto.attrs import EpAttr
@@ -26,20 +27,29 @@ class EpDriver:
     """Moves endpoints through their states, and completes and flushes their DTOs."""
 
     def __init__(
-        self, wire: Wire, events: Events, memory: MemoryRegistry, listeners: Listeners
+        self,
+        wire: Wire,
+        events: Events,
+        memory: MemoryRegistry,
+        listeners: Listeners,
+        queues: Queues,
     ) -> None:
         self.wire = wire
         self.events = events
         self.memory = memory
         self.listeners = listeners
+        self.queues = queues
 
-    @staticmethod
-    def provide(consumer: Consumer, handle: int) -> Ep:
+    def add(self, ep: Ep) -> Ep:
+        """A new EP joins its consumer, with its work queues."""
+        ep.consumer.eps[ep.handle] = ep
+        self.queues.attach(ep)
+        return ep
+
+    def provide(self, consumer: Consumer, handle: int) -> Ep:
         """The EP a PSP with the PROVIDER flag makes for a request: TENTATIVE_CONNECTION_PENDING,
         with no PZ or EVDs until dat_ep_modify."""
-        ep = Ep(handle, consumer, 0, 0, 0, 0, EpAttr(), S.TENTATIVE_CONNECTION_PENDING)
-        consumer.eps[handle] = ep
-        return ep
+        return self.add(Ep(handle, consumer, 0, 0, 0, 0, EpAttr(), S.TENTATIVE_CONNECTION_PENDING))
 
     def input(
         self,
@@ -54,6 +64,7 @@ class EpDriver:
             return
         before = ep.state
         ep.state, event = ep_states.transition(ep.state, what)
+        publish_state(ep)
         leaving = ep.state == S.DISCONNECTED and before != S.DISCONNECTED
         if leaving:
             self._leave(ep, what, first_status, notify_peer)
@@ -119,6 +130,7 @@ class EpDriver:
         if ep.rsp is not None:
             self.listeners.remove(ep.rsp)
         consumer.eps.pop(ep.handle, None)
+        self.queues.detach(ep)
         if ep.pz in consumer.pzs:
             consumer.pzs[ep.pz] -= 1
         ep.ops.clear()

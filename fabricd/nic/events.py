@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fabricd.nic.objects import Consumer, Ep, Op
+from fabricd.nic.queues import retired
 from proto.codec import encode
 from proto.constants import CompletionFlags, Dtos
 from proto.constants import DtoCompletionStatus as St
@@ -47,6 +48,7 @@ class Events:
 
     def received(self, ep: Ep, cookie: int, status: St, length: int = 0) -> None:
         """A receive's completion on the EP's receive EVD."""
+        retired(ep, receive=True)
         self.dto(ep, ep.recv_evd, cookie, status, length, Dtos.RECEIVE)
 
     def connection(self, ep: Ep, number: E, private_data: bytes = b"") -> None:
@@ -65,4 +67,5 @@ class Events:
             record = RmrBindCompletion(evd, ep.handle, rmr, op.cookie, status, notify)
             self.push(ep.consumer, E.RMR_BIND_COMPLETION_EVENT, record)
             return
+        retired(ep, receive=False)
         self.dto(ep, evd, op.cookie, status, op.length if success else 0, op.kind, notify)

@@ -25,12 +25,14 @@ from fabricd.nic.lmr import Registrations
 from fabricd.nic.objects import (
     Channel,
     Consumer,
+    Ep,
     Handles,
     Listeners,
     PeerLink,
     SharedRegion,
     Shell,
 )
+from fabricd.nic.queues import RQ_OPCODES, SQ_OPCODES, Queues, doorbell, take
 from fabricd.nic.rmr import Windows
 from fabricd.nic.target import Target
 from fabricd.nic.wire import Wire
@@ -44,6 +46,7 @@ from proto.errors import (
     UnexpectedFrame,
 )
 from proto.frames import ROLE_CONSUMER, ROLE_PEER, FrameType
+from proto.hostif import OPCODE_DTOS
 from proto.schema import Empty, parse
 
 log = logging.getLogger("fabricd")
@@ -88,7 +91,9 @@ class Nic:
         self.events = Events(shell.call_soon)
         self.wire = Wire(name, shell, self.faults)
         self.listeners = Listeners()
-        self.eps = EpDriver(self.wire, self.events, self.memory, self.listeners)
+        self.eps = EpDriver(
+            self.wire, self.events, self.memory, self.listeners, Queues(self.memory)
+        )
         self.initiator = Initiator(name, self.wire, self.eps, self.memory, self.faults, shell.now)
         self.target = Target(self.wire, self.eps, self.events, self.memory)
         self.links = Links(self.wire, self.eps, self._hello, handles, peer_names, heartbeat)
@@ -199,10 +204,12 @@ class Nic:
             self.consumers[consumer.id] = consumer
             channel.send(self._hello())
             log.info("consumer %s opened IA %d", consumer.name, consumer.id)
+        elif frame.type == FrameType.DOORBELL:
+            self._doorbell(consumer, frame.fields[0])
         elif frame.type == FrameType.CALL:
+            for ep in list(consumer.eps.values()):  # a call never overtakes a post
+                self._drain(ep)
             self._call(consumer, frame.fields)
-        elif FrameType.POST_SEND <= frame.type <= FrameType.POST_READ:
-            self._post(consumer, frame)
         else:
             raise UnexpectedFrame(f"{frame.type.name} is not a consumer request")
         return consumer
@@ -225,19 +232,26 @@ class Nic:
             code, message = DatInternalError().code, f"internal error in {method}: {err!r}"
         consumer.channel.send(encode(FrameType.REPLY, req_id, code, message, list(result)))
 
-    def _post(self, consumer: Consumer, frame: Frame) -> None:
-        handle = frame.fields[0]
+    def _doorbell(self, consumer: Consumer, handle: object) -> None:
         ep = consumer.eps.get(handle) if type(handle) is int else None
-        if ep is None:
-            log.warning("consumer %s posted to unknown EP %r", consumer.name, handle)
+        if ep is None:  # freed since: its queues went with it
+            log.info("consumer %s rang the doorbell of no EP %r", consumer.name, handle)
             return
-        if frame.type != FrameType.POST_RECV:
-            self.initiator.post(consumer, ep, frame.type, frame.fields)
+        doorbell(ep)
+        self._drain(ep)
+
+    def _drain(self, ep: Ep) -> None:
+        """Take every WQE the driver published on the EP's queues, in order."""
+        q = ep.queues
+        if q is None:
             return
-        cookie, flags = frame.fields[1], frame.fields[2]
-        if type(cookie) is not int or type(flags) is not int:
-            raise MalformedFrame("a post's cookie and flags are integers")
-        self.target.post_recv(ep, cookie, flags, frame.fields[3])
+        for wqe in take(q.sq, SQ_OPCODES):
+            dto = OPCODE_DTOS[wqe.opcode]
+            self.initiator.post(
+                ep.consumer, ep, dto, wqe.cookie, wqe.flags, wqe.segments, wqe.remote
+            )
+        for wqe in take(q.rq, RQ_OPCODES):
+            self.target.post_recv(ep, wqe.cookie, wqe.flags, wqe.segments)
 
     def consumer_lost(self, consumer: Consumer) -> None:
         """The consumer's socket closed: free its IA abruptly, as dat_ia_close(ABRUPT) would."""

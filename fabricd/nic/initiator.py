@@ -9,7 +9,7 @@ a bind when it executed; completions leave in posting order, and a failed one br
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from fabricd.faults import FaultEngine
 from fabricd.memory import MemoryRegistry, Window
@@ -30,11 +30,6 @@ from proto.frames import FrameType
 log = logging.getLogger("fabricd")
 
 ANSWERED = frozenset({Dtos.RDMA_READ, Dtos.BIND_MW})  # done by an answer, not by an ACK
-POST_DTOS = {
-    FrameType.POST_SEND: Dtos.SEND,
-    FrameType.POST_WRITE: Dtos.RDMA_WRITE,
-    FrameType.POST_READ: Dtos.RDMA_READ,
-}
 
 
 class Initiator:
@@ -56,18 +51,23 @@ class Initiator:
         self.faults = faults
         self.now = now
 
-    def post(self, consumer: Consumer, ep: Ep, kind: FrameType, fields: list[object]) -> None:
-        """dat_ep_post_send / rdma_write / rdma_read, as checked and encoded by the driver."""
-        cookie, flags, local_iov = fields[1], fields[2], fields[3]
-        if type(cookie) is not int or type(flags) is not int:
-            raise MalformedFrame("a post's cookie and flags are integers")
-        dto = POST_DTOS[kind]
+    def post(
+        self,
+        consumer: Consumer,
+        ep: Ep,
+        dto: Dtos,
+        cookie: int,
+        flags: int,
+        local_iov: Sequence[tuple[int, int, int]],
+        remote: tuple[int, int, int],
+    ) -> None:
+        """dat_ep_post_send / rdma_write / rdma_read: a WQE the driver checked and queued."""
         op = Op(dto, cookie, flags, 0, 0, [])
         try:
             need = MemPriv.LOCAL_WRITE if dto == Dtos.RDMA_READ else MemPriv.LOCAL_READ
             op.views, op.length = local_views(self.memory, consumer, ep, local_iov, need)
             if dto != Dtos.SEND:
-                op.remote = parse_triplet(fields[4], Sub.INVALID_ARG5)
+                op.remote = parse_triplet(remote, Sub.INVALID_ARG5)
         except DatError as err:
             # as on hardware: this DTO fails at once, then the connection breaks and every
             # DTO still outstanding is flushed

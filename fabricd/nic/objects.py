@@ -22,6 +22,7 @@ from proto.constants import EpState as S
 from proto.errors import DatInvalidHandle
 from proto.events import Event
 from proto.frames import FrameType
+from proto.hostif import Ring
 
 
 class Channel(Protocol):
@@ -153,6 +154,7 @@ class Ep:
     acked: int = 0
     timer: Timer | None = None
     rsp: Listener | None = None
+    queues: WorkQueues | None = None
 
     def op(self, seq: object) -> Op | None:
         """The outstanding request with sequence number ``seq`` (ops are in seq order)."""
@@ -164,6 +166,19 @@ class Ep:
             if op.seq > seq:
                 break
         return None
+
+
+@dataclass(eq=False, slots=True)
+class WorkQueues:
+    """An EP's send and receive queue in shared memory, as the daemon (their consumer) holds
+    them; the counts are the daemon's own (it never reads back a word it writes)."""
+
+    segment: str
+    sq: Ring
+    rq: Ring
+    sq_done: int = 0
+    rq_done: int = 0
+    heard: int = 0
 
 
 @dataclass(eq=False)

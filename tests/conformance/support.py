@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
@@ -25,6 +25,7 @@ from proto.constants import (
     DAT_TYPE_MASK,
     DatReturnSubtype,
     DatReturnType,
+    Dtos,
     EpState,
     EventNumber,
     MemPriv,
@@ -33,6 +34,7 @@ from proto.constants import (
 )
 from proto.errors import DatError, DatQueueEmpty
 from proto.frames import FrameType
+from proto.hostif import DTOS_OPCODE, write_wqe
 from tests.integration.flows import stop_process, wait_event
 
 WAIT_US = 10_000_000
@@ -149,11 +151,24 @@ def pattern(n: int, seed: int = 1) -> bytes:
     return bytes((i * 7 + seed) % 251 + 1 for i in range(n))
 
 
-def forge(
-    side: Side, kind: FrameType, cookie: int, iov: list[list[int]], remote: list[int]
+def forge_wqe(
+    ia: Ia, ep: int, kind: Dtos, cookie: int, iov: list[list[int]], remote: Sequence[int] = ()
 ) -> None:
-    """Post straight to the daemon, skipping the library's synchronous checks."""
-    side.ia._send(encode(kind, side.ep.handle, cookie, 0, iov, remote))
+    """Post straight into an EP's queue and ring its doorbell, skipping the library's
+    synchronous checks (as a consumer past them, or a C program, could)."""
+    mirror = ia.core.ep_mirror(ep)
+    sq, rq = ia.core.queues(mirror)
+    ring = rq if kind == Dtos.RECEIVE else sq
+    target = (remote[0], remote[1], remote[2]) if remote else (0, 0, 0)
+    write_wqe(ring, DTOS_OPCODE[kind], 0, cookie, [(a, n, c) for a, n, c in iov], target)
+    ring.publish()
+    mirror.rung += 1
+    ia._send(encode(FrameType.DOORBELL, ep))
+
+
+def forge(side: Side, kind: Dtos, cookie: int, iov: list[list[int]], remote: list[int]) -> None:
+    """A request DTO of ``side`` that skips the library's synchronous checks."""
+    forge_wqe(side.ia, side.ep.handle, kind, cookie, iov, remote)
 
 
 # -- exact DAT_RETURN codes ------------------------------------------------------------------------

@@ -51,7 +51,6 @@ from proto.errors import (
     DatPrivilegesViolation,
     DatProtectionViolation,
 )
-from proto.frames import FrameType
 from tests.conformance.support import (
     DEADLINE_S,
     EP_STATE_SUBTYPE,
@@ -511,7 +510,7 @@ def test_r_a_segment_outside_its_lmr_never_reaches_memory_past_the_library(
         a.view[:] = b"\xee" * 4096
         b.view[:64] = pattern(64)
         segment = [middle.registered_address - 16, 64, middle.lmr_context]
-        forge(a, FrameType.POST_READ, 77, [segment], b.lmr.remote(0, 64))
+        forge(a, Dtos.RDMA_READ, 77, [segment], b.lmr.remote(0, 64))
         failed = completion(a.request_evd)
         assert (failed.cookie, failed.status) == (77, St.DTO_ERR_LOCAL_PROTECTION)
         assert bytes(a.view) == b"\xee" * 4096

@@ -51,7 +51,6 @@ from proto.errors import (
     DatPrivilegesViolation,
     DatProtectionViolation,
 )
-from proto.frames import FrameType
 from tests.conformance.support import (
     DEADLINE_S,
     EP_STATE_SUBTYPE,
@@ -492,7 +491,7 @@ def test_r_a_segment_outside_its_lmr_is_never_sent_past_the_library(
         b.view[:64] = bytes(64)
         forge(
             a,
-            FrameType.POST_WRITE,
+            Dtos.RDMA_WRITE,
             77,
             [[middle.registered_address - 16, 64, middle.lmr_context]],
             b.lmr.remote(0, 64),

@@ -25,8 +25,7 @@ from client.core import Event
 from client.dat import Ref, dat_lmr_create
 from client.shm import Buffer
 from fabricd.launch import Node
-from proto.codec import encode
-from proto.constants import LMR_COOKIE_SIZE, DatReturnType, MemPriv, MemType, get_type
+from proto.constants import LMR_COOKIE_SIZE, DatReturnType, Dtos, MemPriv, MemType, get_type
 from proto.constants import DtoCompletionStatus as St
 from proto.errors import (
     DatInsufficientResources,
@@ -38,7 +37,6 @@ from proto.errors import (
     DatPrivilegesViolation,
     DatProtectionViolation,
 )
-from proto.frames import FrameType
 from tests.conformance.support import (
     DEADLINE_S,
     E,
@@ -48,6 +46,7 @@ from tests.conformance.support import (
     assert_code,
     completion,
     connected,
+    forge,
     pattern,
     refused,
 )
@@ -244,11 +243,8 @@ def test_d_the_lmr_context_is_scoped_to_the_consumers_address_space(
             a.ep.post_rdma_write([theirs.triplet(0, 64)], 1, b.lmr.remote(0, 64))
         with refused(DatPrivilegesViolation, Sub.NO_SUBTYPE):
             a.ep.post_rdma_read([theirs.triplet(0, 64)], 1, b.lmr.remote(0, 64))
-        frame = encode(
-            FrameType.POST_READ, a.ep.handle, 3, 0, [theirs.triplet(0, 64)], b.lmr.remote(0, 64)
-        )
         b.view[:64] = b"r" * 64
-        a.ia._send(frame)
+        forge(a, Dtos.RDMA_READ, 3, [theirs.triplet(0, 64)], b.lmr.remote(0, 64))
         failed = completion(a.request_evd)
         assert (failed.cookie, failed.status) == (3, St.DTO_ERR_LOCAL_PROTECTION)
         assert bytes(theirs_buf.view[:64]) == pattern(64), "another consumer's LMR was written"

@@ -23,7 +23,7 @@ from client.core import LmrInfo
 from client.dat import Ref, dat_lmr_free, dat_lmr_query
 from client.shm import Buffer
 from fabricd.launch import Node
-from proto.constants import DAT_SUCCESS, EpState, MemPriv, MemType
+from proto.constants import DAT_SUCCESS, Dtos, EpState, MemPriv, MemType
 from proto.constants import DtoCompletionStatus as St
 from proto.errors import (
     DatInvalidHandle,
@@ -31,7 +31,6 @@ from proto.errors import (
     DatPrivilegesViolation,
     DatQueueEmpty,
 )
-from proto.frames import FrameType
 from tests.conformance.support import (
     E,
     Side,
@@ -211,9 +210,9 @@ def test_d_a_dto_using_the_destroyed_lmr_fails_with_a_violation(
         assert bytes(b.view[:64]) == bytes(64)
 
 
-@pytest.mark.parametrize("kind", [FrameType.POST_READ, FrameType.POST_WRITE], ids=["read", "write"])
+@pytest.mark.parametrize("kind", [Dtos.RDMA_READ, Dtos.RDMA_WRITE], ids=["read", "write"])
 def test_d_a_dto_past_the_library_using_the_destroyed_lmr_fails_with_local_protection(
-    nodes: tuple[Node, Node], kind: FrameType
+    nodes: tuple[Node, Node], kind: Dtos
 ) -> None:
     """D: "Any DTO operation that uses the destroyed LMR after the dat_lmr_free() is completed
     shall fail and report a protection violation": a DTO that skips the library's check reaches
@@ -242,7 +241,7 @@ def test_d_the_protection_violation_is_reported_for_the_dto_that_used_the_destro
         lmr, _ = freed_lmr(a)
         with paused(b_node):
             a.ep.post_rdma_read([a.lmr.triplet(0, 64)], 1, b.lmr.remote(0, 64))
-            forge(a, FrameType.POST_READ, 2, [lmr.triplet(0, 64)], b.lmr.remote(0, 64))
+            forge(a, Dtos.RDMA_READ, 2, [lmr.triplet(0, 64)], b.lmr.remote(0, 64))
             got = {e.cookie: e.status for e in (completion(a.request_evd) for _ in range(2))}
         assert got == {1: St.DTO_ERR_FLUSHED, 2: St.DTO_ERR_LOCAL_PROTECTION}
 

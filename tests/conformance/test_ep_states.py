@@ -26,7 +26,6 @@ import pytest
 from client.api import Ep, Evd, Ia
 from client.core import Event
 from fabricd.launch import Node
-from proto.codec import encode
 from proto.constants import (
     TIMEOUT_INFINITE,
     CloseFlags,
@@ -40,8 +39,7 @@ from proto.constants import (
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import EpState as S
 from proto.errors import DatInvalidHandle, DatInvalidState, DatQueueEmpty
-from proto.frames import FrameType
-from tests.conformance.support import refused
+from tests.conformance.support import forge_wqe, refused
 from tests.conftest import StartNode
 from tests.integration.flows import stop_process
 from tests.integration.netns import two_hosts, unavailable
@@ -938,7 +936,7 @@ def test_a_receive_that_fails_breaks_the_connection(hosts: tuple[Host, Host], st
     gone = h.ia.lmr_create(MemType.VIRTUAL, h.ia.alloc(64), 64, h.pz, MemPriv.ALL)
     iov = [gone.triplet(0, 64)]
     gone.free()
-    h.ia._send(encode(FrameType.POST_RECV, end.ep.handle, 232, 0, iov))
+    forge_wqe(h.ia, end.ep.handle, Dtos.RECEIVE, 232, iov)
     failed = expect(end.recv, E.DTO_COMPLETION_EVENT)
     assert (failed.cookie, failed.status) == (232, DtoCompletionStatus.DTO_ERR_LOCAL_PROTECTION)
     assert expect(end.conn, E.CONNECTION_EVENT_BROKEN).ep == end.ep.handle

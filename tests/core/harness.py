@@ -66,6 +66,19 @@ class Memory:
         return memoryview(self.shadows.setdefault(name, bytearray(len(self.segments[name]))))
 
 
+class QueueMaps:
+    """A consumer's maps of its node's queue segments (client.shm.QueueMaps, in memory)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+
+    def map(self, name: str) -> memoryview:
+        return self.memory.map(name)
+
+    def unmap(self, name: str) -> None:
+        pass
+
+
 @dataclass
 class Pipe:
     """One direction of an in-memory stream: bytes in order, then maybe an end."""
@@ -220,11 +233,12 @@ class SimConsumer:
 
     def __init__(self, fabric: Fabric, node: Node, name: str) -> None:
         self.fabric, self.node, self.name = fabric, node, name
-        self.core = ClientCore()
+        self.core = ClientCore(name, QueueMaps(node.memory))
         self.end = ConsumerEnd(self)
         self.state: Consumer | None = None
         self.reader = FrameReader()
         self.segments: list[tuple[int, str, int]] = []  # (address, segment, length)
+        self.closed_for = ""  # why the daemon closed this IA (a protocol error), if it did
         self.send(hello(ROLE_CONSUMER, name))
         fabric.run()
         assert self.core.ready
@@ -232,8 +246,14 @@ class SimConsumer:
     def send(self, data: bytes) -> None:
         """Bytes to the daemon (a frame at a time, as the client writes them)."""
         self.reader.feed(data)
-        while (frame := self.reader.next_event()) is not None:
-            self.state = self.node.nic.consumer_frame(self.end, self.state, frame)
+        try:
+            while (frame := self.reader.next_event()) is not None:
+                self.state = self.node.nic.consumer_frame(self.end, self.state, frame)
+        except ProtocolError as err:  # as the daemon's shell: that one IA closes
+            self.closed_for = str(err)
+            self.end.close(f"protocol error: {err}")
+            if self.state is not None:
+                self.node.nic.consumer_lost(self.state)
 
     def call(self, op: Generator[Any, Any, Any], run: bool = True) -> Any:
         """Drive one operation of the client core to its end (a DatError if it fails).
@@ -281,8 +301,10 @@ class SimConsumer:
         return [queue.pop() for _ in range(len(queue.queue))]
 
     def post(self, *args: Any) -> None:
-        """Post a DTO (client.core.post_frame's arguments)."""
-        self.send(self.core.post_frame(*args))
+        """Post a DTO (client.core.post's arguments): the WQE, and the doorbell if one is due."""
+        doorbell = self.core.post(*args)
+        if doorbell:
+            self.send(doorbell)
 
     def close(self) -> None:
         """The consumer process goes away."""

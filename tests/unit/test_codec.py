@@ -243,7 +243,7 @@ def test_frames_back_to_back_in_one_chunk_come_out_in_order(mode: Mode) -> None:
 def test_byte_at_a_time(mode: Mode) -> None:
     specs_ = [
         sample_spec(FrameType.CALL),
-        sample_spec(FrameType.POST_WRITE, b"0123456789"),
+        sample_spec(FrameType.WRITE, b"0123456789"),
         sample_spec(FrameType.DISCONNECT),
     ]
     stream = b"".join(s.encode() for s in specs_)

@@ -1,0 +1,100 @@
+"""The work queues of the host interface (docs/host-interface.md): an EP's send and receive
+queue in a shared-memory segment the daemon creates with the EP and the driver maps.
+
+The daemon is the consumer of both rings: it takes WQEs on a doorbell (or before any call of
+the IA, so a call never overtakes a post), publishes how many completed and the EP's state, and
+trusts nothing it reads: a ring index or WQE that breaks the rules is a RingError, which closes
+that IA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fabricd.memory import MemoryRegistry
+from fabricd.nic.objects import Ep, WorkQueues
+from proto.attrs import MAX_IOV
+from proto.hostif import (
+    RQ_OFFSET,
+    SQ_OFFSET,
+    WQ_ENTRIES,
+    WQ_ENTRY_SIZE,
+    WQ_SEGMENT_BYTES,
+    Opcode,
+    Ring,
+    RingError,
+    RingKind,
+    Word,
+    Wqe,
+    format_ring,
+    read_wqe,
+    wq_rings,
+    wq_segment,
+)
+
+SQ_OPCODES = frozenset({Opcode.SEND, Opcode.RDMA_WRITE, Opcode.RDMA_READ})
+RQ_OPCODES = frozenset({Opcode.RECEIVE})
+
+
+class Queues:
+    """Creating, reading and retiring the EPs' work queues."""
+
+    def __init__(self, memory: MemoryRegistry) -> None:
+        self.memory = memory
+
+    def attach(self, ep: Ep) -> None:
+        """Create the EP's queue segment, format both rings, publish the EP's state."""
+        name = wq_segment(ep.consumer.name, ep.handle)
+        self.memory.create_segment(name, WQ_SEGMENT_BYTES)
+        view = self.memory.map_segment(name)
+        format_ring(view[SQ_OFFSET:RQ_OFFSET], RingKind.SQ, WQ_ENTRIES, WQ_ENTRY_SIZE)
+        format_ring(view[RQ_OFFSET:], RingKind.RQ, WQ_ENTRIES, WQ_ENTRY_SIZE)
+        sq, rq = wq_rings(view, producer=False)
+        ep.queues = WorkQueues(name, sq, rq)
+        publish_state(ep)
+
+    def detach(self, ep: Ep) -> None:
+        """The EP is gone: unmap and remove its segment."""
+        queues, ep.queues = ep.queues, None
+        if queues is not None:
+            self.memory.unmap_segment(queues.segment)
+            self.memory.remove_segment(queues.segment)
+
+
+def publish_state(ep: Ep) -> None:
+    """The EP's state, for the driver's synchronous post checks (the EP driver calls this
+    after every change)."""
+    if ep.queues is not None:
+        ep.queues.sq.set_word(Word.STATE, ep.state)
+
+
+def retired(ep: Ep, receive: bool) -> None:
+    """One WQE of the EP completed: count it where the driver sees it (before the completion
+    is delivered, so a driver that has the event also sees the slot free)."""
+    q = ep.queues
+    if q is None:
+        return
+    if receive:
+        q.rq_done += 1
+        q.rq.set_word(Word.DONE, q.rq_done)
+    else:
+        q.sq_done += 1
+        q.sq.set_word(Word.DONE, q.sq_done)
+
+
+def doorbell(ep: Ep) -> None:
+    """A doorbell of the EP was taken: count it, so the driver knows none is in flight."""
+    q = ep.queues
+    if q is not None:
+        q.heard += 1
+        q.sq.set_word(Word.HEARD, q.heard)
+
+
+def take(ring: Ring, opcodes: frozenset[Opcode]) -> Iterator[Wqe]:
+    """The WQEs the driver has published, in order, each released back as it is read."""
+    for _ in range(ring.available()):
+        wqe = read_wqe(ring, ring.mine, MAX_IOV)
+        if wqe.opcode not in opcodes:
+            raise RingError(f"WQE {ring.mine}: {wqe.opcode.name} does not belong on this queue")
+        ring.publish()
+        yield wqe

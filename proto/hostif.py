@@ -1,0 +1,268 @@
+"""The host interface's data path: rings of fixed-size entries in shared memory.
+
+docs/host-interface.md is the contract; this module is its Python reading. A ring is a
+single-producer single-consumer queue over a memoryview: a 64-byte descriptor, a producer line
+(the producer's index and words), a consumer line (the consumer's index and words), then
+``entries`` slots of ``entry_size`` bytes. Indices are free-running u32 counters; slot = index
+mod entries (a power of two). Every integer is little-endian.
+
+Each side keeps its own copy of its index and trusts only that copy; the other side's index is
+read from memory and checked (``Ring.available``, ``Ring.space``) before any slot is touched,
+so garbage written by one side is found, never followed. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Final
+
+from proto.attrs import MAX_DTOS, MAX_IOV
+from proto.constants import Dtos
+from proto.errors import ProtocolError
+
+HOSTIF_VERSION: Final = 1
+"""Bumped on any change of a layout below; HELLO refuses a driver of another version."""
+
+MAGIC: Final = 0x31514644  # "DFQ1" read as little-endian bytes
+LINE: Final = 64
+DESCRIPTOR: Final = struct.Struct("<IHHII")  # magic, version, kind, entry_size, entries
+INDEX: Final = struct.Struct("<I")
+PRODUCER_LINE: Final = LINE  # offset of the producer's line
+CONSUMER_LINE: Final = 2 * LINE  # offset of the consumer's line
+SLOTS: Final = 3 * LINE  # offset of slot 0
+MAX_ENTRIES: Final = 1 << 16
+U32: Final = 1 << 32
+
+
+class RingKind(IntEnum):
+    """What a ring carries; the descriptor's kind field."""
+
+    SQ = 1  # send queue: the consumer produces WQEs, the daemon consumes them
+    RQ = 2  # receive queue: the same, receive WQEs
+    EQ = 3  # event queue of an EVD: the daemon produces events, the consumer takes them
+
+
+class Word(IntEnum):
+    """The daemon's words on a work queue's consumer line (u32 each, after the index): what a
+    driver needs to answer posts synchronously. One writer: the daemon."""
+
+    DONE = 4  # WQEs of this queue completed, free-running: outstanding = prod - DONE
+    STATE = 8  # the EP's DAT_EP_STATE (on the SQ)
+    HEARD = 12  # doorbells of this EP the daemon has taken, free-running (on the SQ)
+
+
+class RingError(ProtocolError):
+    """The other side broke the ring's rules (an index past the ring, running backwards, a
+    malformed entry): the daemon closes that IA with this reason."""
+
+
+def ring_bytes(entries: int, entry_size: int) -> int:
+    """The memory a ring of ``entries`` slots of ``entry_size`` bytes takes."""
+    return SLOTS + entries * entry_size
+
+
+def ring_entries(wanted: int) -> int:
+    """The slot count for a queue that must hold ``wanted`` entries: a power of two ≥ 2."""
+    if not 0 < wanted <= MAX_ENTRIES:
+        raise ValueError(f"a ring holds 1 to {MAX_ENTRIES} entries, not {wanted}")
+    return max(2, 1 << (wanted - 1).bit_length())
+
+
+def u32(view: memoryview, offset: int) -> int:
+    """A little-endian u32 of the shared memory (one aligned load)."""
+    value: int = INDEX.unpack_from(view, offset)[0]
+    return value
+
+
+def set_u32(view: memoryview, offset: int, value: int) -> None:
+    """Store a little-endian u32 into the shared memory (one aligned store)."""
+    INDEX.pack_into(view, offset, value & (U32 - 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a ring lives: the segment, the offset of its descriptor, its geometry."""
+
+    segment: str
+    offset: int
+    entries: int
+    entry_size: int
+
+    @property
+    def size(self) -> int:
+        return ring_bytes(self.entries, self.entry_size)
+
+
+def format_ring(view: memoryview, kind: RingKind, entries: int, entry_size: int) -> None:
+    """Write a new ring's descriptor and zero its lines (the creator does this once)."""
+    view[:SLOTS] = bytes(SLOTS)
+    DESCRIPTOR.pack_into(view, 0, MAGIC, HOSTIF_VERSION, kind, entry_size, entries)
+
+
+def check_descriptor(view: memoryview, kind: RingKind, entries: int, entry_size: int) -> None:
+    """A driver's check of a ring the daemon placed: the descriptor says what the reply said."""
+    got = DESCRIPTOR.unpack_from(view, 0)
+    if got != (MAGIC, HOSTIF_VERSION, kind, entry_size, entries):
+        raise RingError(f"ring descriptor {got!r} is not a version {HOSTIF_VERSION} {kind.name}")
+
+
+class Ring:
+    """One side's handle on a ring: ``producer`` True for the side that fills it."""
+
+    __slots__ = ("entries", "entry_size", "mask", "mine", "producer", "theirs_at", "view")
+
+    def __init__(self, view: memoryview, entries: int, entry_size: int, producer: bool) -> None:
+        if entries & (entries - 1) or not 0 < entries <= MAX_ENTRIES:
+            raise ValueError(f"entries must be a power of two ≤ {MAX_ENTRIES}")
+        if len(view) < ring_bytes(entries, entry_size):
+            raise ValueError("the view is smaller than the ring")
+        self.view = view
+        self.entries, self.entry_size, self.mask = entries, entry_size, entries - 1
+        self.producer = producer
+        mine_at = PRODUCER_LINE if producer else CONSUMER_LINE
+        self.theirs_at = CONSUMER_LINE if producer else PRODUCER_LINE
+        self.mine = u32(view, mine_at)
+
+    def slot(self, index: int) -> int:
+        """The byte offset of the slot of ``index``."""
+        return SLOTS + (index & self.mask) * self.entry_size
+
+    def _theirs(self) -> int:
+        """The other side's index, checked: it may only lie within one ring of ours."""
+        theirs = u32(self.view, self.theirs_at)
+        ahead = (theirs - self.mine) % U32 if not self.producer else (self.mine - theirs) % U32
+        if ahead > self.entries:
+            side = "producer" if not self.producer else "consumer"
+            raise RingError(
+                f"the {side} index {theirs} is {ahead} entries from {self.mine}: "
+                "past the ring or running backwards"
+            )
+        return theirs
+
+    def available(self) -> int:
+        """Consumer: how many entries are ready to take."""
+        return (self._theirs() - self.mine) % U32
+
+    def space(self) -> int:
+        """Producer: how many slots are free."""
+        return self.entries - (self.mine - self._theirs()) % U32
+
+    def publish(self, count: int = 1) -> None:
+        """Advance this side's index by ``count`` and store it (after the slots are written or
+        read: the store is the release of those slots to the other side)."""
+        self.mine = (self.mine + count) % U32
+        set_u32(self.view, PRODUCER_LINE if self.producer else CONSUMER_LINE, self.mine)
+
+    def word(self, offset: int) -> int:
+        """A u32 of this ring's consumer line (``Word`` offsets)."""
+        return u32(self.view, CONSUMER_LINE + offset)
+
+    def set_word(self, offset: int, value: int) -> None:
+        """Store a u32 of the consumer line (only its writer, the consumer side, does)."""
+        set_u32(self.view, CONSUMER_LINE + offset, value)
+
+
+# -- work queue entries (SQ and RQ) ----------------------------------------------------------
+
+
+class Opcode(IntEnum):
+    """A WQE's opcode; 0 is never valid (a zeroed slot is garbage)."""
+
+    SEND = 1
+    RDMA_WRITE = 2
+    RDMA_READ = 3
+    RECEIVE = 4
+
+
+OPCODE_DTOS: Final = {
+    Opcode.SEND: Dtos.SEND,
+    Opcode.RDMA_WRITE: Dtos.RDMA_WRITE,
+    Opcode.RDMA_READ: Dtos.RDMA_READ,
+    Opcode.RECEIVE: Dtos.RECEIVE,
+}
+DTOS_OPCODE: Final = {dtos: op for op, dtos in OPCODE_DTOS.items()}
+
+WQE: Final = struct.Struct("<BBHIQQQII8x")
+"""opcode, reserved (0), num_segments, completion_flags, cookie, remote virtual_address,
+remote length, remote rmr_context, reserved (0); 48 bytes, then the segments."""
+SEGMENT: Final = struct.Struct("<QQI4x")
+"""A local segment: virtual_address, length, lmr_context, reserved (0); 24 bytes."""
+
+
+def wqe_size(max_iov: int) -> int:
+    """The slot size of a work queue whose WQEs carry up to ``max_iov`` segments (a multiple of
+    the 64-byte line)."""
+    raw = WQE.size + SEGMENT.size * max(max_iov, 1)
+    return -(-raw // LINE) * LINE
+
+
+@dataclass(frozen=True, slots=True)
+class Wqe:
+    """A work request as read from a slot."""
+
+    opcode: Opcode
+    flags: int
+    cookie: int
+    segments: tuple[tuple[int, int, int], ...]  # (virtual_address, length, lmr_context)
+    remote: tuple[int, int, int]  # (virtual_address, length, rmr_context); zeros for SEND/RECV
+
+
+def write_wqe(
+    ring: Ring,
+    opcode: Opcode,
+    flags: int,
+    cookie: int,
+    segments: tuple[tuple[int, int, int], ...] | list[tuple[int, int, int]],
+    remote: tuple[int, int, int] = (0, 0, 0),
+) -> None:
+    """Producer: fill the next slot (the caller checked ``space`` and publishes)."""
+    at = ring.slot(ring.mine)
+    view = ring.view
+    WQE.pack_into(view, at, opcode, 0, len(segments), flags, cookie, *remote, 0)
+    at += WQE.size
+    for address, length, context in segments:
+        SEGMENT.pack_into(view, at, address, length, context)
+        at += SEGMENT.size
+
+
+def read_wqe(ring: Ring, index: int, max_iov: int) -> Wqe:
+    """Consumer: the WQE in the slot of ``index``, checked for shape (RingError if garbage)."""
+    at = ring.slot(index)
+    raw_op, reserved, count, flags, cookie, r_addr, r_len, r_ctx, reserved2 = WQE.unpack_from(
+        ring.view, at
+    )
+    if raw_op not in OPCODE_DTOS or reserved or reserved2:
+        raise RingError(f"WQE {index}: opcode {raw_op} or reserved bytes are not valid")
+    if count > max_iov:
+        raise RingError(f"WQE {index}: {count} segments, the queue takes {max_iov}")
+    at += WQE.size
+    segments = tuple(SEGMENT.unpack_from(ring.view, at + i * SEGMENT.size) for i in range(count))
+    return Wqe(Opcode(raw_op), flags, cookie, segments, (r_addr, r_len, r_ctx))
+
+
+# -- an EP's work queues ---------------------------------------------------------------------
+
+WQ_ENTRIES: Final = ring_entries(MAX_DTOS)
+WQ_ENTRY_SIZE: Final = wqe_size(MAX_IOV)
+WQ_RING_BYTES: Final = ring_bytes(WQ_ENTRIES, WQ_ENTRY_SIZE)
+SQ_OFFSET: Final = 0
+RQ_OFFSET: Final = WQ_RING_BYTES
+WQ_SEGMENT_BYTES: Final = 2 * WQ_RING_BYTES
+"""Version 1 sizes every EP's queues for the provider's maxima (max_request_dtos and
+max_recv_dtos up to MAX_DTOS, MAX_IOV segments), so dat_ep_modify never moves them; the segment
+is sparse: only the slots used take memory."""
+
+
+def wq_segment(ia_name: str, ep: int) -> str:
+    """The shared-memory segment holding EP ``ep``'s send queue, then its receive queue; the
+    daemon creates it with the EP, named after the IA (its HELLO name) and the EP handle."""
+    return f"datfabric-{ia_name}-wq{ep}"
+
+
+def wq_rings(view: memoryview, producer: bool) -> tuple[Ring, Ring]:
+    """The send and receive queue of an EP's segment, from one side."""
+    sq = Ring(view[SQ_OFFSET:RQ_OFFSET], WQ_ENTRIES, WQ_ENTRY_SIZE, producer)
+    rq = Ring(view[RQ_OFFSET:WQ_SEGMENT_BYTES], WQ_ENTRIES, WQ_ENTRY_SIZE, producer)
+    return sq, rq
