@@ -1,0 +1,145 @@
+"""The host interface's work queues, driven by the real client core against the real NIC:
+doorbells are rung only when none is in flight, a kick makes good a lost one, a call never
+overtakes a post, the daemon publishes state and completions; and a consumer that writes
+garbage into its own queues loses its IA, never the daemon or another consumer's memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from proto.codec import encode
+from proto.constants import CloseFlags, Dtos, EpState
+from proto.constants import DtoCompletionStatus as St
+from proto.constants import EventNumber as E
+from proto.frames import FrameType
+from proto.hostif import (
+    PRODUCER_LINE,
+    U32,
+    WQE,
+    Opcode,
+    Ring,
+    Word,
+    set_u32,
+    write_wqe,
+)
+from tests.core.flows import Side, pair
+
+DTO = E.DTO_COMPLETION_EVENT
+OK = St.DTO_SUCCESS
+
+
+def _rings(s: Side) -> tuple[Ring, Ring]:
+    return s.c.core.queues(s.c.core.eps[s.ep])
+
+
+def _doorbell(ep: int) -> bytes:
+    return encode(FrameType.DOORBELL, ep)
+
+
+def _write(a: Side, b: Side, cookie: int, at: int = 0) -> bytes:
+    """Post a 64-byte write; returns the doorbell the core asked for (not sent)."""
+    return a.c.core.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(at, 64)], cookie, b.rmr(at, 64), 0)
+
+
+def test_a_burst_of_posts_rings_one_doorbell() -> None:
+    fabric, a, b = pair()
+    a.memory(0, 256)[:] = bytes(range(256))
+    doorbells = [_write(a, b, cookie, at=64 * cookie) for cookie in range(4)]
+    assert doorbells[0] == b"".join(doorbells)
+    assert a.log() == [], "nothing runs before the doorbell"
+    a.c.send(doorbells[0])
+    fabric.run()
+    assert a.log() == [(DTO, cookie, OK, 64) for cookie in range(4)]
+    assert bytes(b.memory(0, 256)) == bytes(range(256))
+    assert _write(a, b, 9), "the doorbell was heard: the next post rings again"
+
+
+def test_a_lost_doorbell_is_made_good_by_a_kick_once() -> None:
+    fabric, a, b = pair()
+    _write(a, b, 1)  # its doorbell is lost
+    assert _write(a, b, 2) == b"", "a doorbell is in flight, as far as the driver knows"
+    kick = a.c.core.kick()
+    assert kick and a.c.core.kick() == b"", "one kick per new WQE"
+    a.c.send(kick)
+    fabric.run()
+    assert a.log() == [(DTO, 1, OK, 64), (DTO, 2, OK, 64)]
+    assert a.c.core.kick() == b"", "nothing is pending"
+
+
+def test_a_call_never_overtakes_a_post() -> None:
+    fabric, a, b = pair()
+    _write(a, b, 1)  # no doorbell sent
+    # graceful: it waits for what was posted before it, so the write must have been taken first
+    a.c.call(a.c.core.ep_disconnect(a.ep, CloseFlags.GRACEFUL))
+    fabric.run()
+    assert a.log() == [(DTO, 1, OK, 64), (E.CONNECTION_EVENT_DISCONNECTED, b"")]
+
+
+def test_the_daemon_publishes_state_completions_and_doorbells() -> None:
+    fabric, a, b = pair()
+    sq, rq = _rings(a)
+    assert EpState(sq.word(Word.STATE)) == EpState.CONNECTED
+    a.c.send(_write(a, b, 1))
+    b.c.post(Dtos.RECEIVE, b.ep, [b.triplet(0, 64)], 5, None, 0)
+    fabric.run()
+    assert (sq.word(Word.DONE), sq.word(Word.HEARD), rq.word(Word.DONE)) == (1, 1, 0)
+    assert a.c.core.eps[a.ep].requests == 0 and b.c.core.eps[b.ep].recvs == 1
+    a.c.call(a.c.core.ep_disconnect(a.ep, 0))
+    assert EpState(sq.word(Word.STATE)) == EpState.DISCONNECTED
+
+
+def _poison_index(s: Side, value: int) -> None:
+    sq, _ = _rings(s)
+    set_u32(sq.view, PRODUCER_LINE, value)
+
+
+def _poison_entry(s: Side, opcode: int, reserved: int = 0) -> None:
+    sq, _ = _rings(s)
+    WQE.pack_into(sq.view, sq.slot(sq.mine), opcode, reserved, 0, 0, 1, 0, 0, 0, 0)
+    sq.publish()
+
+
+GARBAGE = {
+    "an index past the ring": lambda s: _poison_index(s, _rings(s)[0].entries + 1),
+    "an index running backwards": lambda s: _poison_index(s, U32 - 1),
+    "opcode zero": lambda s: _poison_entry(s, 0),
+    "an unknown opcode": lambda s: _poison_entry(s, 77),
+    "a receive on the send queue": lambda s: _poison_entry(s, Opcode.RECEIVE),
+    "a reserved byte set": lambda s: _poison_entry(s, Opcode.SEND, reserved=1),
+}
+
+
+@pytest.mark.parametrize("garbage", sorted(GARBAGE))
+def test_garbage_in_a_queue_closes_that_ia_and_its_peer_sees_the_break(garbage: str) -> None:
+    fabric, a, b = pair()
+    b.c.post(Dtos.RECEIVE, b.ep, [b.triplet(0, 64)], 7, None, 0)
+    GARBAGE[garbage](a)
+    a.c.send(_doorbell(a.ep))
+    fabric.run()
+    assert a.c.closed_for and a.c.core.catastrophic, "the IA was closed with a reason"
+    assert b.log() == [(E.CONNECTION_EVENT_DISCONNECTED, b""), (DTO, 7, St.DTO_ERR_FLUSHED, 0)]
+    assert a.c.state is not None and a.c.state.id not in a.c.node.nic.consumers
+    other = a.c.fabric.add_consumer(a.c.node)  # the daemon serves on
+    assert type(other.call(other.core.pz_create())) is int
+
+
+def test_a_segment_outside_the_consumers_lmrs_is_a_local_protection_error() -> None:
+    fabric, a, b = pair()
+    sq, _ = _rings(a)
+    alien = (b.address, 64, b.lmr.lmr_context)  # another consumer's memory and context
+    write_wqe(sq, Opcode.RDMA_WRITE, 0, 3, [alien], (b.address, 64, b.lmr.rmr_context))
+    sq.publish()
+    b.memory(0, 64)[:] = b"b" * 64
+    a.c.send(a.c.core.kick())
+    fabric.run()
+    assert a.log() == [(DTO, 3, St.DTO_ERR_LOCAL_PROTECTION, 0), (E.CONNECTION_EVENT_BROKEN, b"")]
+    assert bytes(b.memory(0, 64)) == b"b" * 64
+
+
+def test_a_doorbell_for_someone_elses_ep_does_nothing() -> None:
+    fabric, a, b = pair()
+    _write(b, a, 1)  # b's WQE waits for b's doorbell
+    a.c.send(_doorbell(b.ep))
+    fabric.run()
+    assert b.log() == [] and a.log() == []
+    assert not a.c.closed_for

@@ -1,0 +1,105 @@
+"""The rings of the host interface: what one side writes the other reads, in order, across the
+wrap of the indices; and every index or entry that breaks the rules is a RingError, found before
+any slot is touched."""
+
+from __future__ import annotations
+
+import pytest
+
+from proto.hostif import (
+    CONSUMER_LINE,
+    PRODUCER_LINE,
+    SEGMENT,
+    U32,
+    WQE,
+    Opcode,
+    Ring,
+    RingError,
+    RingKind,
+    check_descriptor,
+    format_ring,
+    read_wqe,
+    ring_bytes,
+    ring_entries,
+    set_u32,
+    wqe_size,
+    write_wqe,
+)
+
+ENTRIES, SIZE, MAX_IOV = 4, wqe_size(2), 2
+
+
+def _pair(start: int = 0) -> tuple[Ring, Ring]:
+    view = memoryview(bytearray(ring_bytes(ENTRIES, SIZE)))
+    format_ring(view, RingKind.SQ, ENTRIES, SIZE)
+    set_u32(view, PRODUCER_LINE, start)
+    set_u32(view, CONSUMER_LINE, start)
+    return Ring(view, ENTRIES, SIZE, producer=True), Ring(view, ENTRIES, SIZE, producer=False)
+
+
+def test_sizes_are_lines_and_powers_of_two() -> None:
+    assert (WQE.size, SEGMENT.size) == (48, 24)
+    assert wqe_size(1) == 128 and wqe_size(16) == 448
+    assert [ring_entries(n) for n in (1, 2, 3, 16, 17, 4096)] == [2, 2, 4, 16, 32, 4096]
+    with pytest.raises(ValueError):
+        ring_entries(0)
+
+
+@pytest.mark.parametrize("start", [0, U32 - 3], ids=["from zero", "across the u32 wrap"])
+def test_what_the_producer_writes_the_consumer_reads_in_order(start: int) -> None:
+    producer, consumer = _pair(start)
+    cookie = 0
+    for _ in range(3):  # three laps of a four-slot ring
+        assert producer.space() == ENTRIES and consumer.available() == 0
+        for _ in range(ENTRIES):
+            cookie += 1
+            write_wqe(producer, Opcode.RDMA_WRITE, 0, cookie, [(4096, 64, 7)], (8192, 64, 9))
+            producer.publish()
+        assert producer.space() == 0 and consumer.available() == ENTRIES
+        for expect in range(cookie - ENTRIES + 1, cookie + 1):
+            wqe = read_wqe(consumer, consumer.mine, MAX_IOV)
+            consumer.publish()
+            assert (wqe.opcode, wqe.cookie, wqe.segments, wqe.remote) == (
+                Opcode.RDMA_WRITE,
+                expect,
+                ((4096, 64, 7),),
+                (8192, 64, 9),
+            )
+
+
+@pytest.mark.parametrize(
+    ("prod", "why"), [(ENTRIES + 1, "past the ring"), (U32 - 1, "running backwards")]
+)
+def test_a_producer_index_out_of_reach_is_refused(prod: int, why: str) -> None:
+    _, consumer = _pair()
+    set_u32(consumer.view, PRODUCER_LINE, prod)
+    with pytest.raises(RingError, match="past the ring or running backwards"):
+        consumer.available()
+
+
+def test_a_consumer_index_out_of_reach_is_refused() -> None:
+    producer, _ = _pair()
+    set_u32(producer.view, CONSUMER_LINE, 5)
+    with pytest.raises(RingError):
+        producer.space()
+
+
+@pytest.mark.parametrize(
+    ("opcode", "reserved", "segments"),
+    [(0, 0, 1), (9, 0, 1), (int(Opcode.SEND), 1, 1), (int(Opcode.SEND), 0, MAX_IOV + 1)],
+    ids=["zero opcode", "unknown opcode", "reserved byte", "too many segments"],
+)
+def test_a_malformed_wqe_is_refused(opcode: int, reserved: int, segments: int) -> None:
+    producer, consumer = _pair()
+    WQE.pack_into(producer.view, producer.slot(0), opcode, reserved, segments, 0, 1, 0, 0, 0, 0)
+    producer.publish()
+    with pytest.raises(RingError):
+        read_wqe(consumer, 0, MAX_IOV)
+
+
+def test_a_descriptor_names_its_kind_and_geometry() -> None:
+    producer, _ = _pair()
+    check_descriptor(producer.view, RingKind.SQ, ENTRIES, SIZE)
+    for kind, entries, size in ((RingKind.RQ, ENTRIES, SIZE), (RingKind.SQ, 8, SIZE)):
+        with pytest.raises(RingError):
+            check_descriptor(producer.view, kind, entries, size)
