@@ -841,16 +841,20 @@ class ClientCore:
         return encode(FrameType.DOORBELL, ep.handle)
 
     def kick(self) -> bytes:
-        """Doorbells for every EP whose queues hold WQEs the daemon has not taken, at most one
-        per new WQE: a driver sends these before it blocks or finds an EVD empty, so a doorbell
-        lost to a race of the two sides' stores is always made good."""
+        """Doorbells for every EP whose queues hold WQEs the daemon has not taken although it
+        has taken every doorbell (so none is coming), at most one per new WQE: a driver sends
+        these before it blocks or finds an EVD empty, so a doorbell skipped in a race of the two
+        sides' stores is always made good."""
         out = []
         for ep in self.eps.values():
             if ep.sq is None or ep.rq is None:
                 continue
             mark = (ep.sq.mine, ep.rq.mine)
-            if mark != ep.kicked and (
-                ep.sq.space() < ep.sq.entries or ep.rq.space() < ep.rq.entries
+            in_flight = ep.rung % U32 != ep.sq.word(Word.HEARD)
+            if (
+                mark != ep.kicked
+                and not in_flight
+                and (ep.sq.space() < ep.sq.entries or ep.rq.space() < ep.rq.entries)
             ):
                 ep.kicked = mark
                 ep.rung += 1
