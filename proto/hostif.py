@@ -14,6 +14,7 @@ so garbage written by one side is found, never followed. Pure: no I/O.
 from __future__ import annotations
 
 import struct
+import sys
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
@@ -28,7 +29,6 @@ HOSTIF_VERSION: Final = 1
 MAGIC: Final = 0x31514644  # "DFQ1" read as little-endian bytes
 LINE: Final = 64
 DESCRIPTOR: Final = struct.Struct("<IHHII")  # magic, version, kind, entry_size, entries
-INDEX: Final = struct.Struct("<I")
 PRODUCER_LINE: Final = LINE  # offset of the producer's line
 CONSUMER_LINE: Final = 2 * LINE  # offset of the consumer's line
 SLOTS: Final = 3 * LINE  # offset of slot 0
@@ -70,15 +70,20 @@ def ring_entries(wanted: int) -> int:
     return max(2, 1 << (wanted - 1).bit_length())
 
 
+if sys.byteorder != "little":  # the words below are accessed in native order
+    raise ImportError("the host interface is little-endian; this machine is not")
+
+
 def u32(view: memoryview, offset: int) -> int:
-    """A little-endian u32 of the shared memory (one aligned load)."""
-    value: int = INDEX.unpack_from(view, offset)[0]
+    """A u32 of the shared memory, as one aligned 4-byte load (never torn: ``struct`` with an
+    explicit byte order moves one byte at a time, so the other side could see half a store)."""
+    value: int = view[offset : offset + 4].cast("I")[0]
     return value
 
 
 def set_u32(view: memoryview, offset: int, value: int) -> None:
-    """Store a little-endian u32 into the shared memory (one aligned store)."""
-    INDEX.pack_into(view, offset, value & (U32 - 1))
+    """Store a u32 into the shared memory as one aligned 4-byte store."""
+    view[offset : offset + 4].cast("I")[0] = value & (U32 - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +116,17 @@ def check_descriptor(view: memoryview, kind: RingKind, entries: int, entry_size:
 class Ring:
     """One side's handle on a ring: ``producer`` True for the side that fills it."""
 
-    __slots__ = ("entries", "entry_size", "mask", "mine", "producer", "theirs_at", "view")
+    __slots__ = (
+        "entries",
+        "entry_size",
+        "mask",
+        "mine",
+        "mine_at",
+        "producer",
+        "theirs_at",
+        "view",
+        "words",
+    )
 
     def __init__(self, view: memoryview, entries: int, entry_size: int, producer: bool) -> None:
         if entries & (entries - 1) or not 0 < entries <= MAX_ENTRIES:
@@ -121,9 +136,10 @@ class Ring:
         self.view = view
         self.entries, self.entry_size, self.mask = entries, entry_size, entries - 1
         self.producer = producer
-        mine_at = PRODUCER_LINE if producer else CONSUMER_LINE
-        self.theirs_at = CONSUMER_LINE if producer else PRODUCER_LINE
-        self.mine = u32(view, mine_at)
+        self.words = view[:SLOTS].cast("I")  # the lines as u32s: whole-word loads and stores
+        self.mine_at = (PRODUCER_LINE if producer else CONSUMER_LINE) // 4
+        self.theirs_at = (CONSUMER_LINE if producer else PRODUCER_LINE) // 4
+        self.mine: int = self.words[self.mine_at]
 
     def slot(self, index: int) -> int:
         """The byte offset of the slot of ``index``."""
@@ -131,7 +147,7 @@ class Ring:
 
     def _theirs(self) -> int:
         """The other side's index, checked: it may only lie within one ring of ours."""
-        theirs = u32(self.view, self.theirs_at)
+        theirs: int = self.words[self.theirs_at]
         ahead = (theirs - self.mine) % U32 if not self.producer else (self.mine - theirs) % U32
         if ahead > self.entries:
             side = "producer" if not self.producer else "consumer"
@@ -153,15 +169,16 @@ class Ring:
         """Advance this side's index by ``count`` and store it (after the slots are written or
         read: the store is the release of those slots to the other side)."""
         self.mine = (self.mine + count) % U32
-        set_u32(self.view, PRODUCER_LINE if self.producer else CONSUMER_LINE, self.mine)
+        self.words[self.mine_at] = self.mine
 
     def word(self, offset: int) -> int:
         """A u32 of this ring's consumer line (``Word`` offsets)."""
-        return u32(self.view, CONSUMER_LINE + offset)
+        value: int = self.words[(CONSUMER_LINE + offset) // 4]
+        return value
 
     def set_word(self, offset: int, value: int) -> None:
         """Store a u32 of the consumer line (only its writer, the consumer side, does)."""
-        set_u32(self.view, CONSUMER_LINE + offset, value)
+        self.words[(CONSUMER_LINE + offset) // 4] = value % U32
 
 
 # -- work queue entries (SQ and RQ) ----------------------------------------------------------
