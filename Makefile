@@ -5,7 +5,7 @@ VENV   ?= .venv
 PYTHON ?= python3
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test system-deps lint bench clean
+.PHONY: demo test system-deps lint bench clean mutation
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,5 +33,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check proto fabricd client bench tools tests
 	$(VENV)/bin/mypy
 
+# Mutation testing of the NIC core and proto/ against the in-memory and unit suites
+# (configured in pyproject.toml, [tool.mutmut]; results in docs/mutation.md). Not part of `test`.
+mutation: $(STAMP)
+	$(VENV)/bin/python -c "import mutmut" 2>/dev/null || $(VENV)/bin/pip install -q "mutmut==3.*"
+	$(VENV)/bin/mutmut run --max-children 2
+	$(VENV)/bin/mutmut results
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache mutants
