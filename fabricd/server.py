@@ -40,6 +40,7 @@ class _Stream(asyncio.BufferedProtocol):
         self._closed = False  # no more frames are handled
         self._draining = False  # half-closed: input is read and dropped until the peer closes
         self._lost_reported = False
+        self._out: list[bytes | memoryview] = []  # corked: goes out in one write per loop turn
 
     # Channel
     @property
@@ -47,13 +48,26 @@ class _Stream(asyncio.BufferedProtocol):
         return self._peer
 
     def send(self, header: bytes, payload: Sequence[memoryview] = ()) -> None:
+        """Queue a frame; every frame queued in one loop turn leaves in one writev.
+
+        Payload views stay views of registered memory until the flush: the DTO they belong to
+        completes only when the peer acknowledges it, so the bytes are still the consumer's.
+        """
         t = self.transport
         if t is None or t.is_closing():
             return
+        out = self._out
+        if not out:
+            asyncio.get_running_loop().call_soon(self._flush)
+        out.append(header)
         if payload:
-            t.writelines([header, *payload])
-        else:
-            t.write(header)
+            out.extend(payload)
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        t = self.transport
+        if out and t is not None and not t.is_closing():
+            t.writelines(out)
 
     def close(self, reason: str) -> None:
         """Half-close: what was sent still arrives (a RST could destroy it), input is dropped."""
@@ -61,6 +75,7 @@ class _Stream(asyncio.BufferedProtocol):
         if t is None or t.is_closing() or self._draining:
             return
         log.info("closing %s %s: %s", self.kind, self._peer, reason)
+        self._flush()
         self._closed = self._draining = True
         if t.can_write_eof():
             t.write_eof()
