@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from client.api import DEFAULT_IA_NAME, socket_for
-from client.core import ASYNC_EVD, ClientCore, CrInfo, Event, LmrInfo, Op, Triplet
+from client.core import ClientCore, CrInfo, Event, LmrInfo, Op, Triplet
 from client.shm import Arena, Buffer, QueueMaps
 from proto.attrs import EpAttr
 from proto.codec import hello
@@ -38,6 +38,7 @@ from proto.errors import (
     DatQueueEmpty,
 )
 from proto.frames import ROLE_CONSUMER
+from proto.hostif import ASYNC_EVD
 
 Sub = DatReturnSubtype
 
@@ -90,6 +91,7 @@ class AsyncIa:
         if not ia.core.ready:
             await ia.close()
             raise DatProviderNotFound(Sub.NAME_NOT_REGISTERED, f"{name}: no HELLO from {path}")
+        await ia.run(ia.core.async_evd_create())
         return ia
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -106,11 +108,21 @@ class AsyncIa:
         if doorbells and not self.closed and self.transport is not None:
             self.transport.write(doorbells)
 
-    async def _until(self, ready: Callable[[], bool], timeout: float | None) -> None:
+    async def _until(
+        self,
+        ready: Callable[[], bool],
+        timeout: float | None,
+        arm: Callable[[], None] | None = None,
+    ) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
-        if not ready():
-            self.kick()
-        while not ready():
+        if ready():
+            return
+        self.kick()
+        while True:
+            if arm is not None and not self.core.catastrophic:
+                arm()
+            if ready():
+                return
             fut = asyncio.get_running_loop().create_future()
             self._waiters.append(fut)
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -179,9 +191,9 @@ class AsyncIa:
         pz: int = await self.run(self.core.pz_create())
         return pz
 
-    def evd_create(self, min_qlen: int, flags: int = EvdFlags.DEFAULT) -> AsyncEvd:
+    async def evd_create(self, min_qlen: int, flags: int = EvdFlags.DEFAULT) -> AsyncEvd:
         """dat_evd_create."""
-        return AsyncEvd(self, self.core.evd_create(min_qlen, flags))
+        return AsyncEvd(self, await self.run(self.core.evd_create(min_qlen, flags)))
 
     async def lmr_create(
         self, mem_type: int, region: Buffer | int, length: int, pz: int, privileges: int
@@ -263,24 +275,28 @@ class AsyncEvd:
         evd = core.evd_wait_begin(self.handle, threshold)
         seconds = None if timeout == TIMEOUT_INFINITE else timeout / 1e6
         try:
-            await self.ia._until(lambda: evd.ready(threshold) or core.catastrophic, seconds)
+            await self.ia._until(
+                lambda: core.evd_ready(evd, threshold) or core.catastrophic,
+                seconds,
+                arm=lambda: core.arm((evd,), threshold),
+            )
         except TimeoutError:
             raise core.evd_timeout(evd, threshold, timeout) from None
         finally:
             evd.waiting = False
-        if not evd.ready(threshold):
+        if not core.evd_ready(evd, threshold):
             raise DatAbort(message="the IA's daemon is gone")
         event = evd.pop()
         return event, len(evd.queue)
 
-    def post_se(self, pointer: Any = None) -> None:
+    async def post_se(self, pointer: Any = None) -> None:
         """dat_evd_post_se (wakes a waiter of this IA)."""
-        self.ia.core.evd_post_se(self.handle, pointer)
+        await self.ia.run(self.ia.core.evd_post_se(self.handle, pointer))
         self.ia._wake()
 
-    def free(self) -> None:
+    async def free(self) -> None:
         """dat_evd_free."""
-        self.ia.core.evd_free(self.handle)
+        await self.ia.run(self.ia.core.evd_free(self.handle))
 
 
 class AsyncEp:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from client.core import ASYNC_EVD, Call, ClientCore, CrInfo, Event, LmrInfo, Op, Triplet
+from client.core import Call, ClientCore, CrInfo, Event, LmrInfo, Op, Triplet
 from client.shm import Arena, Buffer, QueueMaps
 from proto.attrs import EpAttr
 from proto.codec import hello
@@ -39,6 +39,7 @@ from proto.errors import (
     DatTimeoutExpired,
 )
 from proto.frames import ROLE_CONSUMER
+from proto.hostif import ASYNC_EVD
 
 Sub = DatReturnSubtype
 DEFAULT_SOCKET = "/tmp/datfabric/fabricd.sock"
@@ -81,6 +82,7 @@ class Ia:
             self._pump(1.0)
         self.async_evd = Evd(self, ASYNC_EVD)
         atexit.register(self.close)
+        self.run(self.core.async_evd_create())
 
     # -- transport -----------------------------------------------------------------------------
 
@@ -201,19 +203,31 @@ class Ia:
     ) -> Evd:
         """dat_evd_create (``cno``: the CNO to wake when an event arrives)."""
         self._open()
-        return Evd(self, self.core.evd_create(min_qlen, flags, cno.handle if cno else 0))
+        return Evd(self, self.run(self.core.evd_create(min_qlen, flags, cno.handle if cno else 0)))
 
     def cno_create(self) -> Cno:
         """dat_cno_create."""
         return Cno(self, self.core.cno_create())
 
-    def _until(self, ready: Callable[[], bool], timeout: int, dead_ok: bool = False) -> None:
-        """Pump the socket until ``ready()``; DAT_TIMEOUT_EXPIRED after ``timeout`` µs."""
+    def _until(
+        self,
+        ready: Callable[[], bool],
+        timeout: int,
+        dead_ok: bool = False,
+        arm: Callable[[], None] | None = None,
+    ) -> None:
+        """Until ``ready()``: read the socket, sleeping in it after ``arm()`` asked the daemon
+        for a NOTIFY; DAT_TIMEOUT_EXPIRED after ``timeout`` µs."""
+        if ready():
+            return
         deadline = None if timeout == TIMEOUT_INFINITE else time.monotonic() + timeout / 1e6
         self._pump(0)
-        if not ready():
-            self.kick()
-        while not ready():
+        self.kick()
+        while True:
+            if arm is not None and not self.core.catastrophic:
+                arm()
+            if ready():
+                return
             if self.core.catastrophic and not dead_ok:
                 raise DatAbort(message="the IA's daemon is gone")
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -301,13 +315,15 @@ class Evd(_Handle):
     """An event dispatcher."""
 
     def dequeue(self) -> Event:
-        """dat_evd_dequeue: DAT_QUEUE_EMPTY when nothing is queued."""
-        self.ia._pump(0)
+        """dat_evd_dequeue: DAT_QUEUE_EMPTY when nothing is queued (an empty EVD reads the
+        socket once, so a dead daemon's IA_CATASTROPHIC shows, and kicks the EPs' queues)."""
+        core = self.ia.core
         try:
-            return self._handed_out(self.ia.core.evd_dequeue(self.handle))
+            return self._handed_out(core.evd_dequeue(self.handle))
         except DatQueueEmpty:
+            self.ia._pump(0)
             self.ia.kick()
-            raise
+        return self._handed_out(core.evd_dequeue(self.handle))
 
     def _handed_out(self, event: Event) -> Event:
         if event.cr:
@@ -319,7 +335,12 @@ class Evd(_Handle):
         core = self.ia.core
         evd = core.evd_wait_begin(self.handle, threshold)
         try:
-            self.ia._until(lambda: evd.ready(threshold), timeout, dead_ok=self.handle == ASYNC_EVD)
+            self.ia._until(
+                lambda: core.evd_ready(evd, threshold),
+                timeout,
+                dead_ok=self.handle == ASYNC_EVD,
+                arm=lambda: core.arm((evd,), threshold),
+            )
         except DatTimeoutExpired:
             raise core.evd_timeout(evd, threshold, timeout) from None
         finally:
@@ -329,11 +350,11 @@ class Evd(_Handle):
 
     def post_se(self, pointer: Any = None) -> None:
         """dat_evd_post_se: queue a software event."""
-        self.ia.core.evd_post_se(self.handle, pointer)
+        self.ia.run(self.ia.core.evd_post_se(self.handle, pointer))
 
     def free(self) -> None:
         """dat_evd_free."""
-        self.ia.core.evd_free(self.handle)
+        self.ia.run(self.ia.core.evd_free(self.handle))
 
 
 class Cno(_Handle):
@@ -349,7 +370,9 @@ class Cno(_Handle):
                 found.append(evd)
             return bool(evd)
 
-        self.ia._until(ready, timeout)
+        core = self.ia.core
+        evds = [core.evds[h] for h in sorted(core.cnos.get(self.handle, ()))]
+        self.ia._until(ready, timeout, arm=lambda: core.arm(evds, 1))
         return Evd(self.ia, found[-1])
 
     def free(self) -> None:

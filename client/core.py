@@ -4,8 +4,8 @@ Operations that need the daemon are generators: they yield one ``Call`` and rece
 so the blocking API (client.api) and the asyncio API (client.aio) drive the same code. Posts need
 no reply: they are checked here against local mirrors of the endpoints and LMRs (giving the
 spec's synchronous return codes) and are written into the EP's send or receive queue in shared
-memory (docs/host-interface.md), with a doorbell frame only when none is in flight; their outcome
-comes back as events.
+memory (docs/host-interface.md), with a doorbell frame only when the daemon may not look; their
+outcome comes back as entries of the EVDs' event queues, also in shared memory, read here.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from proto.errors import (
     DatInvalidState,
     DatLengthError,
     DatQueueEmpty,
-    DatQueueFull,
     DatTimeoutExpired,
     MalformedFrame,
     UnexpectedFrame,
@@ -50,16 +49,22 @@ from proto.errors import (
 from proto.events import decode_event
 from proto.frames import FrameType
 from proto.hostif import (
+    ASYNC_EVD,
     DTOS_OPCODE,
+    EQ_ENTRY_SIZE,
     RQ_OFFSET,
     SQ_OFFSET,
     U32,
     WQ_ENTRIES,
     WQ_ENTRY_SIZE,
+    EqWord,
     Ring,
     RingKind,
     Word,
     check_descriptor,
+    eq_ring,
+    eq_segment,
+    read_eqe,
     wq_rings,
     wq_segment,
     write_wqe,
@@ -86,7 +91,7 @@ class Call:
 Op = Generator[Call, Any, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Event:
     """A DAT_EVENT: the number, the EVD it was queued on, and the fields of its kind."""
 
@@ -114,31 +119,55 @@ class Event:
 
 @dataclass(eq=False)
 class EvdState:
-    """An event dispatcher's queue (EVDs live in the consumer, fed by the daemon's pushes)."""
+    """An event dispatcher: its event queue in shared memory (the daemon writes it) and the
+    events already read from there but not yet handed out, oldest first."""
 
     handle: int
     qlen: int
     flags: EvdFlags
     queue: deque[Event] = field(default_factory=deque)
-    overflowed: bool = False
+    ring: Ring | None = None  # consumer side, once the daemon placed it
+    from_ring: int = 0  # the first ``from_ring`` events of ``queue`` still hold their slot
     waiting: bool = False  # a dat_evd_wait is in progress (one waiter at a time)
     cno: int = 0
     notifying: int = 0  # queued events that notify (all but UNSIGNALLED completions)
+    armed: int = 0  # the driver's copy of ARM
+
+    @property
+    def overflowed(self) -> bool:
+        """The daemon found the queue full and lost an event (DAT_ASYNC_ERROR_EVD_OVERFLOW)."""
+        return self.ring is not None and self.ring.get(EqWord.OVERFLOW) != 0
 
     def push(self, event: Event) -> None:
-        """Queue an event."""
+        """Queue an event made here (not from the ring: IA_CATASTROPHIC)."""
         self.queue.append(event)
         self.notifying += event.notify
 
     def pop(self) -> Event:
-        """Take the oldest event."""
+        """Take the oldest event; an entry of the ring frees its slot."""
         event = self.queue.popleft()
         self.notifying -= event.notify
+        if self.from_ring:
+            self.from_ring -= 1
+            assert self.ring is not None
+            self.ring.publish()
         return event
 
     def ready(self, threshold: int) -> bool:
-        """Would a waiter wake: ``threshold`` events, at least one of them a notification?"""
+        """Would a waiter wake: ``threshold`` events, at least one of them a notification?
+        (Read the ring first: ClientCore.refill.)"""
         return len(self.queue) >= threshold and self.notifying > 0
+
+    def arm(self, threshold: int) -> None:
+        """Ask for a NOTIFY frame once ``threshold`` events are queued (before sleeping; the
+        caller fences, then looks at the ring once more)."""
+        ring = self.ring
+        if ring is None:
+            return
+        ring.put(EqWord.WANT, threshold)
+        if ring.get(EqWord.NOTIFIED) == self.armed:
+            self.armed = (self.armed + 1) % U32
+            ring.put(EqWord.ARM, self.armed)
 
 
 @dataclass(eq=False)
@@ -151,8 +180,8 @@ class EpMirror:
     request_evd: int
     connect_evd: int
     attr: EpAttr
-    state: EpState = EpState.UNCONNECTED
-    binds: int = 0  # outstanding RMR binds (they leave as calls, not WQEs)
+    known: EpState = EpState.UNCONNECTED  # the state before the queues are mapped
+    binds: int = 0  # RMR binds made (they leave as calls, not WQEs), against BOUND
     sq: Ring | None = None  # the work queues, once mapped (producer side)
     rq: Ring | None = None
     rung: int = 0  # doorbells sent (free-running), against the daemon's HEARD
@@ -161,22 +190,30 @@ class EpMirror:
     @property
     def requests(self) -> int:
         """Outstanding request DTOs: WQEs not yet completed, and binds."""
-        pending = 0 if self.sq is None else (self.sq.mine - self.sq.word(Word.DONE)) % U32
-        return pending + self.binds
+        if self.sq is None:
+            return 0
+        binds = (self.binds - self.sq.word(Word.BOUND)) % U32
+        return (self.sq.mine - self.sq.word(Word.DONE)) % U32 + (binds if binds < U32 // 2 else 0)
 
     @property
     def recvs(self) -> int:
         """Outstanding receives."""
         return 0 if self.rq is None else (self.rq.mine - self.rq.word(Word.DONE)) % U32
 
-    def published_state(self) -> EpState:
-        """The EP's state as the daemon published it (the mirror's until the queues exist)."""
+    @property
+    def state(self) -> EpState:
+        """The EP's state as the daemon published it (what the client knew, until the queues
+        are mapped)."""
         if self.sq is None:
-            return self.state
+            return self.known
         try:
             return EpState(self.sq.word(Word.STATE))
         except ValueError:
-            return self.state
+            return self.known
+
+    @state.setter
+    def state(self, value: EpState) -> None:
+        self.known = value
 
 
 class QueueMapper(Protocol):
@@ -185,6 +222,8 @@ class QueueMapper(Protocol):
     def map(self, name: str) -> memoryview: ...
 
     def unmap(self, name: str) -> None: ...
+
+    def fence(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,10 +251,6 @@ class LmrInfo:
     privileges: MemPriv
 
 
-ASYNC_EVD = 1
-"""The handle of the IA's async EVD (created with the IA)."""
-
-
 class ClientCore:
     """State of one open IA, without I/O."""
 
@@ -238,6 +273,8 @@ class ClientCore:
         self.catastrophic = False
         self.ready = False  # the daemon's HELLO arrived
         self._pending: dict[int, str] = {}  # req_id -> method, until its reply is taken
+        self._pointers: dict[int, Any] = {}  # dat_evd_post_se's pointers by the token sent
+        self._token = 0
 
     # -- frames in and out ---------------------------------------------------------------------
 
@@ -257,12 +294,8 @@ class ClientCore:
         while (frame := self.reader.next_event()) is not None:
             if frame.type == FrameType.REPLY:
                 self._reply(frame)
-            elif frame.type == FrameType.EVENTS:
-                events = frame.fields[0]
-                if not isinstance(events, list):
-                    raise MalformedFrame("EVENTS carries a list of events")
-                for raw in events:
-                    self._event(*decode_event(raw))
+            elif frame.type == FrameType.NOTIFY:
+                pass  # it woke the driver; the events are in the rings
             elif frame.type == FrameType.ERROR:
                 self.lost(f"daemon reported: {frame.fields[0]}")
             elif frame.type == FrameType.HELLO:
@@ -297,56 +330,61 @@ class ClientCore:
             raise MalformedFrame(str(err)) from None
 
     def lost(self, reason: str) -> None:
-        """The daemon is gone: IA_CATASTROPHIC on the async EVD (once)."""
+        """The daemon is gone: IA_CATASTROPHIC on the async EVD (once), after what the rings
+        already hold."""
         if not self.catastrophic:
+            for evd in self.evds.values():
+                self.refill(evd)
             self.catastrophic = True
-            self._enqueue(Event(EventNumber.ASYNC_ERROR_IA_CATASTROPHIC, ASYNC_EVD, reason=0))
+            async_evd = self.evds[ASYNC_EVD]
+            if len(async_evd.queue) < async_evd.qlen:
+                async_evd.push(Event(EventNumber.ASYNC_ERROR_IA_CATASTROPHIC, ASYNC_EVD))
 
     # -- events --------------------------------------------------------------------------------
 
-    def _event(self, number: EventNumber, ev: events.Event) -> None:
-        """Route one event of the daemon to its EVD, updating the mirrors it concerns."""
-        if isinstance(ev, events.DtoCompletion):  # its WQE's slot: the daemon's DONE word
-            if ev.evd:
-                self._enqueue(
-                    Event(
-                        number,
-                        ev.evd,
-                        ev.ep,
-                        ev.cookie,
-                        ev.status,
-                        ev.length,
-                        ev.op,
-                        notify=ev.notify,
-                    )
-                )
-        elif isinstance(ev, events.RmrBindCompletion):
-            if ev.ep in self.eps:
-                self.eps[ev.ep].binds -= 1
-            if ev.evd:
-                self._enqueue(
-                    Event(
-                        number,
-                        ev.evd,
-                        ev.ep,
-                        ev.cookie,
-                        ev.status,
-                        handle=ev.rmr,
-                        operation=Dtos.BIND_MW,
-                        notify=ev.notify,
-                    )
-                )
-        elif isinstance(ev, events.ConnectionRequest):
-            self._request(number, ev)
-        elif isinstance(ev, events.ConnectionEvent):
+    def refill(self, evd: EvdState) -> None:
+        """Read the entries the daemon added to ``evd``'s queue since the last look (they keep
+        their slots until handed out)."""
+        ring = evd.ring
+        if ring is None or self.catastrophic:
+            return
+        ready = ring.available()
+        while evd.from_ring < ready:
+            raw, flags, head, body = read_eqe(ring, ring.mine + evd.from_ring)
+            number, record = decode_event(evd.handle, raw, flags, head, body)
+            event = self._event(number, record)
+            evd.from_ring += 1
+            evd.queue.append(event)
+            evd.notifying += event.notify
+
+    def _event(self, number: EventNumber, ev: events.Event) -> Event:
+        """One event of the daemon as the API hands it out, updating the mirrors it concerns."""
+        if isinstance(ev, events.DtoCompletion):
+            return Event(
+                number, ev.evd, ev.ep, ev.cookie, ev.status, ev.length, ev.op, notify=ev.notify
+            )
+        if isinstance(ev, events.RmrBindCompletion):
+            return Event(
+                number,
+                ev.evd,
+                ev.ep,
+                ev.cookie,
+                ev.status,
+                handle=ev.rmr,
+                operation=Dtos.BIND_MW,
+                notify=ev.notify,
+            )
+        if isinstance(ev, events.ConnectionRequest):
+            return self._request(number, ev)
+        if isinstance(ev, events.ConnectionEvent):
             if ev.ep in self.eps:
                 self.eps[ev.ep].state = EpState(ev.state)
-            if ev.evd:
-                self._enqueue(Event(number, ev.evd, ep=ev.ep, private_data=ev.private_data))
-        else:
-            self._enqueue(Event(number, ev.evd or ASYNC_EVD, handle=ev.handle, reason=ev.reason))
+            return Event(number, ev.evd, ep=ev.ep, private_data=ev.private_data)
+        if isinstance(ev, events.SoftwareEvent):
+            return Event(number, ev.evd, pointer=self._pointers.pop(ev.pointer, ev.pointer))
+        return Event(number, ev.evd, handle=ev.handle, reason=ev.reason)
 
-    def _request(self, number: EventNumber, ev: events.ConnectionRequest) -> None:
+    def _request(self, number: EventNumber, ev: events.ConnectionRequest) -> Event:
         self.crs[ev.cr] = CrInfo(
             ev.cr, ev.sp, ev.conn_qual, ev.remote_address, ev.private_data, ev.ep
         )
@@ -356,32 +394,16 @@ class ClientCore:
             self.eps[ev.ep] = EpMirror(
                 ev.ep, 0, 0, 0, 0, EpAttr(), EpState.TENTATIVE_CONNECTION_PENDING
             )
-        self._enqueue(
-            Event(
-                number,
-                ev.evd,
-                ep=ev.ep,
-                sp=ev.sp,
-                conn_qual=ev.conn_qual,
-                cr=ev.cr,
-                remote_address=ev.remote_address,
-                private_data=ev.private_data,
-            )
+        return Event(
+            number,
+            ev.evd,
+            ep=ev.ep,
+            sp=ev.sp,
+            conn_qual=ev.conn_qual,
+            cr=ev.cr,
+            remote_address=ev.remote_address,
+            private_data=ev.private_data,
         )
-
-    def _enqueue(self, event: Event) -> None:
-        evd = self.evds.get(event.evd)
-        if evd is None:
-            return
-        if len(evd.queue) >= evd.qlen:
-            if not evd.overflowed:
-                evd.overflowed = True
-                if evd.handle != ASYNC_EVD:
-                    self._enqueue(
-                        Event(EventNumber.ASYNC_ERROR_EVD_OVERFLOW, ASYNC_EVD, handle=evd.handle)
-                    )
-            return
-        evd.push(event)
 
     # -- objects kept here ---------------------------------------------------------------------
 
@@ -390,8 +412,9 @@ class ClientCore:
         self._handles += 1
         return self._handles
 
-    def evd_create(self, min_qlen: int, flags: int, cno: int = 0) -> int:
-        """dat_evd_create: a local event queue of at least ``min_qlen`` entries."""
+    def evd_create(self, min_qlen: int, flags: int, cno: int = 0) -> Op:
+        """dat_evd_create: an EVD of at least ``min_qlen`` entries; its event queue is placed
+        by the daemon."""
         if not is_int(min_qlen) or min_qlen <= 0:
             raise DatInvalidParameter(Sub.INVALID_ARG2, "min_qlen must be positive")
         if not is_int(flags) or flags & ~int(EvdFlags.DEFAULT | EvdFlags.SOFTWARE):
@@ -399,10 +422,36 @@ class ClientCore:
         if cno and cno not in self.cnos:
             raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {cno!r}")
         handle = self.new_handle()
+        (entries,) = yield Call("evd_create", calls.EvdCreate(handle, min_qlen))
         self.evds[handle] = EvdState(handle, min_qlen, EvdFlags(flags), cno=cno)
+        self._map_queue(self.evds[handle], entries)
         if cno:
             self.cnos[cno].add(handle)
         return handle
+
+    def async_evd_create(self) -> Op:
+        """The async EVD's event queue (the driver asks for it right after HELLO)."""
+        evd = self.evds[ASYNC_EVD]
+        (entries,) = yield Call("evd_create", calls.EvdCreate(ASYNC_EVD, evd.qlen))
+        self._map_queue(evd, entries)
+
+    def _map_queue(self, evd: EvdState, entries: int) -> None:
+        view = self.mapper.map(eq_segment(self.name, evd.handle))
+        check_descriptor(view, RingKind.EQ, entries, EQ_ENTRY_SIZE)
+        evd.ring = eq_ring(view, entries, producer=False)
+
+    def evd_ready(self, evd: EvdState, threshold: int) -> bool:
+        """Would a waiter of ``evd`` wake now (after reading its queue)?"""
+        self.refill(evd)
+        return evd.ready(threshold)
+
+    def arm(self, evds: Sequence[EvdState], threshold: int) -> None:
+        """Before sleeping: ask the daemon to NOTIFY when one of ``evds`` holds ``threshold``
+        events; then a full barrier, so the caller's next look at the rings is ordered after
+        the ARM stores (if the daemon missed the ARM, that look finds its events)."""
+        for evd in evds:
+            evd.arm(threshold)
+        self.mapper.fence()
 
     def evd_wait_begin(self, handle: int, threshold: int) -> EvdState:
         """The checks of dat_evd_wait; marks the EVD as having its one waiter."""
@@ -423,14 +472,15 @@ class ClientCore:
         err.nmore = len(evd.queue)
         return err
 
-    def evd_post_se(self, handle: int, pointer: Any) -> None:
-        """dat_evd_post_se: a software event on an EVD created with the SOFTWARE flag."""
+    def evd_post_se(self, handle: int, pointer: Any) -> Op:
+        """dat_evd_post_se: a software event on an EVD created with the SOFTWARE flag (the
+        daemon queues it, so it keeps its place among the others)."""
         evd = self.evd(handle)
         if not evd.flags & EvdFlags.SOFTWARE:
             raise DatInvalidParameter(Sub.INVALID_ARG1, "the EVD takes no software events")
-        if len(evd.queue) >= evd.qlen:
-            raise DatQueueFull(message="the EVD is full")
-        evd.push(Event(EventNumber.SOFTWARE_EVENT, handle, pointer=pointer))
+        self._token = token = (self._token + 1) % (1 << 64)
+        yield Call("evd_post_se", calls.EvdPostSe(handle, token))
+        self._pointers[token] = pointer  # before any look at the ring can find the event
 
     def cno_create(self) -> int:
         """dat_cno_create: a waiter shared by the EVDs attached to it."""
@@ -443,6 +493,7 @@ class ClientCore:
         if handle not in self.cnos:
             raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {handle!r}")
         for evd in sorted(self.cnos[handle]):
+            self.refill(self.evds[evd])
             if self.evds[evd].notifying:
                 return evd
         return 0
@@ -462,7 +513,7 @@ class ClientCore:
             raise DatInvalidHandle(Sub.INVALID_HANDLE_EVD_REQUEST, f"no EVD {handle!r}")
         return evd
 
-    def evd_free(self, handle: int) -> None:
+    def evd_free(self, handle: int) -> Op:
         """dat_evd_free: refused while an endpoint uses it."""
         self.evd(handle)
         if handle == ASYNC_EVD:
@@ -470,9 +521,13 @@ class ClientCore:
         for ep in self.eps.values():
             if handle in (ep.recv_evd, ep.request_evd, ep.connect_evd):
                 raise DatInvalidState(Sub.INVALID_STATE_EVD_IN_USE, f"EP {ep.handle} uses it")
+        yield Call("evd_free", calls.EvdHandle(handle))
         evd = self.evds.pop(handle)
         if evd.cno:
             self.cnos[evd.cno].discard(handle)
+        if evd.ring is not None:
+            evd.ring = None
+            self.mapper.unmap(eq_segment(self.name, handle))
 
     def evd_dequeue(self, handle: int) -> Event:
         """dat_evd_dequeue: the oldest event, or DAT_QUEUE_EMPTY."""
@@ -480,7 +535,9 @@ class ClientCore:
         if evd.waiting:
             raise DatInvalidState(Sub.INVALID_STATE_EVD_WAITER, "a waiter owns the EVD")
         if not evd.queue:
-            raise DatQueueEmpty(message="no event queued")
+            self.refill(evd)
+            if not evd.queue:
+                raise DatQueueEmpty(message="no event queued")
         return evd.pop()
 
     def ep_mirror(self, handle: Any) -> EpMirror:
@@ -638,9 +695,10 @@ class ClientCore:
         wire = (attr or EpAttr()).to_wire()
         args = calls.EpCreate(pz, recv_evd, request_evd, connect_evd, wire)
         handle, granted = yield Call("ep_create", args)
-        self.eps[handle] = EpMirror(
+        mirror = self.eps[handle] = EpMirror(
             handle, pz, recv_evd, request_evd, connect_evd, EpAttr.from_wire(granted)
         )
+        self.queues(mirror)  # from now on the daemon's STATE word is the EP's state
         return handle
 
     def ep_modify(self, handle: int, changes: dict[str, Any]) -> Op:
@@ -795,7 +853,7 @@ class ClientCore:
             write_wqe(rq, DTOS_OPCODE[kind], flags, cookie, _segments(local_iov))
             rq.publish()
             return self._doorbell(ep)
-        state = ep.published_state()
+        state = ep.state
         if state not in ep_states.REQUEST_POST_STATES:
             raise ep_states.state_error(state, f"posting {kind.name}")
         if flags & CompletionFlags.UNSIGNALLED and not (

@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import mmap
 import os
+import threading
 from dataclasses import dataclass
 
 from proto.constants import OPTIMAL_ALIGNMENT
@@ -174,7 +175,15 @@ class QueueMaps:
 
     def __init__(self, root: str = SHM_DIR) -> None:
         self._root = root
+        self._barrier = threading.Lock()
         self._maps: dict[str, tuple[mmap.mmap, memoryview]] = {}
+
+    def fence(self) -> None:
+        """A full memory barrier: our earlier stores to the shared rings are visible before our
+        later loads (x86-64 reorders a store after a later load; a locked instruction, which an
+        uncontended lock's acquire executes, forbids it)."""
+        self._barrier.acquire()
+        self._barrier.release()
 
     def map(self, name: str) -> memoryview:
         entry = self._maps.get(name)

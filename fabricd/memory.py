@@ -28,6 +28,8 @@ class SegmentMapper(Protocol):
 
     def shadow(self, name: str) -> memoryview: ...
 
+    def fence(self) -> None: ...
+
 
 @dataclass(eq=False, slots=True)
 class Lmr:
@@ -116,6 +118,10 @@ class MemoryRegistry:
     def unmap_segment(self, name: str) -> None:
         """Drop one mapping reference taken by map_segment."""
         self._mapper.unmap(name)
+
+    def fence(self) -> None:
+        """A full memory barrier between our stores to shared memory and our next loads."""
+        self._mapper.fence()
 
     def create_segment(self, name: str, size: int) -> int:
         """Create (or find) a segment of at least ``size`` bytes; returns its size."""

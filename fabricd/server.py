@@ -190,7 +190,12 @@ class PeerStream(_Stream):
             self.nic.link_up(self.link, self)
 
     def _sink(self, frame: Frame) -> Sink:
+        """Where a payload lands. Frames we queued before it leave first: a READ_RESP queued
+        a moment ago still views the memory this payload may overwrite, and RC executes the
+        read before the later write (the kernel copies what it is given)."""
         assert self.link is not None
+        if self._out:
+            self._flush()
         return self.nic.peer_sink(self.link, frame)
 
     def _frame(self, frame: Frame) -> None:

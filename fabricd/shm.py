@@ -7,6 +7,7 @@ import logging
 import mmap
 import os
 import re
+import threading
 
 log = logging.getLogger("fabricd.shm")
 
@@ -24,9 +25,17 @@ class ShmMapper:
 
     def __init__(self, root: str = SHM_DIR) -> None:
         self._root = root
+        self._barrier = threading.Lock()
         self._maps: dict[str, tuple[mmap.mmap, memoryview, int]] = {}
         self._zombies: list[mmap.mmap] = []
         self._shadows: dict[str, memoryview] = {}
+
+    def fence(self) -> None:
+        """A full memory barrier: our earlier stores to the shared rings are visible before our
+        later loads (x86-64 reorders a store after a later load; a locked instruction, which an
+        uncontended lock's acquire executes, forbids it)."""
+        self._barrier.acquire()
+        self._barrier.release()
 
     def map(self, name: str) -> memoryview:
         """Return a writable view of the whole segment ``name`` (counted)."""

@@ -100,6 +100,26 @@ class RmrFree(NamedTuple):
     rmr: Annotated[int, HANDLE_RMR]
 
 
+class EvdCreate(NamedTuple):
+    """dat_evd_create: the driver's handle for the EVD and its queue length."""
+
+    evd: Annotated[int, arg(1)]
+    qlen: Annotated[int, arg(2)]
+
+
+class EvdHandle(NamedTuple):
+    """dat_evd_free."""
+
+    evd: Annotated[int, EVD_REQUEST]
+
+
+class EvdPostSe(NamedTuple):
+    """dat_evd_post_se: the software event's pointer value."""
+
+    evd: Annotated[int, EVD_REQUEST]
+    pointer: Annotated[int, arg(2)]
+
+
 class EpCreate(NamedTuple):
     """dat_ep_create; ``pz`` 0 and EVDs 0 are the spec's NULL handles."""
 
@@ -248,6 +268,12 @@ class RmrContext(NamedTuple):
     rmr_context: int
 
 
+class EvdCreated(NamedTuple):
+    """dat_evd_create: the slots of the event queue the daemon placed."""
+
+    entries: int
+
+
 class EpCreated(NamedTuple):
     """dat_ep_create: the handle and the attributes granted."""
 
@@ -326,6 +352,9 @@ METHODS: Final[dict[str, Method]] = {
     "rmr_create": Method(RmrCreate, Handle),
     "rmr_bind": Method(RmrBind, RmrContext),
     "rmr_free": Method(RmrFree, Empty),
+    "evd_create": Method(EvdCreate, EvdCreated),
+    "evd_free": Method(EvdHandle, Empty),
+    "evd_post_se": Method(EvdPostSe, Empty),
     "ep_create": Method(EpCreate, EpCreated),
     "ep_modify": Method(EpModify, EpModified),
     "ep_free": Method(EpHandle, Empty),

@@ -55,6 +55,20 @@ def encode(ftype: FrameType, *fields: Any, payload_len: int = 0) -> bytes:
     return _LEN.pack(len(header)) + header
 
 
+def pack(obj: Any) -> bytes:
+    """One msgpack object (an event's body in its queue entry)."""
+    data: bytes = _packer.pack(obj)
+    return data
+
+
+def unpack(raw: bytes | memoryview) -> Any:
+    """One msgpack object; anything else is a MalformedFrame."""
+    try:
+        return msgpack.unpackb(raw, raw=False, use_list=True, strict_map_key=True)
+    except Exception as exc:  # msgpack raises many kinds on garbage
+        raise MalformedFrame(f"not msgpack: {exc!r}") from None
+
+
 def hello(role: str, name: str) -> bytes:
     """The HELLO every connection starts with: the version range this side accepts."""
     return encode(FrameType.HELLO, MIN_PROTOCOL_VERSION, MAX_PROTOCOL_VERSION, role, name)

@@ -1,17 +1,19 @@
-"""The events a daemon pushes to its consumers, as typed records.
+"""The events a daemon delivers to its consumers, as typed records.
 
-An EVENTS frame carries a list of events, each the array ``[event_number, *fields]`` of one
-record below; ``record_for(number)`` names the record of an event number, and ``encode_event``
-/ ``decode_event`` convert. ``evd`` 0 means the event has no EVD to go to (a SUPPRESSed
-completion that only frees its queue slot).
+Each event is one entry of its EVD's event queue (proto.hostif.EQE); ``record_for(number)``
+names the record of an event number, and ``encode_event`` / ``decode_event`` convert between a
+record and an entry's head and body. ``evd`` 0 means the event has no EVD to go to (a
+SUPPRESSed completion: its queue slot is freed by the DONE word alone).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from proto.codec import pack, unpack
 from proto.constants import EventNumber
 from proto.errors import DatError, MalformedFrame
+from proto.hostif import NOTIFIES
 from proto.schema import parse
 
 
@@ -67,7 +69,24 @@ class AsyncError(NamedTuple):
     reason: int
 
 
-Event = DtoCompletion | RmrBindCompletion | ConnectionRequest | ConnectionEvent | AsyncError
+class SoftwareEvent(NamedTuple):
+    """DAT_SOFTWARE_EVENT: dat_evd_post_se's pointer value."""
+
+    evd: int
+    pointer: int
+
+
+Event = (
+    DtoCompletion
+    | RmrBindCompletion
+    | ConnectionRequest
+    | ConnectionEvent
+    | AsyncError
+    | SoftwareEvent
+)
+Head = tuple[int, int, int, int, int]
+"""An entry's ep, status, cookie, length, aux (proto.hostif.EQE)."""
+_NUMBERS = {int(n): n for n in EventNumber}
 
 _CONNECTION_EVENTS = frozenset(n for n in EventNumber if n & 0xFF000 == 0x04000)
 
@@ -80,24 +99,48 @@ def record_for(number: EventNumber) -> type[Event]:
         return RmrBindCompletion
     if number == EventNumber.CONNECTION_REQUEST_EVENT:
         return ConnectionRequest
+    if number == EventNumber.SOFTWARE_EVENT:
+        return SoftwareEvent
     if number in _CONNECTION_EVENTS:
         return ConnectionEvent
     return AsyncError
 
 
-def encode_event(number: EventNumber, record: Event) -> list[object]:
-    """One event as it travels in an EVENTS frame."""
+def encode_event(number: EventNumber, record: Event) -> tuple[int, Head, bytes]:
+    """An event as its queue entry: (flags, head fields, body). Completions and software
+    events are all head; the others are a msgpack array of their fields after ``evd``."""
     if not isinstance(record, record_for(number)):
         raise TypeError(f"{number.name} carries {record_for(number).__name__}")
-    return [int(number), *record]
+    if isinstance(record, DtoCompletion):
+        flags = NOTIFIES if record.notify else 0
+        return flags, (record.ep, record.status, record.cookie, record.length, record.op), b""
+    if isinstance(record, RmrBindCompletion):
+        flags = NOTIFIES if record.notify else 0
+        return flags, (record.ep, record.status, record.cookie, 0, record.rmr), b""
+    if isinstance(record, SoftwareEvent):
+        return NOTIFIES, (0, 0, record.pointer, 0, 0), b""
+    return NOTIFIES, (0, 0, 0, 0, 0), pack(list(record[1:]))
 
 
-def decode_event(raw: object) -> tuple[EventNumber, Event]:
-    """Parse one event of an EVENTS frame; a malformed one is a protocol error."""
-    if not isinstance(raw, list) or not raw or type(raw[0]) is not int:
-        raise MalformedFrame(f"an event is [event_number, *fields], not {raw!r}")
+def decode_event(
+    evd: int, raw_number: int, flags: int, head: Head, body: bytes | memoryview
+) -> tuple[EventNumber, Event]:
+    """The record of one queue entry of EVD ``evd``; a malformed one is a protocol error."""
+    number = _NUMBERS.get(raw_number)
+    if number is None:
+        raise MalformedFrame(f"event number {raw_number:#x} is not a DAT event")
+    notify = bool(flags & NOTIFIES)
+    ep, status, cookie, length, aux = head
+    if number == EventNumber.DTO_COMPLETION_EVENT:
+        return number, DtoCompletion(evd, ep, cookie, status, length, aux, notify)
+    if number == EventNumber.RMR_BIND_COMPLETION_EVENT:
+        return number, RmrBindCompletion(evd, ep, aux, cookie, status, notify)
+    if number == EventNumber.SOFTWARE_EVENT:
+        return number, SoftwareEvent(evd, cookie)
+    fields = unpack(body)
+    if not isinstance(fields, list):
+        raise MalformedFrame(f"{number.name}: the body is not an array")
     try:
-        number = EventNumber(raw[0])
-        return number, parse(record_for(number), raw[1:], number.name)
-    except (ValueError, DatError) as err:
-        raise MalformedFrame(f"bad event {raw!r}: {err}") from None
+        return number, parse(record_for(number), [evd, *fields], number.name)
+    except DatError as err:
+        raise MalformedFrame(f"bad {number.name} {fields!r}: {err}") from None

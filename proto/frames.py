@@ -29,7 +29,7 @@ class FrameType(IntEnum):
     # consumer <-> its daemon
     CALL = 0x40
     REPLY = 0x41
-    EVENTS = 0x42
+    NOTIFY = 0x43
     DOORBELL = 0x48
     # daemon <-> daemon
     CONN_REQ = 0x80
@@ -51,7 +51,7 @@ FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
     FrameType.ERROR: ("reason",),
     FrameType.CALL: ("req_id", "method", "args"),
     FrameType.REPLY: ("req_id", "code", "message", "result"),
-    FrameType.EVENTS: ("events",),
+    FrameType.NOTIFY: ("evds",),
     FrameType.DOORBELL: ("ep",),
     FrameType.CONN_REQ: ("conn_qual", "private_data", "rdma_read_in", "rdma_read_out"),
     FrameType.CONN_ACCEPT: ("private_data", "rdma_read_in", "rdma_read_out"),

@@ -23,7 +23,7 @@ from proto.attrs import MAX_DTOS, MAX_IOV
 from proto.constants import Dtos
 from proto.errors import ProtocolError
 
-HOSTIF_VERSION: Final = 1
+HOSTIF_VERSION: Final = 2
 """Bumped on any change of a layout below; HELLO refuses a driver of another version."""
 
 MAGIC: Final = 0x31514644  # "DFQ1" read as little-endian bytes
@@ -33,6 +33,8 @@ PRODUCER_LINE: Final = LINE  # offset of the producer's line
 CONSUMER_LINE: Final = 2 * LINE  # offset of the consumer's line
 SLOTS: Final = 3 * LINE  # offset of slot 0
 MAX_ENTRIES: Final = 1 << 16
+ASYNC_EVD: Final = 1
+"""The handle of every IA's async EVD (the driver creates its queue right after HELLO)."""
 U32: Final = 1 << 32
 
 
@@ -51,6 +53,18 @@ class Word(IntEnum):
     DONE = 4  # WQEs of this queue completed, free-running: outstanding = prod - DONE
     STATE = 8  # the EP's DAT_EP_STATE (on the SQ)
     HEARD = 12  # doorbells of this EP the daemon has taken, free-running (on the SQ)
+    POLL = 16  # 1: the daemon will look at this EP's queues again without a doorbell (on the SQ)
+    BOUND = 20  # RMR binds of this EP completed, free-running (on the SQ)
+
+
+class EqWord(IntEnum):
+    """The words of an event queue beside its indices, as byte offsets from the ring's start
+    (u32 each). The producer's line holds the daemon's, the consumer's line the driver's."""
+
+    OVERFLOW = PRODUCER_LINE + 4  # daemon: 1 once an event found the queue full (then lost)
+    NOTIFIED = PRODUCER_LINE + 8  # daemon: the last ARM it answered with a NOTIFY frame
+    ARM = CONSUMER_LINE + 4  # driver: free-running; ARM != NOTIFIED asks for a NOTIFY frame
+    WANT = CONSUMER_LINE + 8  # driver: ...once at least WANT events are queued (threshold)
 
 
 class RingError(ProtocolError):
@@ -171,6 +185,15 @@ class Ring:
         self.mine = (self.mine + count) % U32
         self.words[self.mine_at] = self.mine
 
+    def get(self, at: int) -> int:
+        """The u32 at byte offset ``at`` of the lines (``EqWord``)."""
+        value: int = self.words[at // 4]
+        return value
+
+    def put(self, at: int, value: int) -> None:
+        """Store the u32 at byte offset ``at`` of the lines (only that word's writer does)."""
+        self.words[at // 4] = value % U32
+
     def word(self, offset: int) -> int:
         """A u32 of this ring's consumer line (``Word`` offsets)."""
         value: int = self.words[(CONSUMER_LINE + offset) // 4]
@@ -283,3 +306,56 @@ def wq_rings(view: memoryview, producer: bool) -> tuple[Ring, Ring]:
     sq = Ring(view[SQ_OFFSET:RQ_OFFSET], WQ_ENTRIES, WQ_ENTRY_SIZE, producer)
     rq = Ring(view[RQ_OFFSET:WQ_SEGMENT_BYTES], WQ_ENTRIES, WQ_ENTRY_SIZE, producer)
     return sq, rq
+
+
+# -- event queues (one per EVD) --------------------------------------------------------------
+
+EQE: Final = struct.Struct("<IBBHIIQII")
+"""An event queue entry's head, 32 bytes: event_number, flags (``NOTIFIES``), reserved (0),
+body length, ep, status, cookie, length, aux; then ``body length`` bytes of msgpack.
+
+DTO_COMPLETION: ep, status, cookie (user_cookie), length (transfered_length), aux (the Dtos).
+RMR_BIND_COMPLETION: ep, status, cookie, aux (the RMR handle). SOFTWARE_EVENT: cookie (the
+pointer value). Every other event: its record's fields after ``evd`` as a msgpack array."""
+NOTIFIES: Final = 0x01
+"""EQE flag: the event wakes a waiter (clear for an UNSIGNALLED completion)."""
+EQ_ENTRY_SIZE: Final = 512
+EQE_BODY_MAX: Final = EQ_ENTRY_SIZE - EQE.size
+
+
+def eq_segment(ia_name: str, evd: int) -> str:
+    """The shared-memory segment of EVD ``evd``'s event queue (the daemon creates it at
+    dat_evd_create, named after the IA and the EVD handle)."""
+    return f"datfabric-{ia_name}-eq{evd}"
+
+
+def eq_ring(view: memoryview, entries: int, producer: bool) -> Ring:
+    """An EVD's event queue, from one side."""
+    return Ring(view, entries, EQ_ENTRY_SIZE, producer)
+
+
+def write_eqe(
+    ring: Ring,
+    number: int,
+    flags: int,
+    fields: tuple[int, int, int, int, int],
+    body: bytes = b"",
+) -> None:
+    """Producer: fill the next slot (``fields``: ep, status, cookie, length, aux)."""
+    if len(body) > EQE_BODY_MAX:
+        raise ValueError(f"an event body of {len(body)} bytes does not fit an entry")
+    at = ring.slot(ring.mine)
+    EQE.pack_into(ring.view, at, number, flags, 0, len(body), *fields)
+    if body:
+        ring.view[at + EQE.size : at + EQE.size + len(body)] = body
+
+
+def read_eqe(ring: Ring, index: int) -> tuple[int, int, tuple[int, int, int, int, int], memoryview]:
+    """Consumer: the entry of ``index`` as (event_number, flags, (ep, status, cookie, length,
+    aux), body); RingError if it is garbage."""
+    at = ring.slot(index)
+    number, flags, reserved, size, ep, status, cookie, length, aux = EQE.unpack_from(ring.view, at)
+    if reserved or size > EQE_BODY_MAX:
+        raise RingError(f"event {index}: reserved byte {reserved} or body length {size}")
+    body = ring.view[at + EQE.size : at + EQE.size + size]
+    return number, flags, (ep, status, cookie, length, aux), body

@@ -1,43 +1,194 @@
-"""Event delivery: completions and connection events, coalesced into one EVENTS frame per
-consumer per loop turn, in the order the NIC produced them."""
+"""Event delivery: every event goes into its EVD's event queue in shared memory
+(docs/host-interface.md), in the order the NIC produced it, whatever its kind; a driver that
+armed a queue before sleeping gets one NOTIFY frame per loop turn.
+
+The queues are created and freed by dat_evd_create / dat_evd_free (calls), and
+dat_evd_post_se's software events are written here too, so one writer fills each ring.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 
-from fabricd.nic.objects import Consumer, Ep, Op
-from fabricd.nic.queues import retired
+from fabricd.memory import MemoryRegistry
+from fabricd.nic.objects import Consumer, Ep, EventQueue, Op
+from fabricd.nic.queues import bound, retired
+from proto import calls
 from proto.codec import encode
 from proto.constants import CompletionFlags, Dtos
+from proto.constants import DatReturnSubtype as Sub
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
-from proto.events import ConnectionEvent, DtoCompletion, Event, RmrBindCompletion
+from proto.errors import DatInvalidHandle, DatInvalidParameter, DatQueueFull, MalformedFrame
+from proto.events import (
+    AsyncError,
+    ConnectionEvent,
+    DtoCompletion,
+    Event,
+    RmrBindCompletion,
+    SoftwareEvent,
+    encode_event,
+)
 from proto.frames import FrameType
+from proto.hostif import (
+    ASYNC_EVD,
+    EQ_ENTRY_SIZE,
+    EQE_BODY_MAX,
+    MAX_ENTRIES,
+    EqWord,
+    RingError,
+    RingKind,
+    eq_ring,
+    eq_segment,
+    format_ring,
+    ring_bytes,
+    ring_entries,
+    write_eqe,
+)
+
+log = logging.getLogger("fabricd")
 
 
 class Events:
-    """The consumers' event queues and their flush."""
+    """The consumers' event queues: their calls, their writes, their notifications."""
 
-    def __init__(self, call_soon: Callable[[Callable[[], None]], None]) -> None:
+    def __init__(
+        self, call_soon: Callable[[Callable[[], None]], None], memory: MemoryRegistry
+    ) -> None:
         self._call_soon = call_soon
-        self._dirty: list[Consumer] = []
+        self.memory = memory
+        self._due: list[tuple[Consumer, EventQueue]] = []
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def evd_create(self, consumer: Consumer, args: calls.EvdCreate) -> Sequence[object]:
+        """dat_evd_create: the EVD's event queue, ``qlen`` events long (the driver names it)."""
+        if args.evd in consumer.evds or args.evd <= 0:
+            raise DatInvalidParameter(Sub.INVALID_ARG1, f"EVD handle {args.evd} is taken")
+        if not 0 < args.qlen <= MAX_ENTRIES:
+            raise DatInvalidParameter(Sub.INVALID_ARG2, f"min_qlen {args.qlen} exceeds the max")
+        entries = ring_entries(args.qlen)
+        name = eq_segment(consumer.name, args.evd)
+        self.memory.create_segment(name, ring_bytes(entries, EQ_ENTRY_SIZE))
+        view = self.memory.map_segment(name)
+        format_ring(view, RingKind.EQ, entries, EQ_ENTRY_SIZE)
+        ring = eq_ring(view, entries, producer=True)
+        consumer.evds[args.evd] = EventQueue(args.evd, name, ring, args.qlen)
+        return (entries,)
+
+    def evd_free(self, consumer: Consumer, args: calls.EvdHandle) -> Sequence[object]:
+        """dat_evd_free: the queue and its segment go."""
+        eq = consumer.evds.pop(args.evd, None)
+        if eq is None:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_EVD_REQUEST, f"no EVD {args.evd}")
+        self._drop(eq)
+        return ()
+
+    def evd_post_se(self, consumer: Consumer, args: calls.EvdPostSe) -> Sequence[object]:
+        """dat_evd_post_se: a software event carrying the consumer's pointer value."""
+        eq = consumer.evds.get(args.evd)
+        if eq is None:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_EVD_REQUEST, f"no EVD {args.evd}")
+        if self._queued(eq) >= eq.qlen:
+            raise DatQueueFull(message="the EVD is full")
+        self.push(consumer, E.SOFTWARE_EVENT, SoftwareEvent(args.evd, args.pointer))
+        return ()
+
+    def abandon(self, consumer: Consumer) -> None:
+        """The IA is gone: every queue and segment of it."""
+        for eq in consumer.evds.values():
+            self._drop(eq)
+        consumer.evds.clear()
+
+    def _drop(self, eq: EventQueue) -> None:
+        eq.ring.view.release()
+        eq.ring.words.release()
+        self.memory.unmap_segment(eq.segment)
+        self.memory.remove_segment(eq.segment)
+
+    # -- producing -----------------------------------------------------------------------------
 
     def push(self, consumer: Consumer, number: E, record: Event) -> None:
-        """Queue an event; all queued events leave in one frame per loop turn."""
-        if consumer.closed:
+        """Write one event into its EVD's queue (``evd`` 0 or a freed EVD: nowhere)."""
+        eq = consumer.evds.get(record.evd) if not consumer.closed else None
+        if eq is None:
             return
-        if consumer.queue(number, record):
-            if not self._dirty:
+        flags, fields, body = encode_event(number, record)
+        if len(body) > EQE_BODY_MAX:
+            raise MalformedFrame(f"{number.name} of {len(body)} bytes does not fit an entry")
+        self._write(consumer, eq, number, flags, fields, body)
+
+    def _queued(self, eq: EventQueue) -> int:
+        """Events in the queue the driver has not taken (its index is checked)."""
+        return eq.ring.entries - eq.ring.space()
+
+    def _write(
+        self,
+        consumer: Consumer,
+        eq: EventQueue,
+        number: int,
+        flags: int,
+        fields: tuple[int, int, int, int, int],
+        body: bytes = b"",
+    ) -> None:
+        try:
+            queued = self._queued(eq)
+        except RingError as err:  # the driver broke its own queue: that IA closes
+            consumer.channel.close(f"EVD {eq.handle}: {err}")
+            return
+        if queued >= eq.qlen:
+            self._overflow(consumer, eq)
+            return
+        write_eqe(eq.ring, number, flags, fields, body)
+        eq.ring.publish()
+        if not eq.due:
+            eq.due = True
+            if not self._due:
                 self._call_soon(self.flush)
-            self._dirty.append(consumer)
+            self._due.append((consumer, eq))
+
+    def _overflow(self, consumer: Consumer, eq: EventQueue) -> None:
+        """The EVD is full: the event is lost, the EVD overflowed (DAT_ASYNC_ERROR_EVD_OVERFLOW
+        on the async EVD, once)."""
+        if eq.overflowed:
+            return
+        eq.overflowed = True
+        eq.ring.put(EqWord.OVERFLOW, 1)
+        log.info("consumer %s: EVD %d overflowed", consumer.name, eq.handle)
+        if eq.handle != ASYNC_EVD:
+            record = AsyncError(ASYNC_EVD, eq.handle, 0)
+            self.push(consumer, E.ASYNC_ERROR_EVD_OVERFLOW, record)
 
     def flush(self) -> None:
-        """Send every consumer its queued events (coalesced completion push)."""
-        dirty, self._dirty = self._dirty, []
-        for consumer in dirty:
-            if consumer.events and not consumer.closed:
-                consumer.channel.send(encode(FrameType.EVENTS, consumer.events))
-            consumer.events = []
+        """Notify every driver that armed a queue written this turn, once it holds WANT events
+        (the full barrier orders our index store before reading ARM, as the driver orders its
+        ARM store before reading our index: one of the two sees the other)."""
+        due, self._due = self._due, []
+        if not due:
+            return
+        self.memory.fence()
+        wake: dict[int, tuple[Consumer, list[int]]] = {}
+        for consumer, eq in due:
+            eq.due = False
+            if consumer.closed or consumer.evds.get(eq.handle) is not eq:
+                continue
+            arm = eq.ring.get(EqWord.ARM)
+            if arm == eq.notified:
+                continue
+            try:
+                queued = self._queued(eq)
+            except RingError as err:
+                consumer.channel.close(f"EVD {eq.handle}: {err}")
+                continue
+            if queued >= eq.ring.get(EqWord.WANT):
+                eq.notified = arm
+                eq.ring.put(EqWord.NOTIFIED, arm)
+                wake.setdefault(consumer.id, (consumer, []))[1].append(eq.handle)
+        for consumer, evds in wake.values():
+            consumer.channel.send(encode(FrameType.NOTIFY, evds))
+
+    # -- what the NIC produces -------------------------------------------------------------
 
     def dto(
         self, ep: Ep, evd: int, cookie: int, status: St, length: int, op: Dtos, notify: bool = True
@@ -58,11 +209,12 @@ class Events:
 
     def completed(self, ep: Ep, op: Op, status: St) -> None:
         """A request DTO or bind completes: SUPPRESS (success) gives no event, UNSIGNALLED
-        (success) an event that wakes nobody."""
+        (success) an event that wakes nobody. The driver's counts move first."""
         success = status == St.DTO_SUCCESS
         evd = 0 if success and op.flags & CompletionFlags.SUPPRESS else ep.request_evd
         notify = not (success and op.flags & CompletionFlags.UNSIGNALLED)
         if op.kind == Dtos.BIND_MW:
+            bound(ep)
             rmr = op.bind.rmr.handle if op.bind else 0
             record = RmrBindCompletion(evd, ep.handle, rmr, op.cookie, status, notify)
             self.push(ep.consumer, E.RMR_BIND_COMPLETION_EVENT, record)

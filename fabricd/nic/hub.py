@@ -85,10 +85,10 @@ class Nic:
         self.pid = 0  # set by the shell, for fabricctl node pause/resume
         self.heartbeat_interval = heartbeat[0]
         self.consumers: dict[int, Consumer] = {}
-        self.memory = MemoryRegistry(mapper, random_u32, coherent)
         self.faults = FaultEngine()
         handles, peer_names = Handles(), dict[str, str]()
-        self.events = Events(shell.call_soon)
+        self.memory = MemoryRegistry(mapper, random_u32, coherent)
+        self.events = Events(shell.call_soon, self.memory)
         self.wire = Wire(name, shell, self.faults)
         self.listeners = Listeners()
         self.eps = EpDriver(
@@ -111,12 +111,13 @@ class Nic:
         self.peer_frames = self._peer_table()
 
     def _call_table(self) -> dict[str, Route]:
-        regs, win, ep, cm, adm = (
+        regs, win, ep, cm, adm, evd = (
             self.regs,
             self.windows,
             self.endpoints,
             self.connections,
             self.admin,
+            self.events,
         )
         return {
             "ia_query": route(Empty, regs.ia_query),
@@ -129,6 +130,9 @@ class Nic:
             "rmr_create": route(calls.RmrCreate, win.rmr_create),
             "rmr_bind": route(calls.RmrBind, win.rmr_bind),
             "rmr_free": route(calls.RmrFree, win.rmr_free),
+            "evd_create": route(calls.EvdCreate, evd.evd_create),
+            "evd_free": route(calls.EvdHandle, evd.evd_free),
+            "evd_post_se": route(calls.EvdPostSe, evd.evd_post_se),
             "ep_create": route(calls.EpCreate, ep.ep_create),
             "ep_modify": route(calls.EpModify, ep.ep_modify),
             "ep_free": route(calls.EpHandle, ep.ep_free),
@@ -264,6 +268,7 @@ class Nic:
         self.connections.abandon(consumer)
         self.windows.abandon(consumer)
         self.regs.abandon(consumer)
+        self.events.abandon(consumer)
         log.info("consumer %s closed IA %d", consumer.name, consumer.id)
 
     def flush_events(self) -> None:

@@ -20,7 +20,6 @@ from proto.constants import DatReturnSubtype, Dtos
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatInvalidHandle
-from proto.events import Event
 from proto.frames import FrameType
 from proto.hostif import Ring
 
@@ -69,14 +68,21 @@ class Consumer:
     rmrs: dict[int, Rmr] = field(default_factory=dict)
     psps: dict[int, Listener] = field(default_factory=dict)
     crs: dict[int, Cr] = field(default_factory=dict)
-    events: list[list[object]] = field(default_factory=list)
+    evds: dict[int, EventQueue] = field(default_factory=dict)
     closed: bool = False
 
-    def queue(self, number: int, record: Event) -> bool:
-        """Queue one event; True when it is the first since the last flush."""
-        first = not self.events
-        self.events.append([number, *record])
-        return first
+
+@dataclass(eq=False, slots=True)
+class EventQueue:
+    """An EVD's event queue in shared memory, as the daemon (its producer) holds it."""
+
+    handle: int
+    segment: str
+    ring: Ring
+    qlen: int  # the EVD's length: more queued events than this overflow it
+    overflowed: bool = False
+    notified: int = 0  # the last ARM answered (the daemon's copy of NOTIFIED)
+    due: bool = False  # a notifying event was written since the last notify check
 
 
 @dataclass(eq=False, slots=True)
@@ -179,6 +185,7 @@ class WorkQueues:
     sq_done: int = 0
     rq_done: int = 0
     heard: int = 0
+    bound: int = 0
 
 
 @dataclass(eq=False)

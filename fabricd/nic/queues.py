@@ -82,6 +82,15 @@ def retired(ep: Ep, receive: bool) -> None:
         q.sq.set_word(Word.DONE, q.sq_done)
 
 
+def bound(ep: Ep) -> None:
+    """One RMR bind of the EP completed: count it (the driver's outstanding binds), before
+    its completion is delivered, as for a WQE (a SUPPRESSed bind has no event at all)."""
+    q = ep.queues
+    if q is not None:
+        q.bound += 1
+        q.sq.set_word(Word.BOUND, q.bound)
+
+
 def doorbell(ep: Ep) -> None:
     """A doorbell of the EP was taken: count it, so the driver knows none is in flight."""
     q = ep.queues

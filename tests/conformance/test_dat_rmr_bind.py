@@ -583,11 +583,12 @@ def test_unsignalled_is_accepted_when_the_endpoint_allows_it(
     p = pair_with(attr_b=EpAttr(request_completion_flags=CompletionFlags.UNSIGNALLED))
     rmr = _window(p)
     _bind(p, rmr, 256, 64, cookie=31, flags=CompletionFlags.UNSIGNALLED)
-    queue = p.ia_b.core.evd(p.evd_b.handle).queue
+    state = p.ia_b.core.evd(p.evd_b.handle)
     deadline = time.monotonic() + WAIT_US / 1e6
-    while not queue:  # read what the daemon sent, without waiting on the EVD
+    while not state.queue:  # read the event queue, without waiting on the EVD
         assert time.monotonic() < deadline, "the bind's completion never arrived"
-        p.ia_b._pump(0.05)
+        time.sleep(0.01)
+        p.ia_b.core.refill(state)
     with refused(DatTimeoutExpired, Sub.NO_SUBTYPE) as expired:
         p.evd_b.wait(200_000)  # the event is there, but it notifies no waiter
     assert expired.value.nmore == 1

@@ -158,9 +158,12 @@ def expect_flushed(evd: Evd, cookies: list[int], ops: list[Dtos] | None = None) 
 def wait_queued(evd: Evd, count: int) -> None:
     """Wait until ``count`` events are queued on ``evd`` without dequeuing any."""
     deadline = time.monotonic() + WAIT_US / 1e6
-    while len(evd.ia.core.evd(evd.handle).queue) < count:
+    state = evd.ia.core.evd(evd.handle)
+    evd.ia.core.refill(state)
+    while len(state.queue) < count:
         assert time.monotonic() < deadline, f"fewer than {count} events queued"
-        evd.ia._pump(0.05)
+        time.sleep(0.01)
+        evd.ia.core.refill(state)
 
 
 def assert_empty(evd: Evd) -> None:

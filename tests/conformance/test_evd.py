@@ -65,17 +65,17 @@ def test_dequeue_of_an_empty_evd_is_queue_empty(node: Node) -> None:
 def test_one_waiter_at_a_time_and_no_dequeue_under_a_waiter(node: Node) -> None:
     async def main() -> None:
         async with await AsyncIa.open(node.socket) as ia:
-            evd = ia.evd_create(4, SW)
+            evd = await ia.evd_create(4, SW)
             first = asyncio.ensure_future(evd.wait(5_000_000))
             await asyncio.sleep(0.05)
             with refused(DatInvalidState, Sub.INVALID_STATE_EVD_WAITER):
                 await evd.wait(1000)
             with refused(DatInvalidState, Sub.INVALID_STATE_EVD_WAITER):
                 evd.dequeue()
-            evd.post_se("wake")
+            await evd.post_se("wake")
             event, _ = await first
             assert event.pointer == "wake"
-            evd.post_se("again")
+            await evd.post_se("again")
             assert evd.dequeue().pointer == "again", "the waiter is gone: dequeue works"
 
     asyncio.run(main())
@@ -105,7 +105,9 @@ def test_overflow_raises_async_evd_overflow_and_later_waits_fail(node: Node) -> 
         assert overflow.handle == small.handle
         with refused(DatInvalidState, Sub.INVALID_STATE_EVD_IN_USE):
             small.wait(1000)
-        assert len(ia.core.evd(small.handle).queue) == 2, "what fitted is kept"
+        state = ia.core.evd(small.handle)
+        ia.core.refill(state)
+        assert len(state.queue) == 2, "what fitted is kept"
 
 
 def test_a_cno_wakes_on_any_of_its_evds(node: Node) -> None:

@@ -76,7 +76,7 @@ def side(
     c = fabric.add_consumer(node)
     core = c.core
     pz = c.call(core.pz_create())
-    evd = core.evd_create(qlen, EvdFlags.DEFAULT)
+    evd = c.call(core.evd_create(qlen, EvdFlags.DEFAULT))
     ep = c.call(core.ep_create(pz, evd, evd, evd, attr))
     address = c.alloc(size)
     lmr = c.call(core.lmr_create(MemType.VIRTUAL, address, size, pz, MemPriv.ALL, c.locate))

@@ -65,6 +65,9 @@ class Memory:
     def shadow(self, name: str) -> memoryview:
         return memoryview(self.shadows.setdefault(name, bytearray(len(self.segments[name]))))
 
+    def fence(self) -> None:
+        """One process: program order is the order."""
+
 
 class QueueMaps:
     """A consumer's maps of its node's queue segments (client.shm.QueueMaps, in memory)."""
@@ -77,6 +80,9 @@ class QueueMaps:
 
     def unmap(self, name: str) -> None:
         pass
+
+    def fence(self) -> None:
+        """One process: program order is the order."""
 
 
 @dataclass
@@ -242,6 +248,7 @@ class SimConsumer:
         self.send(hello(ROLE_CONSUMER, name))
         fabric.run()
         assert self.core.ready
+        self.call(self.core.async_evd_create())
 
     def send(self, data: bytes) -> None:
         """Bytes to the daemon (a frame at a time, as the client writes them)."""
@@ -298,6 +305,7 @@ class SimConsumer:
     def events(self, evd: int) -> list[Event]:
         """Take every event queued on an EVD."""
         queue = self.core.evds[evd]
+        self.core.refill(queue)
         return [queue.pop() for _ in range(len(queue.queue))]
 
     def post(self, *args: Any) -> None:
@@ -324,6 +332,7 @@ class Fabric:
         self.nodes: dict[int, Node] = {}
         self.trace: list[tuple[str, str, str, list[Any], int]] = []
         self.pipes: list[Pipe] = []
+        self.consumers = 0  # consumers added (each gets its own name, as IAs have tokens)
 
     # the clock and the queue
     def now(self) -> float:
@@ -364,7 +373,8 @@ class Fabric:
         return node
 
     def add_consumer(self, node: Node, name: str = "") -> SimConsumer:
-        return SimConsumer(self, node, name or f"c{len(self.pipes)}-{node.name}")
+        self.consumers += 1
+        return SimConsumer(self, node, name or f"c{self.consumers}-{node.name}")
 
     def connect(self, node: Node, link: PeerLink, port: int) -> None:
         """An outgoing stream from ``node`` to the node on ``port`` (or none listens there)."""

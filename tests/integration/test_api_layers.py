@@ -198,7 +198,7 @@ def test_asyncio_api_drives_the_same_core(two_nodes: tuple[Node, Node]) -> None:
     async def main() -> None:
         async with await AsyncIa.open(a.socket) as ia_a, await AsyncIa.open(b.socket) as ia_b:
             pz_a, pz_b = await ia_a.pz_create(), await ia_b.pz_create()
-            evd_a, evd_b = ia_a.evd_create(16), ia_b.evd_create(16)
+            evd_a, evd_b = await ia_a.evd_create(16), await ia_b.evd_create(16)
             ep_a = await ia_a.ep_create(pz_a, evd_a, evd_a, evd_a)
             ep_b = await ia_b.ep_create(pz_b, evd_b, evd_b, evd_b)
             buf_a, buf_b = ia_a.alloc(1 << 16), ia_b.alloc(1 << 16)

@@ -152,7 +152,7 @@ SAMPLE_FIELDS: dict[str, Any] = {
     "code": 0x80070033,
     "message": "not valid",
     "result": {"handle": 3, "attr": [1.5, True, False]},
-    "events": [[0x4001, 5, {"cookie": 9}], [0x4004, 6]],
+    "evds": [2, 5],
     "ep": 4,
     "cookie": 2**64 - 1,
     "flags": 0,

@@ -7,6 +7,7 @@ import pytest
 
 from proto import calls, events
 from proto.calls import METHODS
+from proto.codec import pack, unpack
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import EventNumber as E
 from proto.errors import DatError, DatInvalidHandle, DatInvalidParameter, MalformedFrame
@@ -95,22 +96,25 @@ EVENT_CASES = [
     (E.CONNECTION_REQUEST_EVENT, events.ConnectionRequest(3, 2, 7, 8, "h:1", b"pd", 0)),
     (E.CONNECTION_EVENT_ESTABLISHED, events.ConnectionEvent(3, 4, b"pd", 9)),
     (E.ASYNC_ERROR_EVD_OVERFLOW, events.AsyncError(3, 4, 0)),
+    (E.SOFTWARE_EVENT, events.SoftwareEvent(3, 1 << 63)),
 ]
 
 
 @pytest.mark.parametrize(("number", "record"), EVENT_CASES)
 def test_events_round_trip(number: E, record: events.Event) -> None:
-    raw = events.encode_event(number, record)
-    assert raw[0] == number
-    assert events.decode_event(raw) == (number, record)
+    flags, head, body = events.encode_event(number, record)
+    assert events.decode_event(record.evd, number, flags, head, body) == (number, record)
 
 
 @pytest.mark.parametrize(("number", "record"), EVENT_CASES)
 def test_a_malformed_event_is_a_protocol_error(number: E, record: events.Event) -> None:
-    raw = events.encode_event(number, record)
-    for bad in (raw[:-1], [*raw, 0], [number, "x", *raw[2:]], [0x7777, *raw[1:]], "x", []):
-        with pytest.raises(MalformedFrame):
-            events.decode_event(bad)
+    flags, head, body = events.encode_event(number, record)
+    with pytest.raises(MalformedFrame):
+        events.decode_event(record.evd, 0x7777, flags, head, body)
+    if body:  # the records that travel as a msgpack array
+        for bad in (body[:-1], pack([*unpack(body), 0]), pack(["x", *unpack(body)[1:]]), b"\xc1"):
+            with pytest.raises(MalformedFrame):
+                events.decode_event(record.evd, number, flags, head, bad)
 
 
 def test_an_event_must_carry_its_own_record() -> None:
