@@ -889,11 +889,13 @@ class ClientCore:
         sq.publish()
         return self._doorbell(ep)
 
-    @staticmethod
-    def _doorbell(ep: EpMirror) -> bytes:
-        """The doorbell frame, unless one is in flight (the daemon has not counted it yet)."""
+    def _doorbell(self, ep: EpMirror) -> bytes:
+        """The doorbell frame, unless the daemon will look anyway: it polls the EP (POLL, read
+        after a full barrier that orders it after our index store), or a doorbell is in
+        flight (it has not counted every one yet)."""
         assert ep.sq is not None
-        if ep.rung % U32 != ep.sq.word(Word.HEARD):
+        self.mapper.fence()
+        if ep.sq.word(Word.POLL) or ep.rung % U32 != ep.sq.word(Word.HEARD):
             return b""
         ep.rung += 1
         return encode(FrameType.DOORBELL, ep.handle)

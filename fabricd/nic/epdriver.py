@@ -19,6 +19,7 @@ from proto.constants import Dtos
 from proto.constants import EpState as S
 from proto.ep_states import EpInput
 from proto.frames import FrameType
+from proto.hostif import OPCODE_DTOS, RingError
 
 DISCONNECT = encode(FrameType.DISCONNECT)
 
@@ -88,15 +89,24 @@ class EpDriver:
             self.complete(ep, ep.ops.popleft(), first_status)
 
     def flush(self, ep: Ep, first_status: St | None = None) -> None:
-        """Complete every outstanding DTO: the failed one with its error, the rest FLUSHED."""
+        """Complete every outstanding DTO: the failed one with its error, the rest FLUSHED,
+        those still in the work queues too (posted last, so flushed last), as a NIC does."""
         ep.held.clear()
         ep.reads_out = 0
         while ep.ops:
             status = first_status if first_status is not None else St.DTO_ERR_FLUSHED
             first_status = None
             self.complete(ep, ep.ops.popleft(), status)
-        while ep.recvs:
-            self.events.received(ep, ep.recvs.popleft().cookie, St.DTO_ERR_FLUSHED)
+        try:
+            for wqe in self.queues.untaken(ep, receive=False):
+                op = Op(OPCODE_DTOS[wqe.opcode], wqe.cookie, wqe.flags, 0, 0, [])
+                self.complete(ep, op, St.DTO_ERR_FLUSHED)
+            while ep.recvs:
+                self.events.received(ep, ep.recvs.popleft().cookie, St.DTO_ERR_FLUSHED)
+            for wqe in self.queues.untaken(ep, receive=True):
+                self.events.received(ep, wqe.cookie, St.DTO_ERR_FLUSHED)
+        except RingError as err:  # the driver broke its own queue: that IA closes
+            ep.consumer.channel.close(f"EP {ep.handle}: {err}")
 
     def complete(self, ep: Ep, op: Op, status: St) -> None:
         """One request DTO or bind completes; a bind that did not execute frees its key."""

@@ -32,7 +32,7 @@ from fabricd.nic.objects import (
     SharedRegion,
     Shell,
 )
-from fabricd.nic.queues import RQ_OPCODES, SQ_OPCODES, Queues, doorbell, take
+from fabricd.nic.queues import RQ_OPCODES, SQ_OPCODES, Queues, doorbell, set_polling, take
 from fabricd.nic.rmr import Windows
 from fabricd.nic.target import Target
 from fabricd.nic.wire import Wire
@@ -46,7 +46,7 @@ from proto.errors import (
     UnexpectedFrame,
 )
 from proto.frames import ROLE_CONSUMER, ROLE_PEER, FrameType
-from proto.hostif import OPCODE_DTOS
+from proto.hostif import OPCODE_DTOS, RingError
 from proto.schema import Empty, parse
 
 log = logging.getLogger("fabricd")
@@ -245,17 +245,45 @@ class Nic:
         self._drain(ep)
 
     def _drain(self, ep: Ep) -> None:
-        """Take every WQE the driver published on the EP's queues, in order."""
+        """Take every WQE the driver published on the EP's queues, in order. Having taken
+        some, the daemon polls the EP (POLL 1, so posts ring no doorbell) until a look at the
+        end of a loop turn finds nothing new; then it clears POLL, fences, and looks once more
+        (a driver that still saw POLL 1 rang no doorbell)."""
+        q = ep.queues
+        while q is not None:
+            taken = 0
+            for wqe in take(q.sq, SQ_OPCODES):
+                dto = OPCODE_DTOS[wqe.opcode]
+                self.initiator.post(
+                    ep.consumer, ep, dto, wqe.cookie, wqe.flags, wqe.segments, wqe.remote
+                )
+                taken += 1
+            for wqe in take(q.rq, RQ_OPCODES):
+                self.target.post_recv(ep, wqe.cookie, wqe.flags, wqe.segments)
+                taken += 1
+            if taken:
+                set_polling(q, True)
+                if not q.repoll:
+                    q.repoll = True
+                    self.shell.call_soon(lambda: self._poll(ep))
+                return
+            if not set_polling(q, False):
+                return
+            self.memory.fence()
+            if not (q.sq.available() or q.rq.available()):
+                return
+            q = ep.queues
+
+    def _poll(self, ep: Ep) -> None:
+        """The end-of-turn look at a polled EP (a broken ring closes its IA only)."""
         q = ep.queues
         if q is None:
             return
-        for wqe in take(q.sq, SQ_OPCODES):
-            dto = OPCODE_DTOS[wqe.opcode]
-            self.initiator.post(
-                ep.consumer, ep, dto, wqe.cookie, wqe.flags, wqe.segments, wqe.remote
-            )
-        for wqe in take(q.rq, RQ_OPCODES):
-            self.target.post_recv(ep, wqe.cookie, wqe.flags, wqe.segments)
+        q.repoll = False
+        try:
+            self._drain(ep)
+        except RingError as err:
+            ep.consumer.channel.close(f"EP {ep.handle}: {err}")
 
     def consumer_lost(self, consumer: Consumer) -> None:
         """The consumer's socket closed: free its IA abruptly, as dat_ia_close(ABRUPT) would."""

@@ -186,6 +186,8 @@ class WorkQueues:
     rq_done: int = 0
     heard: int = 0
     bound: int = 0
+    polling: bool = False  # the daemon's copy of POLL
+    repoll: bool = False  # a look at the end of this loop turn is scheduled
 
 
 @dataclass(eq=False)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.objects import Ep, WorkQueues
 from proto.attrs import MAX_IOV
+from proto.constants import EpState as S
 from proto.hostif import (
     RQ_OFFSET,
     SQ_OFFSET,
@@ -53,6 +54,13 @@ class Queues:
         ep.queues = WorkQueues(name, sq, rq)
         publish_state(ep)
 
+    def untaken(self, ep: Ep, receive: bool) -> Iterator[Wqe]:
+        """The WQEs of a queue the daemon has not taken yet (to flush them)."""
+        q = ep.queues
+        if q is None:
+            return iter(())
+        return take(q.rq, RQ_OPCODES) if receive else take(q.sq, SQ_OPCODES)
+
     def detach(self, ep: Ep) -> None:
         """The EP is gone: unmap and remove its segment."""
         queues, ep.queues = ep.queues, None
@@ -63,9 +71,21 @@ class Queues:
 
 def publish_state(ep: Ep) -> None:
     """The EP's state, for the driver's synchronous post checks (the EP driver calls this
-    after every change)."""
+    after every change). An EP that leaves CONNECTED is no longer polled."""
     if ep.queues is not None:
         ep.queues.sq.set_word(Word.STATE, ep.state)
+        if ep.state != S.CONNECTED:
+            set_polling(ep.queues, False)
+
+
+def set_polling(q: WorkQueues, on: bool) -> bool:
+    """Say whether the daemon will look at the queues again without a doorbell (POLL);
+    True when the word changed."""
+    if q.polling == on:
+        return False
+    q.polling = on
+    q.sq.set_word(Word.POLL, int(on))
+    return True
 
 
 def retired(ep: Ep, receive: bool) -> None:
