@@ -195,8 +195,17 @@ class ConsumerEnd:
             self.consumer.core.feed(header + b"".join(bytes(v) for v in payload))
 
     def close(self, reason: str) -> None:
+        """The daemon closes the IA: the consumer sees it lost, and the daemon frees the IA
+        when the stream ends (later, as the shell's connection_lost)."""
+        if self.closed:
+            return
         self.closed = True
         self.consumer.core.lost(reason)
+        self.consumer.node.call_soon(self._ended)
+
+    def _ended(self) -> None:
+        if self.consumer.state is not None:
+            self.consumer.node.nic.consumer_lost(self.consumer.state)
 
 
 class Node:

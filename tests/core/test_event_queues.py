@@ -1,0 +1,107 @@
+"""The EVDs' event queues in shared memory (docs/host-interface.md section 6), driven by the
+real client core against the real NIC: events of every kind in the order the NIC made them, a
+NOTIFY only for an armed queue holding WANT events, overflow at exactly qlen, and a consumer
+that corrupts its own queue loses its IA, never the daemon."""
+
+from __future__ import annotations
+
+import pytest
+
+from proto.constants import DtoCompletionStatus as St
+from proto.constants import Dtos, EventNumber
+from proto.constants import EventNumber as E
+from proto.hostif import ASYNC_EVD, U32, EqWord, Ring
+from tests.core.flows import Side, connect, pair, side
+from tests.core.harness import Fabric
+
+DTO = E.DTO_COMPLETION_EVENT
+OK = St.DTO_SUCCESS
+
+
+def _eq(s: Side, evd: int | None = None) -> Ring:
+    ring = s.c.core.evds[s.evd if evd is None else evd].ring
+    assert ring is not None
+    return ring
+
+
+def _write(a: Side, b: Side, cookie: int) -> None:
+    a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(0, 8)], cookie, b.rmr(0, 8), 0)
+
+
+def test_completions_and_connection_events_share_one_queue_in_production_order() -> None:
+    fabric, a, b = pair()
+    b.c.post(Dtos.RECEIVE, b.ep, [b.triplet(0, 64)], 7, None, 0)
+    _write(a, b, 1)
+    fabric.run()
+    a.c.call(a.c.core.ep_disconnect(a.ep, 0))
+    fabric.run()
+    assert a.log() == [(DTO, 1, OK, 8), (E.CONNECTION_EVENT_DISCONNECTED, b"")]
+    assert b.log() == [(E.CONNECTION_EVENT_DISCONNECTED, b""), (DTO, 7, St.DTO_ERR_FLUSHED, 0)]
+
+
+def test_an_event_keeps_its_slot_until_it_is_handed_out() -> None:
+    fabric, a, b = pair()
+    ring = _eq(a)
+    taken = ring.mine
+    for cookie in (1, 2):
+        _write(a, b, cookie)
+        fabric.run()
+    state = a.c.core.evds[a.evd]
+    a.c.core.refill(state)
+    assert (len(state.queue), ring.mine) == (2, taken), "read, not yet taken: cons stays"
+    assert state.pop().cookie == 1 and ring.mine == taken + 1
+
+
+def test_notify_only_when_armed_and_the_queue_holds_want_events() -> None:
+    fabric, a, b = pair()
+    ring = _eq(a)
+    _write(a, b, 1)
+    fabric.run()
+    assert ring.get(EqWord.NOTIFIED) == 0, "nobody armed: no NOTIFY"
+    a.events()
+    state = a.c.core.evds[a.evd]
+    a.c.core.arm([state], 2)
+    assert ring.get(EqWord.ARM) == 1 and ring.get(EqWord.WANT) == 2
+    _write(a, b, 2)
+    fabric.run()
+    assert ring.get(EqWord.NOTIFIED) == 0, "one event of the two wanted"
+    _write(a, b, 3)
+    fabric.run()
+    assert ring.get(EqWord.NOTIFIED) == 1, "the second answers the ARM"
+    a.c.core.arm([state], 2)
+    assert ring.get(EqWord.ARM) == 2, "answered: a new wait arms again"
+
+
+def test_the_queue_overflows_at_exactly_qlen_and_says_so_once() -> None:
+    fabric = Fabric()
+    a = side(fabric, fabric.add_node("n1"), qlen=2)
+    b = side(fabric, fabric.add_node("n2"))
+    connect(fabric, a, b)
+    a.events()
+    for cookie in range(4):
+        _write(a, b, cookie)
+        fabric.run()
+    assert _eq(a).get(EqWord.OVERFLOW) == 1
+    assert [e.cookie for e in a.events()] == [0, 1], "what fitted is kept"
+    overflow = a.c.events(ASYNC_EVD)
+    assert [(e.event_number, e.handle) for e in overflow] == [
+        (EventNumber.ASYNC_ERROR_EVD_OVERFLOW, a.evd)
+    ]
+
+
+@pytest.mark.parametrize("skew", [1, 64 * 1024], ids=["ahead of the producer", "past the ring"])
+def test_a_consumer_index_out_of_reach_closes_that_ia_only(skew: int) -> None:
+    """A consumer index behind by less than the ring cannot be told from events not yet taken
+    (it only fills the EVD sooner); one ahead of the producer's, or a ring away, is garbage."""
+    fabric, a, b = pair()
+    b.c.post(Dtos.RECEIVE, b.ep, [b.triplet(0, 64)], 7, None, 0)
+    a.events()
+    ring = _eq(a)
+    ring.words[ring.mine_at] = (ring.mine + skew) % U32  # the driver's own index, garbage
+    _write(a, b, 1)
+    fabric.run()
+    assert a.c.core.catastrophic, "the IA was closed"
+    assert a.c.state is not None and a.c.state.id not in a.c.node.nic.consumers
+    assert b.log() == [(E.CONNECTION_EVENT_DISCONNECTED, b""), (DTO, 7, St.DTO_ERR_FLUSHED, 0)]
+    other = a.c.fabric.add_consumer(a.c.node)  # the daemon serves on
+    assert type(other.call(other.core.pz_create())) is int
