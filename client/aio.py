@@ -120,7 +120,7 @@ class AsyncIa:
         self.kick()
         while True:
             if arm is not None and not self.core.catastrophic:
-                arm()
+                arm()  # then look once more: what came before the ARM is seen now
             if ready():
                 return
             fut = asyncio.get_running_loop().create_future()
@@ -133,6 +133,8 @@ class AsyncIa:
             except TimeoutError:
                 if not ready():
                     raise
+            if ready():  # woken with what it waited for: no new ARM left behind
+                return
 
     def send(self, data: bytes) -> None:
         """Write one frame to the daemon."""

@@ -225,7 +225,7 @@ class Ia:
         self.kick()
         while True:
             if arm is not None and not self.core.catastrophic:
-                arm()
+                arm()  # then look once more: what came before the ARM is seen now
             if ready():
                 return
             if self.core.catastrophic and not dead_ok:
@@ -236,6 +236,8 @@ class Ia:
             if self.core.catastrophic:
                 time.sleep(min(remaining or 0.05, 0.05))
             self._pump(remaining)
+            if ready():  # woken with what it waited for: no new ARM left behind
+                return
 
     def lmr_create(
         self,

@@ -19,6 +19,7 @@ from typing import cast
 from fabricd.local import local_pair
 from fabricd.nic import Consumer, Nic, PeerLink, Timer
 from fabricd.shm import ShmMapper
+from fabricd.turn import Turn
 from proto.codec import Frame, FrameReader, Sink, encode
 from proto.errors import ProtocolError
 from proto.frames import FrameType
@@ -33,7 +34,8 @@ class _Stream(asyncio.BufferedProtocol):
 
     kind = "stream"
 
-    def __init__(self) -> None:
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
         self.transport: asyncio.Transport | None = None
         self.reader = FrameReader(self._sink)
         self._peer = "?"
@@ -58,7 +60,7 @@ class _Stream(asyncio.BufferedProtocol):
             return
         out = self._out
         if not out:
-            asyncio.get_running_loop().call_soon(self._flush)
+            self.turn.cork(self._flush)
         out.append(header)
         if payload:
             out.extend(payload)
@@ -102,6 +104,7 @@ class _Stream(asyncio.BufferedProtocol):
             return
         reader = self.reader
         reader.buffer_updated(nbytes)
+        self.turn.begin()
         try:
             while not self._closed:
                 frame = reader.next_event()
@@ -114,6 +117,8 @@ class _Stream(asyncio.BufferedProtocol):
         except Exception as err:  # a bad field deep in a handler must not take the daemon down
             log.exception("error handling a frame from %s %s", self.kind, self._peer)
             self._fail(f"bad frame: {err!r}")
+        finally:
+            self.turn.end()
 
     def _fail(self, reason: str) -> None:
         log.warning("%s %s: %s; closing the connection", self.kind, self._peer, reason)
@@ -156,8 +161,8 @@ class ConsumerStream(_Stream):
 
     kind = "consumer"
 
-    def __init__(self, nic: Nic, mapper: ShmMapper) -> None:
-        super().__init__()
+    def __init__(self, nic: Nic, mapper: ShmMapper, turn: Turn) -> None:
+        super().__init__(turn)
         self.nic = nic
         self.mapper = mapper
         self.consumer: Consumer | None = None
@@ -177,8 +182,8 @@ class PeerStream(_Stream):
 
     kind = "peer"
 
-    def __init__(self, nic: Nic, link: PeerLink | None = None) -> None:
-        super().__init__()
+    def __init__(self, nic: Nic, turn: Turn, link: PeerLink | None = None) -> None:
+        super().__init__(turn)
         self.nic = nic
         self.link = link
 
@@ -230,6 +235,7 @@ class Daemon:
         self.port = port
         self.socket_path = socket_path
         self.mapper = ShmMapper()
+        self.turn = Turn()
         rng = random.Random(seed if seed is not None else int.from_bytes(os.urandom(8), "big"))
         self.nic = Nic(
             name, (host, port), self, self.mapper, lambda: rng.getrandbits(32), coherent, heartbeat
@@ -244,7 +250,11 @@ class Daemon:
         """Bind the peer port and the consumer socket."""
         loop = self._loop = asyncio.get_running_loop()
         tcp = await loop.create_server(
-            lambda: PeerStream(self.nic), self.host, self.port, reuse_address=True, backlog=4096
+            lambda: PeerStream(self.nic, self.turn),
+            self.host,
+            self.port,
+            reuse_address=True,
+            backlog=4096,
         )
         self.port = tcp.sockets[0].getsockname()[1]
         self.nic.address = (self.host, self.port)
@@ -252,7 +262,7 @@ class Daemon:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket_path)
         unix = await loop.create_unix_server(
-            lambda: ConsumerStream(self.nic, self.mapper), self.socket_path, backlog=4096
+            lambda: ConsumerStream(self.nic, self.mapper, self.turn), self.socket_path, backlog=4096
         )
         self._servers = [tcp, unix]
         self._tick()
@@ -305,7 +315,7 @@ class Daemon:
     async def _connect(self, link: PeerLink, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
         try:
-            await loop.create_connection(lambda: PeerStream(self.nic, link), host, port)
+            await loop.create_connection(lambda: PeerStream(self.nic, self.turn, link), host, port)
         except OSError as err:
             self.nic.link_failed(link, f"{host}:{port}: {err}")
 
@@ -322,5 +332,4 @@ class Daemon:
         os._exit(137)
 
     def call_soon(self, fn: Callable[[], None]) -> None:
-        assert self._loop is not None
-        self._loop.call_soon(fn)
+        self.turn.call_soon(fn)

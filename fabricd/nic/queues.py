@@ -120,8 +120,10 @@ def doorbell(ep: Ep) -> None:
 
 
 def take(ring: Ring, opcodes: frozenset[Opcode]) -> Iterator[Wqe]:
-    """The WQEs the driver has published, in order, each released back as it is read."""
-    for _ in range(ring.available()):
+    """The WQEs the driver has published, in order, each released back as it is read. The
+    index is looked at before each one: handling a WQE can flush the queue (its EP broke), and
+    a count taken before that would run past what the driver wrote."""
+    while ring.available():
         wqe = read_wqe(ring, ring.mine, MAX_IOV)
         if wqe.opcode not in opcodes:
             raise RingError(f"WQE {ring.mine}: {wqe.opcode.name} does not belong on this queue")

@@ -158,3 +158,24 @@ def test_a_doorbell_for_someone_elses_ep_does_nothing() -> None:
     fabric.run()
     assert b.log() == [] and a.log() == []
     assert not a.c.closed_for
+
+
+def test_a_wqe_that_breaks_the_ep_flushes_the_ones_behind_it_in_order() -> None:
+    """Taking the first WQE breaks the connection, which flushes the queue from inside the
+    take: the WQEs behind it complete FLUSHED once each, in order, and the IA stays open."""
+    fabric, a, b = pair()
+    sq, _ = _rings(a)
+    alien = (b.address, 64, b.lmr.lmr_context)
+    write_wqe(sq, Opcode.RDMA_WRITE, 0, 3, [alien], (b.address, 64, b.lmr.rmr_context))
+    sq.publish()
+    _write(a, b, 4)
+    _write(a, b, 5)
+    a.c.send(_doorbell(a.ep))
+    fabric.run()
+    assert a.log() == [
+        (DTO, 3, St.DTO_ERR_LOCAL_PROTECTION, 0),
+        (E.CONNECTION_EVENT_BROKEN, b""),
+        (DTO, 4, St.DTO_ERR_FLUSHED, 0),
+        (DTO, 5, St.DTO_ERR_FLUSHED, 0),
+    ]
+    assert not a.c.closed_for and not a.c.core.catastrophic

@@ -1,0 +1,63 @@
+"""The end of an input batch, where the daemon's deferred work runs and its output leaves.
+
+The core defers work to "the end of this loop turn" (``Shell.call_soon``: coalesced event
+notification, the look at a polled EP's queues) and every stream corks its frames. Run through
+the event loop's own call_soon, each of those is one more loop iteration (an epoll_wait, then the
+callback) on the path of every request. Inside a batch — everything one read from a socket set
+in motion — they run when the batch ends instead: first the deferred work in order, then each
+corked stream's one writev. Outside a batch (timers), both fall back to the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+
+log = logging.getLogger("fabricd")
+
+
+class Turn:
+    """Deferred work and corked streams of the batch in progress."""
+
+    def __init__(self) -> None:
+        self._depth = 0
+        self._deferred: deque[Callable[[], None]] = deque()
+        self._corked: list[Callable[[], None]] = []
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` at the end of this batch (or in the next loop iteration)."""
+        if self._depth:
+            self._deferred.append(fn)
+        else:
+            asyncio.get_running_loop().call_soon(fn)
+
+    def cork(self, flush: Callable[[], None]) -> None:
+        """Call a stream's ``flush`` once this batch's work is done."""
+        if self._depth:
+            self._corked.append(flush)
+        else:
+            asyncio.get_running_loop().call_soon(flush)
+
+    def begin(self) -> None:
+        """An input batch starts (batches may nest: the outermost one ends the turn)."""
+        self._depth += 1
+
+    def end(self) -> None:
+        """The batch is over: run what it deferred, then flush what it corked."""
+        if self._depth > 1:
+            self._depth -= 1
+            return
+        try:
+            while self._deferred:
+                fn = self._deferred.popleft()
+                try:
+                    fn()
+                except Exception:  # as the event loop would: log it, run the rest
+                    log.exception("error in deferred work %r", fn)
+            corked, self._corked = self._corked, []
+        finally:
+            self._depth -= 1
+        for flush in corked:
+            flush()
