@@ -172,7 +172,7 @@ class MemoryRegistry:
         if entry is None:
             return None
         region = entry.region
-        if not region.privileges & need or region.pz != pz:
+        if not int(region.privileges) & int(need) or region.pz != pz:  # ints: Flag ops are slow
             return None
         lmr = entry if isinstance(entry, Lmr) else entry.lmr
         if length == 0:

@@ -40,6 +40,22 @@ def is_int(value: object) -> bool:
 def parse_triplet(triplet: object, subtype: Sub = Sub.NO_SUBTYPE) -> tuple[int, int, int]:
     """Validate one ``[address, length, context]`` triplet; DAT_INVALID_PARAMETER with
     ``subtype`` (the argument the triplet is in) otherwise."""
+    if (type(triplet) is list or type(triplet) is tuple) and len(triplet) == 3:
+        address, length, context = triplet  # the common shape, checked inline
+        if (
+            type(address) is int
+            and type(length) is int
+            and type(context) is int
+            and 0 <= address <= 0xFFFFFFFFFFFFFFFF
+            and 0 <= length <= 0xFFFFFFFF
+            and 0 <= context <= 0xFFFFFFFF
+        ):
+            return address, length, context
+    return _parse_triplet(triplet, subtype)
+
+
+def _parse_triplet(triplet: object, subtype: Sub) -> tuple[int, int, int]:
+    """parse_triplet for every other shape: int subclasses accepted, the error for the rest."""
     if not isinstance(triplet, (list, tuple)) or len(triplet) != 3:
         msg = "a triplet is [virtual_address, segment_length, context]"
         raise DatInvalidParameter(subtype, msg)
@@ -49,7 +65,7 @@ def parse_triplet(triplet: object, subtype: Sub = Sub.NO_SUBTYPE) -> tuple[int, 
             raise DatInvalidParameter(subtype, f"triplet field {v!r} is not a non-negative int")
     if length > 0xFFFFFFFF or address > 0xFFFFFFFFFFFFFFFF or context > 0xFFFFFFFF:
         raise DatInvalidParameter(subtype, "triplet field out of its C type's range")
-    return address, length, context
+    return int(address), int(length), int(context)
 
 
 def check_local_iov(
@@ -81,10 +97,9 @@ def check_local_iov(
             raise DatPrivilegesViolation(message=f"lmr_context {context:#x} is not a valid LMR")
         if region.pz != ep_pz:
             raise DatProtectionViolation(message="the LMR's PZ is not the endpoint's PZ")
-        if need & ~region.privileges:
-            raise DatPrivilegesViolation(
-                message=f"the LMR lacks {MemPriv(need & ~region.privileges)!r}"
-            )
+        missing = int(need) & ~int(region.privileges)  # plain ints: Flag operators are slow
+        if missing:
+            raise DatPrivilegesViolation(message=f"the LMR lacks {MemPriv(missing)!r}")
         if not region.contains(address, length):
             raise DatInvalidParameter(
                 Sub.INVALID_ARG3, f"segment {address:#x}+{length} lies outside its LMR"

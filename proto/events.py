@@ -106,14 +106,22 @@ def record_for(number: EventNumber) -> type[Event]:
     return AsyncError
 
 
+def dto_entry(
+    ep: int, status: int, cookie: int, length: int, op: int, notify: bool
+) -> tuple[int, Head]:
+    """A DTO completion's entry (flags, head fields): the one layout, used by encode_event and
+    by the NIC's completion path, which writes it without building the record first."""
+    return (NOTIFIES if notify else 0), (ep, status, cookie, length, op)
+
+
 def encode_event(number: EventNumber, record: Event) -> tuple[int, Head, bytes]:
     """An event as its queue entry: (flags, head fields, body). Completions and software
     events are all head; the others are a msgpack array of their fields after ``evd``."""
     if not isinstance(record, record_for(number)):
         raise TypeError(f"{number.name} carries {record_for(number).__name__}")
     if isinstance(record, DtoCompletion):
-        flags = NOTIFIES if record.notify else 0
-        return flags, (record.ep, record.status, record.cookie, record.length, record.op), b""
+        r = record
+        return *dto_entry(r.ep, r.status, r.cookie, r.length, r.op, r.notify), b""
     if isinstance(record, RmrBindCompletion):
         flags = NOTIFIES if record.notify else 0
         return flags, (record.ep, record.status, record.cookie, 0, record.rmr), b""

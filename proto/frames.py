@@ -9,11 +9,11 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Final
 
-PROTOCOL_VERSION: Final = 1
-MAX_PROTOCOL_VERSION: Final = 1
+PROTOCOL_VERSION: Final = 2
+MAX_PROTOCOL_VERSION: Final = 2
 """The one wire version this build speaks; HELLO carries the range a peer accepts."""
 
-MIN_PROTOCOL_VERSION: Final = 1
+MIN_PROTOCOL_VERSION: Final = 2
 MAX_HEADER_LEN: Final = 64 * 1024
 """Largest msgpack header accepted; a longer length prefix closes the connection."""
 
@@ -44,6 +44,7 @@ class FrameType(IntEnum):
     SEND = 0x93
     ACK = 0x94
     NAK = 0x95
+    WRITES = 0x96
 
 
 FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
@@ -65,6 +66,7 @@ FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
     FrameType.SEND: ("seq",),
     FrameType.ACK: ("seq",),
     FrameType.NAK: ("seq", "status"),
+    FrameType.WRITES: ("seq", "ops"),  # ops: [[address, rmr_context, length], ...] (proto.batch)
 }
 
 ROLE_CONSUMER: Final = "consumer"

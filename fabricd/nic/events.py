@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.objects import Consumer, Ep, EventQueue, Op
@@ -24,10 +25,10 @@ from proto.errors import DatInvalidHandle, DatInvalidParameter, DatQueueFull, Ma
 from proto.events import (
     AsyncError,
     ConnectionEvent,
-    DtoCompletion,
     Event,
     RmrBindCompletion,
     SoftwareEvent,
+    dto_entry,
     encode_event,
 )
 from proto.frames import FrameType
@@ -48,6 +49,8 @@ from proto.hostif import (
 )
 
 log = logging.getLogger("fabricd")
+_SUPPRESS: Final = int(CompletionFlags.SUPPRESS)  # plain ints: IntFlag operators are slow
+_UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
 
 
 class Events:
@@ -193,9 +196,13 @@ class Events:
     def dto(
         self, ep: Ep, evd: int, cookie: int, status: St, length: int, op: Dtos, notify: bool = True
     ) -> None:
-        """A DTO completion; ``notify`` False: an UNSIGNALLED one, which wakes nobody."""
-        record = DtoCompletion(evd, ep.handle, cookie, status, length, op, notify)
-        self.push(ep.consumer, E.DTO_COMPLETION_EVENT, record)
+        """A DTO completion; ``notify`` False: an UNSIGNALLED one, which wakes nobody. Written
+        straight into the entry (proto.events.dto_entry): no record on the per-DTO path."""
+        consumer = ep.consumer
+        eq = consumer.evds.get(evd) if not consumer.closed else None
+        if eq is not None:
+            flags, head = dto_entry(ep.handle, status, cookie, length, op, notify)
+            self._write(consumer, eq, E.DTO_COMPLETION_EVENT, flags, head)
 
     def received(self, ep: Ep, cookie: int, status: St, length: int = 0) -> None:
         """A receive's completion on the EP's receive EVD."""
@@ -211,8 +218,8 @@ class Events:
         """A request DTO or bind completes: SUPPRESS (success) gives no event, UNSIGNALLED
         (success) an event that wakes nobody. The driver's counts move first."""
         success = status == St.DTO_SUCCESS
-        evd = 0 if success and op.flags & CompletionFlags.SUPPRESS else ep.request_evd
-        notify = not (success and op.flags & CompletionFlags.UNSIGNALLED)
+        evd = 0 if success and op.flags & _SUPPRESS else ep.request_evd
+        notify = not (success and op.flags & _UNSIGNALLED)
         if op.kind == Dtos.BIND_MW:
             bound(ep)
             rmr = op.bind.rmr.handle if op.bind else 0

@@ -159,6 +159,7 @@ class Nic:
         target, initiator, cm = self.target, self.initiator, self.connections
         return {
             FrameType.WRITE: target.request,
+            FrameType.WRITES: target.request,
             FrameType.READ_REQ: target.request,
             FrameType.SEND: target.request,
             FrameType.ACK: initiator.acked,
@@ -255,9 +256,11 @@ class Nic:
             for wqe in take(q.sq, SQ_OPCODES):
                 dto = OPCODE_DTOS[wqe.opcode]
                 self.initiator.post(
-                    ep.consumer, ep, dto, wqe.cookie, wqe.flags, wqe.segments, wqe.remote
+                    ep.consumer, ep, dto, wqe.cookie, wqe.flags, wqe.segments, wqe.remote, False
                 )
                 taken += 1
+            if taken:
+                self.initiator.transmit(ep)  # together: small Writes leave as one batch
             for wqe in take(q.rq, RQ_OPCODES):
                 self.target.post_recv(ep, wqe.cookie, wqe.flags, wqe.segments)
                 taken += 1
@@ -331,7 +334,7 @@ class Nic:
             return DISCARD  # the frame itself will be refused
         if frame.type == FrameType.READ_RESP:
             return self.initiator.read_sink(link, frame)
-        if frame.type in (FrameType.WRITE, FrameType.SEND):
+        if frame.type in (FrameType.WRITE, FrameType.WRITES, FrameType.SEND):
             return self.target.sink(link, frame)
         raise MalformedFrame(f"{frame.type.name} carries no payload")
 

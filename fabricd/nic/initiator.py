@@ -18,6 +18,7 @@ from fabricd.nic.faultpath import decide_bind
 from fabricd.nic.objects import Consumer, Ep, Op, PeerLink
 from fabricd.nic.views import local_views, truncate
 from fabricd.nic.wire import Wire
+from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_writes
 from proto.checks import parse_triplet
 from proto.codec import DISCARD, Frame, Sink, encode
 from proto.constants import CompletionFlags, Dtos, MemPriv
@@ -60,8 +61,11 @@ class Initiator:
         flags: int,
         local_iov: Sequence[tuple[int, int, int]],
         remote: tuple[int, int, int],
+        start: bool = True,
     ) -> None:
-        """dat_ep_post_send / rdma_write / rdma_read: a WQE the driver checked and queued."""
+        """dat_ep_post_send / rdma_write / rdma_read: a WQE the driver checked and queued
+        (``start`` False: the caller transmits once it has taken every WQE, so small Writes
+        leave batched)."""
         op = Op(dto, cookie, flags, 0, 0, [])
         try:
             need = MemPriv.LOCAL_WRITE if dto == Dtos.RDMA_READ else MemPriv.LOCAL_READ
@@ -72,16 +76,18 @@ class Initiator:
             # as on hardware: this DTO fails at once, then the connection breaks and every
             # DTO still outstanding is flushed
             log.info("EP %d: local check failed: %s", ep.handle, err)
+            self.transmit(ep)  # what was posted before it leaves first
             self.eps.complete(ep, op, St.DTO_ERR_LOCAL_PROTECTION)
             if ep.state in (S.CONNECTED, S.DISCONNECT_PENDING):
                 self.eps.broken(ep, notify_peer=True)
             return
         if dto == Dtos.RDMA_READ:
             op.length = op.remote[1]
-        self.enqueue(ep, op)
+        self.enqueue(ep, op, start)
 
-    def enqueue(self, ep: Ep, op: Op) -> None:
-        """Queue a request in posting order; it starts when nothing holds it back."""
+    def enqueue(self, ep: Ep, op: Op, start: bool = True) -> None:
+        """Queue a request in posting order; it starts when nothing holds it back (and
+        ``start``: at once)."""
         if op.kind != Dtos.BIND_MW:
             op.seq = ep.next_seq
             ep.next_seq += 1
@@ -90,7 +96,8 @@ class Initiator:
             self.eps.flush(ep, None if ep.state == S.DISCONNECTED else St.DTO_ERR_LOCAL_EP)
             return
         ep.held.append(op)
-        self.transmit(ep)
+        if start:
+            self.transmit(ep)
 
     def _blocked(self, ep: Ep, op: Op) -> bool:
         """Must ``op`` wait for RDMA Reads in flight (a fence, or no read credit)?"""
@@ -106,6 +113,9 @@ class Initiator:
             op = ep.held[0]
             if self._blocked(ep, op):
                 break
+            if op.kind == Dtos.RDMA_WRITE and op.length <= MAX_OP_BYTES and not self.faults.active:
+                self._start_writes(ep, link)
+                continue
             ep.held.popleft()
             if op.kind == Dtos.BIND_MW:
                 self._bind(ep, op)
@@ -114,6 +124,31 @@ class Initiator:
             else:
                 self._start(ep, link, op)
         self.retire(ep)
+
+    def _start_writes(self, ep: Ep, link: PeerLink) -> None:
+        """Put the small RDMA Writes at the head of the queue on the wire, as one WRITES frame
+        when there are several (proto.batch; the fault rules see single frames: no batching
+        while rules are installed)."""
+        held = ep.held
+        batch = [held.popleft()]
+        total = batch[0].length
+        while held and len(batch) < MAX_OPS:
+            op = held[0]
+            if (
+                op.kind != Dtos.RDMA_WRITE
+                or op.length > MAX_OP_BYTES
+                or total + op.length > MAX_BATCH_BYTES
+                or op.seq != batch[-1].seq + 1
+                or self._blocked(ep, op)
+            ):
+                break
+            batch.append(held.popleft())
+            total += op.length
+        if len(batch) == 1:
+            self._start(ep, link, batch[0])
+            return
+        hdr = encode_writes(batch[0].seq, [(op.remote[0], op.remote[2], op.length) for op in batch])
+        self.wire.send(link, hdr, [view for op in batch for view in op.views])
 
     def _start(self, ep: Ep, link: PeerLink, op: Op) -> None:
         """Put one request on the wire."""

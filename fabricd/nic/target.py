@@ -10,13 +10,15 @@ breaks the connection.
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.events import Events
 from fabricd.nic.objects import Ep, PeerLink, Recv
-from fabricd.nic.views import local_views, scatter, truncate
+from fabricd.nic.views import local_views, scatter, scratch, truncate
 from fabricd.nic.wire import Wire
+from proto.batch import WriteOp, last_seq, parse_writes
 from proto.codec import DISCARD, Frame, Sink, encode
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
@@ -25,6 +27,7 @@ from proto.errors import DatError, MalformedFrame, UnexpectedFrame
 from proto.frames import FrameType
 
 log = logging.getLogger("fabricd")
+_REMOTE_WRITE: Final = MemPriv.REMOTE_WRITE
 
 
 class Target:
@@ -40,6 +43,8 @@ class Target:
 
     def sink(self, link: PeerLink, frame: Frame) -> Sink:
         """Where a request's payload lands (None: collect it, the stream is stalled)."""
+        if frame.type == FrameType.WRITES:
+            parse_writes(frame)
         if self.duplicate(link, frame):
             return DISCARD
         if link.stalled:
@@ -48,11 +53,12 @@ class Target:
 
     @staticmethod
     def duplicate(link: PeerLink, frame: Frame) -> bool:
-        """A request seen before (a duplicated or retried message): RC executes it once."""
-        seq = frame.fields[0]
-        if type(seq) is not int:
-            raise MalformedFrame("a request's sequence number must be an integer")
-        return seq <= link.acked or any(f.fields[0] == seq for f in link.stalled)
+        """A request seen before (a duplicated or retried message): RC executes it once. (A
+        batch is one when its last request is; one partly seen lands only the rest.)"""
+        last = last_seq(frame)
+        return last <= link.acked or any(
+            f.fields[0] <= last and frame.fields[0] <= last_seq(f) for f in link.stalled
+        )
 
     def _landing(self, link: PeerLink, frame: Frame) -> Sink:
         ep = link.ep
@@ -60,6 +66,8 @@ class Target:
             return DISCARD
         seq = frame.fields[0]
         assert type(seq) is int
+        if frame.type == FrameType.WRITES:
+            return self._batch_landing(link, ep, seq, parse_writes(frame)[1])
         if frame.type == FrameType.WRITE:
             _, address, rmr_context = frame.fields
             if type(address) is not int or type(rmr_context) is not int:
@@ -83,10 +91,29 @@ class Target:
             return DISCARD
         return truncate(recv.views, frame.payload_len)
 
+    def _batch_landing(self, link: PeerLink, ep: Ep, seq: int, ops: list[WriteOp]) -> Sink:
+        """The sink of a WRITES frame: each Write's target bytes in turn; a Write seen before,
+        the one that fails its checks and every one after it land nowhere (scratch)."""
+        views: list[memoryview] = []
+        coherent = self.memory.coherent
+        for i, (address, rmr_context, length) in enumerate(ops):
+            if seq + i <= link.acked or link.fault is not None:
+                views.extend(scratch(length))
+                continue
+            view = self.memory.remote(rmr_context, address, length, _REMOTE_WRITE, ep.pz)
+            if view is None:
+                link.fault = (seq + i, St.DTO_ERR_REMOTE_ACCESS)
+                views.extend(scratch(length))
+                continue
+            if not coherent:
+                self.memory.mark_written(rmr_context, address, length)
+            views.append(view)
+        return views
+
     # -- requests ------------------------------------------------------------------------------
 
     def request(self, link: PeerLink, frame: Frame) -> None:
-        """A WRITE, READ_REQ or SEND whose payload (if any) has been read."""
+        """A WRITE, WRITES, READ_REQ or SEND whose payload (if any) has been read."""
         if frame.payload is None and self.duplicate(link, frame):
             link.ack_due = True  # answer it again; do not execute it again
             return
@@ -100,6 +127,14 @@ class Target:
         """Carry out a request whose payload (if any) has landed."""
         if frame.type == FrameType.WRITE:
             self._done(link, frame.fields[0])
+        elif frame.type == FrameType.WRITES:
+            seq, ops = parse_writes(frame)
+            end = seq + len(ops)
+            failed = link.fault[0] if link.fault is not None else end
+            link.acked = max(link.acked, failed - 1)  # the Writes before the one that failed
+            link.ack_due = True
+            if failed < end:
+                self._refuse(link)
         elif frame.type == FrameType.READ_REQ:
             self._serve_read(link, frame.fields)
         else:

@@ -14,18 +14,23 @@ def local_views(
     memory: MemoryRegistry, consumer: Consumer, ep: Ep, iov: object, need: MemPriv
 ) -> tuple[list[memoryview], int]:
     """The consumer's bytes a local iov names, checked as dat_ep_post_* specify."""
-    found: dict[int, Lmr] = {}  # id(region) -> its LMR, for the segments that pass
+    lmrs = memory.by_lmr_context
+    owner = consumer.id
+    found: list[Lmr] = []  # the LMR of each segment looked up, in the order check_local_iov uses
 
     def lookup(ctx: int) -> Region | None:
-        lmr = memory.by_lmr_context.get(ctx)
-        if lmr is None or lmr.owner != consumer.id:
+        lmr = lmrs.get(ctx)
+        if lmr is None or lmr.owner != owner:
             return None
-        found[id(lmr.region)] = lmr
+        found.append(lmr)
         return lmr.region
 
     used = check_local_iov(iov, lookup, ep.pz, need, 1 << 16)
-    views = [found[id(region)].local(address, length) for region, address, length in used]
-    return views, sum(length for _, _, length in used)
+    if len(used) == 1:
+        _, address, length = used[0]
+        return [found[0].local(address, length)], length
+    views = [lmr.local(a, n) for lmr, (_, a, n) in zip(found, used, strict=True)]
+    return views, sum(n for _, _, n in used)
 
 
 def truncate(views: Sequence[memoryview], length: int) -> list[memoryview]:
@@ -46,3 +51,16 @@ def scatter(data: bytes, sink: Sequence[memoryview]) -> None:
     for v in sink:
         v[:] = data[pos : pos + len(v)]
         pos += len(v)
+
+
+_SCRATCH = memoryview(bytearray(64 * 1024))  # where bytes that must land nowhere are read to
+
+
+def scratch(length: int) -> list[memoryview]:
+    """A sink of ``length`` bytes that are thrown away (part of a batch that must not land)."""
+    out = []
+    while length > 0:
+        n = min(length, len(_SCRATCH))
+        out.append(_SCRATCH[:n])
+        length -= n
+    return out

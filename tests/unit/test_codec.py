@@ -169,6 +169,7 @@ SAMPLE_FIELDS: dict[str, Any] = {
     "length": 1 << 20,
     "reads_done": 3,
     "status": -3,
+    "ops": [[0xDEAD0000, 17, 64], [0xDEAD0040, 17, 0]],
 }
 
 
@@ -630,7 +631,7 @@ def test_type_and_length_must_be_integers(header: list[Any]) -> None:
     assert isinstance(_error_of(raw_header(header)), MalformedFrame)
 
 
-@pytest.mark.parametrize("value", [0, 3, 0x3F, 0x7F, 0x96, 0xFF, -1, 2**40])
+@pytest.mark.parametrize("value", [0, 3, 0x3F, 0x7F, 0x97, 0xFF, -1, 2**40])
 def test_unknown_frame_type(value: int) -> None:
     assert value not in set(FrameType)
     assert isinstance(_error_of(raw_header([value, 0])), MalformedFrame)

@@ -1,0 +1,69 @@
+"""Batched RDMA Writes on the peer wire: many small Writes to one peer in one frame.
+
+A WRITES frame is ``[WRITES, payload_len, seq, ops]``: ``ops`` lists ``[address, rmr_context,
+length]`` for the requests ``seq``, ``seq + 1``, ... in order, and the payload is their bytes one
+after the other (``payload_len`` is the sum of the lengths). Each operation keeps its own
+sequence number, so ACKs, NAKs, duplicates and flush order mean what they mean for single WRITE
+frames: the target executes them one by one, as if they had come as WRITE frames.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from proto.codec import Frame, encode
+from proto.errors import MalformedFrame
+from proto.frames import FrameType
+
+MAX_OPS: Final = 256
+"""Most operations one WRITES frame may carry."""
+MAX_OP_BYTES: Final = 16 * 1024
+"""A Write larger than this goes alone: batching saves per-frame costs, not copies."""
+MAX_BATCH_BYTES: Final = 256 * 1024
+"""Largest payload a sender puts in one WRITES frame."""
+
+WriteOp = tuple[int, int, int]
+"""(address, rmr_context, length) of one Write in a batch."""
+
+
+def encode_writes(seq: int, ops: list[WriteOp]) -> bytes:
+    """The header of a WRITES frame for ``ops``, the first of which has sequence number
+    ``seq`` (its payload, the ops' bytes in order, follows it on the stream)."""
+    return encode(
+        FrameType.WRITES, seq, [list(op) for op in ops], payload_len=sum(op[2] for op in ops)
+    )
+
+
+def parse_writes(frame: Frame) -> tuple[int, list[WriteOp]]:
+    """The first sequence number and the operations of a WRITES frame, checked for shape
+    (MalformedFrame otherwise); validated once, the operations replace the raw field."""
+    seq, ops = frame.fields
+    if type(ops) is tuple:  # parsed already
+        return seq, list(ops)
+    if type(seq) is not int or seq < 1:
+        raise MalformedFrame("a WRITES frame's sequence number must be a positive integer")
+    if type(ops) is not list or not 0 < len(ops) <= MAX_OPS:
+        raise MalformedFrame(f"a WRITES frame carries 1..{MAX_OPS} operations")
+    parsed: list[WriteOp] = []
+    total = 0
+    for op in ops:
+        if type(op) is not list or len(op) != 3 or any(type(v) is not int or v < 0 for v in op):
+            raise MalformedFrame(f"a batched Write is [address, rmr_context, length], not {op!r}")
+        address, rmr_context, length = op
+        parsed.append((address, rmr_context, length))
+        total += length
+    if total != frame.payload_len:
+        raise MalformedFrame(f"Writes of {total} bytes in a {frame.payload_len}-byte payload")
+    frame.fields[1] = tuple(parsed)
+    return seq, parsed
+
+
+def last_seq(frame: Frame) -> int:
+    """The sequence number of the last request a WRITE, SEND, READ_REQ or WRITES carries."""
+    seq = frame.fields[0]
+    if type(seq) is not int:
+        raise MalformedFrame("a request's sequence number must be an integer")
+    if frame.type == FrameType.WRITES:
+        ops = frame.fields[1]
+        return seq + (len(ops) - 1 if type(ops) in (list, tuple) and ops else 0)
+    return seq
