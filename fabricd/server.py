@@ -26,6 +26,7 @@ from proto.frames import FrameType
 
 log = logging.getLogger("fabricd")
 CLOSE_GRACE = 2.0  # seconds a half-closed stream waits for the peer's end before an abort
+JOIN_LIMIT = 64 * 1024  # a turn's frames up to this size leave copied into one buffer
 _SCRATCH = memoryview(bytearray(64 * 1024))
 
 
@@ -68,8 +69,14 @@ class _Stream(asyncio.BufferedProtocol):
     def _flush(self) -> None:
         out, self._out = self._out, []
         t = self.transport
-        if out and t is not None and not t.is_closing():
-            t.writelines(out)
+        if not out or t is None or t.is_closing():
+            return
+        if len(out) == 1:
+            t.write(out[0])
+        elif sum(map(len, out)) <= JOIN_LIMIT:
+            t.write(b"".join(out))  # one buffer: cheaper for the loop than many small ones
+        else:
+            t.writelines(out)  # large payloads leave from registered memory, uncopied
 
     def close(self, reason: str) -> None:
         """Half-close: what was sent still arrives (a RST could destroy it), input is dropped."""

@@ -348,11 +348,13 @@ def write_eqe(
     flags: int,
     fields: tuple[int, int, int, int, int],
     body: bytes = b"",
+    ahead: int = 0,
 ) -> None:
-    """Producer: fill the next slot (``fields``: ep, status, cookie, length, aux)."""
+    """Producer: fill the slot ``ahead`` places past the next one, which the caller checked
+    is free (``fields``: ep, status, cookie, length, aux); the caller publishes."""
     if len(body) > EQE_BODY_MAX:
         raise ValueError(f"an event body of {len(body)} bytes does not fit an entry")
-    at = ring.slot(ring.mine)
+    at = ring.slot(ring.mine + ahead)
     EQE.pack_into(ring.view, at, number, flags, 0, len(body), *fields)
     if body:
         ring.view[at + EQE.size : at + EQE.size + len(body)] = body

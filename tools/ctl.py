@@ -14,7 +14,7 @@ from client.faults import Faults
 from fabricd.launch import Node, start_node
 from proto.errors import DatError
 from tools import faultctl
-from tools.demo import DemoError, run_client, serve, table
+from tools.demo import CONNECTED, DemoError, run_client, serve, table
 from tools.faultctl import load_schedule
 
 DEMO_CONN_QUAL = 45248  # dtest's server conn_qual
@@ -105,6 +105,17 @@ def _run_schedule(path: str, nodes: list[Node], stop: threading.Event) -> None:
             print(f"fault: {line}", flush=True)
 
 
+def _until_connected(client: subprocess.Popen[str]) -> str:
+    """Read the demo client's output up to its CONNECTED line (or its end); returns it."""
+    assert client.stdout is not None
+    lines = []
+    for line in client.stdout:
+        if line.strip() == CONNECTED:
+            break
+        lines.append(line)
+    return "".join(lines)
+
+
 def demo_all(args: argparse.Namespace) -> int:
     """Start two nodes on loopback and a consumer process on each; report and clean up."""
     with tempfile.TemporaryDirectory(prefix="datfabric-demo-") as tmp:
@@ -128,9 +139,12 @@ def demo_all(args: argparse.Namespace) -> int:
             )
             stop = threading.Event()
             schedule = threading.Thread(target=_run_schedule, args=(args.faults, nodes, stop))
-            if args.faults:
+            early = ""
+            if args.faults:  # its phases count from the moment the client is connected
+                early = _until_connected(client)
                 schedule.start()
             c_out, c_err = client.communicate(timeout=300)
+            c_out = early + c_out.replace(f"{CONNECTED}\n", "", 1)
             stop.set()
             if args.faults:
                 schedule.join(60)

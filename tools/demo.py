@@ -23,6 +23,7 @@ TRIPLET = struct.Struct("!QII")  # virtual_address, segment_length, rmr_context 
 DONE = struct.Struct("!I32s")  # pattern seed, blake2b digest of what the server should hold
 TIMEOUT_US = 10_000_000
 PDATA = bytes(range(1, 49))
+CONNECTED = "connected"  # the client's line once its connection is established
 
 
 class DemoError(RuntimeError):
@@ -189,6 +190,7 @@ def run_client(
     check_lmr = side.ia.lmr_create(MemType.VIRTUAL, check, size, side.pz, MemPriv.ALL)
     try:
         est = side.connect(peer, conn_qual)
+        print(CONNECTED, flush=True)  # a fault schedule starts now (fabricctl demo --faults)
         if est.private_data != bytes(b + 1 for b in PDATA):
             raise DemoError("the accept carried the wrong private data")
         side.send(side.triplet())

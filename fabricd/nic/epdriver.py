@@ -114,6 +114,11 @@ class EpDriver:
             self.memory.unbind(op.bind.key)
         self.events.completed(ep, op, status)
 
+    def complete_run(self, ep: Ep, ops: list[Op]) -> None:
+        """Successful request DTOs (no binds) complete, in posting order, together."""
+        if ops:
+            self.events.requests_done(ep, ops)
+
     def cancel_timer(self, ep: Ep) -> None:
         """Stop the connect timeout."""
         if ep.timer is not None:

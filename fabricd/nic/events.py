@@ -145,6 +145,10 @@ class Events:
             return
         write_eqe(eq.ring, number, flags, fields, body)
         eq.ring.publish()
+        self._written(consumer, eq)
+
+    def _written(self, consumer: Consumer, eq: EventQueue) -> None:
+        """The queue was written this turn: it is looked at for NOTIFY at the turn's end."""
         if not eq.due:
             eq.due = True
             if not self._due:
@@ -213,6 +217,37 @@ class Events:
         """A connection event on the EP's connect EVD, with the EP's state after it."""
         record = ConnectionEvent(ep.connect_evd, ep.handle, private_data, ep.state)
         self.push(ep.consumer, number, record)
+
+    def requests_done(self, ep: Ep, ops: Sequence[Op]) -> None:
+        """Request DTOs (no binds) that completed successfully, in posting order: the driver's
+        DONE moves once for all of them, then their completions are written and published
+        together (SUPPRESS: no event; UNSIGNALLED: one that wakes nobody). What completed() does
+        for one, coalesced."""
+        retired(ep, receive=False, count=len(ops))
+        consumer = ep.consumer
+        eq = consumer.evds.get(ep.request_evd) if not consumer.closed else None
+        if eq is None:
+            return
+        try:
+            free = eq.qlen - self._queued(eq)
+        except RingError as err:  # the driver broke its own queue: that IA closes
+            consumer.channel.close(f"EVD {eq.handle}: {err}")
+            return
+        ring, handle, written = eq.ring, ep.handle, 0
+        for op in ops:
+            if op.flags & _SUPPRESS:
+                continue
+            if written == free:
+                self._overflow(consumer, eq)
+                break
+            flags, head = dto_entry(
+                handle, St.DTO_SUCCESS, op.cookie, op.length, op.kind, not op.flags & _UNSIGNALLED
+            )
+            write_eqe(ring, E.DTO_COMPLETION_EVENT, flags, head, ahead=written)
+            written += 1
+        if written:
+            ring.publish(written)
+            self._written(consumer, eq)
 
     def completed(self, ep: Ep, op: Op, status: St) -> None:
         """A request DTO or bind completes: SUPPRESS (success) gives no event, UNSIGNALLED

@@ -186,17 +186,24 @@ class Initiator:
         bind.rmr.context, bind.rmr.lmr, bind.rmr.region = bind.key, lmr, bind.region
 
     def retire(self, ep: Ep) -> None:
-        """Complete, in posting order, every request at the head of the queue that is done."""
-        ops = ep.ops
+        """Complete, in posting order, every request at the head of the queue that is done
+        (runs of successful DTOs together: their completions are written at once)."""
+        ops, run = ep.ops, []
         while ops:
             op = ops[0]
             if not op.done and (op.kind in ANSWERED or op.seq > ep.acked):
                 break
-            if op.status != St.DTO_SUCCESS:  # in order, after what finished before it
+            if op.status == St.DTO_SUCCESS and op.kind != Dtos.BIND_MW:
+                run.append(ops.popleft())
+                continue
+            self.eps.complete_run(ep, run)  # what finished before it, first
+            run = []
+            if op.status != St.DTO_SUCCESS:
                 self.eps.broken(ep, first_status=op.status, notify_peer=True)
                 return
             ops.popleft()
             self.eps.complete(ep, op, St.DTO_SUCCESS)
+        self.eps.complete_run(ep, run)
         self.eps.drained(ep)
 
     def fail(self, link: PeerLink, seq: int | None, status: St) -> None:

@@ -88,17 +88,17 @@ def set_polling(q: WorkQueues, on: bool) -> bool:
     return True
 
 
-def retired(ep: Ep, receive: bool) -> None:
-    """One WQE of the EP completed: count it where the driver sees it (before the completion
-    is delivered, so a driver that has the event also sees the slot free)."""
+def retired(ep: Ep, receive: bool, count: int = 1) -> None:
+    """WQEs of the EP completed: count them where the driver sees it (before the completions
+    are delivered, so a driver that has the event also sees the slot free)."""
     q = ep.queues
     if q is None:
         return
     if receive:
-        q.rq_done += 1
+        q.rq_done += count
         q.rq.set_word(Word.DONE, q.rq_done)
     else:
-        q.sq_done += 1
+        q.sq_done += count
         q.sq.set_word(Word.DONE, q.sq_done)
 
 

@@ -106,7 +106,7 @@ def test_the_demo_reports_which_operation_a_partition_failed() -> None:
             "tools.ctl",
             "demo",
             "--iters",
-            "4000",
+            "40000",  # far more than fit in the schedule's first 0.3 s after the connect
             "--size",
             "65536",
             "--faults",
