@@ -337,12 +337,13 @@ class Evd(_Handle):
         core = self.ia.core
         evd = core.evd_wait_begin(self.handle, threshold)
         try:
-            self.ia._until(
-                lambda: core.evd_ready(evd, threshold),
-                timeout,
-                dead_ok=self.handle == ASYNC_EVD,
-                arm=lambda: core.arm((evd,), threshold),
-            )
+            if not core.evd_ready(evd, threshold):  # else, nothing to wait for
+                self.ia._until(
+                    lambda: core.evd_ready(evd, threshold),
+                    timeout,
+                    dead_ok=self.handle == ASYNC_EVD,
+                    arm=lambda: core.arm((evd,), threshold),
+                )
         except DatTimeoutExpired:
             raise core.evd_timeout(evd, threshold, timeout) from None
         finally:

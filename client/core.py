@@ -51,6 +51,7 @@ from proto.frames import FrameType
 from proto.hostif import (
     ASYNC_EVD,
     EQ_ENTRY_SIZE,
+    NOTIFIES,
     RQ_OFFSET,
     SQ_OFFSET,
     U32,
@@ -77,6 +78,7 @@ Triplet = Sequence[int]
 _SUPPRESS: Final = int(CompletionFlags.SUPPRESS)
 _UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
 _STATE: Final = Word.STATE
+_DTO_COMPLETION: Final = EventNumber.DTO_COMPLETION_EVENT
 _POSTABLE: Final = ep_states.REQUEST_POST_STATES
 
 
@@ -390,8 +392,14 @@ class ClientCore:
         ready = ring.available()
         while evd.from_ring < ready:
             raw, flags, head, body = read_eqe(ring, ring.mine + evd.from_ring)
-            number, record = decode_event(evd.handle, raw, flags, head, body)
-            event = self._event(number, record)
+            if raw == _DTO_COMPLETION:  # the common entry, made into its Event directly
+                ep, status, cookie, length, op = head  # proto.events.dto_entry's layout
+                notify = bool(flags & NOTIFIES)
+                event = Event(
+                    _DTO_COMPLETION, evd.handle, ep, cookie, status, length, op, notify=notify
+                )
+            else:
+                event = self._event(*decode_event(evd.handle, raw, flags, head, body))
             evd.from_ring += 1
             evd.queue.append(event)
             evd.notifying += event.notify
