@@ -151,3 +151,40 @@ def test_a_request_forged_on_an_unconnected_endpoint_is_a_local_ep_error() -> No
     assert fabric.trace == []
     b = side(fabric, fabric.add_node("n2"))
     connect(fabric, a, b)  # the EP stayed UNCONNECTED: it connects
+
+
+def test_a_request_forged_in_disconnect_pending_fails_alone() -> None:
+    """dat_ep_post_rdma_write past the library (or racing dat_ep_disconnect) while a graceful
+    disconnect waits: that WQE alone completes with DTO_ERR_LOCAL_EP; the write it waited for
+    executed, and completes successfully when its ACK comes, then DISCONNECTED."""
+    fabric, a, b = pair()
+    add_rule(b.c, action="delay", op="ACK", delay_ms=100.0)  # b's ACKs arrive 0.1 s late
+    a.memory(0, 16)[:] = b"written before.."
+    a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(0, 16)], 1, b.rmr(0, 16), 0)
+    a.c.call(a.c.core.ep_disconnect(a.ep, 1))
+    _forge(a, Opcode.RDMA_WRITE, 2, (a.address, 16, a.lmr.lmr_context), _remote(b, 16))
+    fabric.run()
+    assert a.log() == [(DTO, 2, St.DTO_ERR_LOCAL_EP, 0)]
+    assert bytes(b.memory(0, 16)) == b"written before.."
+    fabric.advance(0.1)
+    assert a.log() == [(DTO, 1, OK, 16), (E.CONNECTION_EVENT_DISCONNECTED, b"")]
+    assert b.log() == [(E.CONNECTION_EVENT_DISCONNECTED, b"")]
+    assert [fields[0] for _, _, fields in fabric.frames(FrameType.WRITE)] == [1], "2 never left"
+
+
+def test_a_request_forged_on_an_unconnected_endpoint_leaves_its_receives() -> None:
+    """dat_ep_post_send past the library on an UNCONNECTED EP with a receive posted: the send
+    fails alone (DTO_ERR_LOCAL_EP); the receive stays and takes the first message once the EP
+    is connected."""
+    fabric = Fabric()
+    a, b = side(fabric, fabric.add_node("n1")), side(fabric, fabric.add_node("n2"))
+    a.c.post(Dtos.RECEIVE, a.ep, [a.triplet(0, 16)], 9, None, 0)
+    _forge(a, Opcode.SEND, 6, (a.address + 64, 8, a.lmr.lmr_context), (0, 0, 0))
+    fabric.run()
+    assert a.log() == [(DTO, 6, St.DTO_ERR_LOCAL_EP, 0)]
+    connect(fabric, a, b)
+    b.memory(0, 5)[:] = b"hello"
+    b.c.post(Dtos.SEND, b.ep, [b.triplet(0, 5)], 1, None, 0)
+    fabric.run()
+    assert a.log() == [(DTO, 9, OK, 5)]
+    assert bytes(a.memory(0, 5)) == b"hello"
