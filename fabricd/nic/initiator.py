@@ -88,13 +88,17 @@ class Initiator:
     def enqueue(self, ep: Ep, op: Op, start: bool = True) -> None:
         """Queue a request in posting order; it starts when nothing holds it back (and
         ``start``: at once)."""
+        if ep.state != S.CONNECTED or ep.link is None:
+            # an EP that cannot carry it (a WQE written past the library's state check, or
+            # racing dat_ep_disconnect): this request alone completes, with no sequence number;
+            # what was outstanding before it, and the receives, are not its to flush
+            status = St.DTO_ERR_FLUSHED if ep.state == S.DISCONNECTED else St.DTO_ERR_LOCAL_EP
+            self.eps.complete(ep, op, status)
+            return
         if op.kind != Dtos.BIND_MW:
             op.seq = ep.next_seq
             ep.next_seq += 1
         ep.ops.append(op)
-        if ep.state != S.CONNECTED or ep.link is None:
-            self.eps.flush(ep, None if ep.state == S.DISCONNECTED else St.DTO_ERR_LOCAL_EP)
-            return
         ep.held.append(op)
         if start:
             self.transmit(ep)
