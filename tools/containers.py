@@ -422,7 +422,7 @@ class Topology:
 
     def container(self, service: str) -> str:
         """The id of a service's container."""
-        ids = self.compose("ps", "-q", service).stdout.split()
+        ids = self.compose("ps", "-a", "-q", service).stdout.split()
         if len(ids) != 1:
             raise RuntimeError(f"{service}: {len(ids)} containers")
         return ids[0]
