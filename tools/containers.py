@@ -224,9 +224,15 @@ def descendants(pid: int) -> list[int]:
 
 
 def find_engine(start: bool = True) -> Engine:
-    """The engine to use, started if installed and stopped; Missing says what is lacking."""
+    """The engine to use, started if installed and stopped; Missing says what is lacking.
+
+    DATFABRIC_ENGINE=docker or =podman considers that one only.
+    """
+    only = os.environ.get("DATFABRIC_ENGINE", "")
     lacking: list[str] = []
-    if shutil.which("docker"):
+    if only == "podman":
+        pass
+    elif shutil.which("docker"):
         compose = _compose_for("docker")
         if compose is None:
             lacking.append("compose for docker (neither `docker compose` nor `docker-compose`)")
@@ -244,7 +250,9 @@ def find_engine(start: bool = True) -> Engine:
                 lacking.append("a running Docker engine")
     else:
         lacking.append("docker")
-    if shutil.which("podman"):
+    if only == "docker":
+        pass
+    elif shutil.which("podman"):
         compose = _compose_for("podman")
         if compose is not None and _works(["podman", "info"]):
             return Engine(["podman"], compose)
@@ -253,7 +261,7 @@ def find_engine(start: bool = True) -> Engine:
         "no container engine to use: missing "
         + "; ".join(lacking)
         + ". On Debian, as root: apt-get install docker.io docker-compose debootstrap iptables"
-        + " (`make system-deps` does this)."
+        + " (`make container-deps` does this)."
     )
 
 
@@ -485,12 +493,25 @@ class Topology:
         proc = self.engine("logs", container, check=False)
         return proc.stdout + proc.stderr
 
-    def down(self) -> None:
-        """Remove the workloads, then every container, network and volume of the project."""
+    def down(self) -> dict[str, list[str]]:
+        """Remove the workloads, then every container, network and volume of the project.
+
+        Returns what compose's own `down` left (removed then by label): empty when it did all.
+        """
         for name in self.workloads:
             self.engine("rm", "-f", "-v", name, check=False)
         self.workloads.clear()
-        self.compose("down", "-v", "--remove-orphans", "--timeout", "5")
+        done = self.compose("down", "-v", "--remove-orphans", "--timeout", "5", check=False)
+        left = self.leftovers()
+        if any(left.values()):  # compose failed or missed some: remove them by label
+            say(f"compose down left {left}: removing by label ({done.stderr.strip()[-200:]})")
+            if left["containers"]:
+                self.engine("rm", "-f", "-v", *left["containers"], check=False)
+            if left["volumes"]:
+                self.engine("volume", "rm", "-f", *left["volumes"], check=False)
+            if left["networks"]:
+                self.engine("network", "rm", *left["networks"], check=False)
+        return left
 
     def leftovers(self) -> dict[str, list[str]]:
         """What of this project the engine still has, by kind (empty lists when down)."""
@@ -582,6 +603,12 @@ def main(argv: list[str] | None = None) -> None:
     except Missing as err:
         say(str(err))
         code = 2
+    except subprocess.CalledProcessError as err:
+        said = (err.stderr or err.stdout or "").strip().splitlines()[-8:]
+        say(f"failed (exit {err.returncode}): {' '.join(map(str, err.cmd))}")
+        for line in said:
+            say(f"  {line}")
+        code = 1
     finally:
         if engine.started_pid:
             with step("stop the dockerd started here"):

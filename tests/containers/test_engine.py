@@ -238,9 +238,11 @@ def test_down_leaves_no_container_volume_network_or_shm(topology: Topology) -> N
     host_shm = set(os.listdir("/dev/shm"))
     assert topo.leftovers()["volumes"], "the project's volumes exist before down"
 
-    topo.down()
+    left_by_compose = topo.down()
 
-    assert topo.leftovers() == {"containers": [], "volumes": [], "networks": []}
+    nothing: dict[str, list[str]] = {"containers": [], "volumes": [], "networks": []}
+    assert left_by_compose == nothing, "compose down itself removes the whole project"
+    assert topo.leftovers() == nothing
     gone = subprocess.run(
         [*topo.engine.cli, "inspect", server, client, *ids], capture_output=True, text=True
     )
