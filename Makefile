@@ -1,11 +1,14 @@
 # Two commands set everything up on a fresh machine with python3 and make:
 #   make demo   - a local two-node fabric and the demo workload
 #   make test   - every test
+# And on a container engine (docs/containers.md):
+#   make containers       - three node containers and the demo across them, then all removed
+#   make containers-up    - the same topology, left running (make containers-down removes it)
 VENV   ?= .venv
 PYTHON ?= python3
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test system-deps lint bench clean mutation
+.PHONY: demo test system-deps container-deps containers containers-up containers-down lint bench clean mutation
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,10 +26,37 @@ system-deps:
 	  else echo "system-deps: not root or no apt-get; dependent tests will skip"; fi; \
 	fi
 
+# A container engine, compose, and debootstrap (a local base image when no registry is reachable).
+# Docker's engine from Debian unless an engine is there already (docker-ce, podman: left alone).
+# Best effort like system-deps: without them the container tests skip and say what is missing.
+container-deps:
+	@pkgs=""; \
+	if ! command -v dockerd >/dev/null && ! command -v podman >/dev/null; then \
+	  pkgs="docker.io docker-compose iptables"; \
+	elif command -v docker >/dev/null && ! docker compose version >/dev/null 2>&1 \
+	     && ! command -v docker-compose >/dev/null; then pkgs="docker-compose"; fi; \
+	command -v debootstrap >/dev/null || pkgs="$$pkgs debootstrap"; \
+	if [ -n "$$pkgs" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends $$pkgs >/dev/null) \
+	      || echo "container-deps: apt-get failed; container tests will skip"; \
+	  else echo "container-deps: not root or no apt-get ($$pkgs missing); container tests will skip"; fi; \
+	fi
+
+containers: $(STAMP) container-deps
+	$(VENV)/bin/python -m tools.containers demo
+
+containers-up: $(STAMP) container-deps
+	$(VENV)/bin/python -m tools.containers up
+
+containers-down: $(STAMP)
+	$(VENV)/bin/python -m tools.containers down
+
 demo: $(STAMP)
 	$(VENV)/bin/fabricctl demo
 
-test: $(STAMP) system-deps
+test: $(STAMP) system-deps container-deps
 	$(VENV)/bin/pytest -q
 
 lint: $(STAMP)
