@@ -1,8 +1,8 @@
 """Our fabric next to UCX over TCP on this machine, one table.
 
-``python -m bench.compare [--sizes 4096,65536,1048576] [--iters N] [--json]``
+``python -m bench.compare [--sizes 4096,65536,1048576] [--iters N] [--window 16] [--json]``
 
-At each size it runs ``fabricctl bench`` (write bw, read bw at window 16; write lat at window 1)
+At each size it runs ``fabricctl bench`` (write bw, read bw at ``--window``; write lat at window 1)
 and ``ucx_perftest`` over TCP on loopback (``ucp_put_bw``, ``ucp_get``, ``ucp_put_lat``), each
 client against its own server, every process under a timeout. A run that fails shows ``n/a``
 and says why on stderr.
@@ -53,7 +53,7 @@ COLUMNS = (
 )
 LEGEND = (
     "# MB = 10^6 B (ucx_perftest's 2^20-byte MB converted); ratio = ours / ucx",
-    f"# ours: fabricctl bench, two fabricd nodes on loopback; bw at window {BW_WINDOW}; "
+    "# ours: fabricctl bench, two fabricd nodes on loopback; bw at window {window}; "
     "write lat = median post-to-completion at window 1 (a FULL round trip)",
     "# ucx: ucx_perftest UCX_TLS=tcp UCX_NET_DEVICES=lo, 'overall' bandwidth; ucp_get is "
     "emulated over active messages on tcp; put_lat = median of HALF a round trip (RTT/2)",
@@ -221,7 +221,8 @@ def _run_group(argv: list[str], timeout: float, what: str) -> tuple[int, str, st
 class Ours:
     """Runs ``fabricctl bench`` (as ``python -m tools.ctl bench``) and remembers if it can't."""
 
-    def __init__(self) -> None:
+    def __init__(self, window: int = BW_WINDOW) -> None:
+        self.window = window  # of the bandwidth runs
         self.no_limits = True  # skip its limit measurement when it offers that
         self.broken: str | None = None  # set when every further run would fail the same way
 
@@ -229,7 +230,7 @@ class Ours:
         """One run; the JSON object for (op, mode, size)."""
         if self.broken:
             raise RunError("skipped: fabricctl bench is unavailable (see above)")
-        window = BW_WINDOW if mode == "bw" else LAT_WINDOW
+        window = self.window if mode == "bw" else LAT_WINDOW
         argv = [
             sys.executable,
             "-m",
@@ -404,6 +405,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_ITERS,
         help=f"iterations of every run (default {DEFAULT_ITERS})",
     )
+    p.add_argument(
+        "--window",
+        type=int,
+        default=BW_WINDOW,
+        help=f"operations in flight in our bandwidth runs (default {BW_WINDOW})",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per size instead")
     return p
 
@@ -411,15 +418,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison and print it; 0 if every cell was measured, 1 otherwise."""
     args = build_parser().parse_args(argv)
-    if args.iters <= 0:
-        print("compare: --iters must be positive", file=sys.stderr)
+    if args.iters <= 0 or args.window <= 0:
+        print("compare: --iters and --window must be positive", file=sys.stderr)
         return 2
     deadline = time.monotonic() + BUDGET
-    ours = Ours()
+    ours = Ours(args.window)
     if not args.json:
         now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
         print(f"# {now}  {platform.machine()}  nproc {_nproc()}  iters {args.iters}")
-        print("\n".join(LEGEND))
+        print("\n".join(LEGEND).format(window=args.window))
         print(format_line([name for name, _ in COLUMNS]), flush=True)
     complete = True
     for size in args.sizes:

@@ -183,6 +183,8 @@ class AsyncIa:
             self.transport.close()
         self.arena.close()
         self.queues.close()
+        if self.core.catastrophic:  # the daemon cannot remove this IA's queues any more
+            self.queues.remove(self.core.queue_segments())
 
     def alloc(self, size: int) -> Buffer:
         """Registrable memory from the IA's shared-memory arena."""

@@ -166,11 +166,14 @@ class Ia:
             raise DatInvalidParameter(Sub.INVALID_ARG2, f"bad close flags {flags!r}")
         if flags == CloseFlags.GRACEFUL and (self.core.eps or self.core.lmrs):
             raise DatInvalidState(Sub.INVALID_STATE_IA_IN_USE, "the IA still has objects")
+        self._pump(0)  # a daemon that died meanwhile shows now (IA_CATASTROPHIC)
         self.closed = True
         atexit.unregister(self.close)
         self.sock.close()
         self.arena.close()
         self.queues.close()
+        if self.core.catastrophic:  # the daemon cannot remove this IA's queues any more
+            self.queues.remove(self.core.queue_segments())
 
     def alloc(self, size: int) -> Buffer:
         """Registrable memory from the IA's shared-memory arena."""

@@ -207,3 +207,9 @@ class QueueMaps:
     def close(self) -> None:
         for name in list(self._maps):
             self.unmap(name)
+
+    def remove(self, names: list[str]) -> None:
+        """Unlink queue segments whose daemon died (it would have removed them itself)."""
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self._root, name))

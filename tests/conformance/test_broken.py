@@ -3,6 +3,8 @@ posting order: the failed one with its error, then BROKEN, then the rest FLUSHED
 
 from __future__ import annotations
 
+import glob
+import os
 import signal
 import time
 
@@ -11,7 +13,7 @@ import pytest
 from client.api import Ia
 from fabricd.launch import Node
 from proto.constants import DtoCompletionStatus as St
-from proto.constants import EpState, EventNumber
+from proto.constants import EpState, EventNumber, MemPriv, MemType
 from proto.errors import DatAbort, DatQueueEmpty
 from tests.conformance.support import Sub, refused
 from tests.conftest import StartNode
@@ -76,6 +78,27 @@ def test_a_consumer_whose_daemon_dies_gets_ia_catastrophic(start: StartNode) -> 
     with refused(DatAbort, Sub.NO_SUBTYPE):
         ia.pz_create()
     ia.close()
+
+
+def test_an_ia_whose_daemon_died_removes_the_queues_the_daemon_made_for_it(
+    start: StartNode,
+) -> None:
+    """A dead daemon cannot unlink the event and work queue segments it created for an IA:
+    closing that IA does (a daemon that died unseen is noticed at the close)."""
+    node = start("doomed-queues")
+    ia = Ia(node.socket)
+    pz = ia.pz_create()
+    evd = ia.evd_create(4)
+    ep = ia.ep_create(pz, evd, evd, evd)
+    buf = ia.alloc(64)
+    lmr = ia.lmr_create(MemType.VIRTUAL, buf, 64, pz, MemPriv.ALL)
+    ep.post_recv([lmr.triplet(0, 64)], 1)  # maps the work queues
+    mine = {os.path.basename(p) for p in glob.glob(f"/dev/shm/datfabric-{ia.core.name}-*")}
+    assert set(ia.core.queue_segments()) <= mine and any("-wq" in n for n in mine), mine
+    node.proc.send_signal(signal.SIGKILL)
+    node.proc.wait()
+    ia.close()
+    assert glob.glob(f"/dev/shm/datfabric-{ia.core.name}-*") == []
 
 
 def test_a_cut_link_is_detected_by_heartbeat(start: StartNode) -> None:
