@@ -44,6 +44,7 @@ from proto.hostif import ASYNC_EVD
 Sub = DatReturnSubtype
 DEFAULT_SOCKET = "/tmp/datfabric/fabricd.sock"
 DEFAULT_IA_NAME = "datfabric"
+CLOSE_READS = 64  # reads dat_ia_close makes at most looking for a dead daemon's EOF
 
 
 def socket_for(ia_name: str) -> str:
@@ -166,7 +167,12 @@ class Ia:
             raise DatInvalidParameter(Sub.INVALID_ARG2, f"bad close flags {flags!r}")
         if flags == CloseFlags.GRACEFUL and (self.core.eps or self.core.lmrs):
             raise DatInvalidState(Sub.INVALID_STATE_IA_IN_USE, "the IA still has objects")
-        self._pump(0)  # a daemon that died meanwhile shows now (IA_CATASTROPHIC)
+        # A daemon that died meanwhile shows now (IA_CATASTROPHIC): read up to its EOF, which
+        # one _pump(0) misses behind frames still unread (a peer's events before the crash).
+        for _ in range(CLOSE_READS):
+            if self.core.catastrophic or not select.select([self.sock], [], [], 0)[0]:
+                break
+            self._pump(0)
         self.closed = True
         atexit.unregister(self.close)
         self.sock.close()

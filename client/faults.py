@@ -128,6 +128,9 @@ class Faults:
         _, frame = ia.core.call_frame(next(ia.core.admin("node_crash", [])))
         ia._send(frame)
         ia.close()
+        # It dies removing nothing, this IA's queue segments included (its async EVD's): the
+        # IA that asked removes them (left, they were an -eq1 in /dev/shm per crash)
+        ia.queues.remove(ia.core.queue_segments())
 
     @contextmanager
     def rule(self, action: str, *, seed: int | None = None, **match: Any) -> Iterator[str]:

@@ -14,7 +14,7 @@ from client.api import Ia
 from fabricd.launch import Node
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState, EventNumber, MemPriv, MemType
-from proto.errors import DatAbort, DatQueueEmpty
+from proto.errors import DatAbort, DatQueueEmpty, DatTimeoutExpired
 from tests.conformance.support import Sub, refused
 from tests.conftest import StartNode
 from tests.integration.flows import Pair, connect_pair, wait_event
@@ -99,6 +99,27 @@ def test_an_ia_whose_daemon_died_removes_the_queues_the_daemon_made_for_it(
     node.proc.wait()
     ia.close()
     assert glob.glob(f"/dev/shm/datfabric-{ia.core.name}-*") == []
+
+
+def test_the_queues_are_removed_when_frames_came_before_the_daemon_died(
+    two_nodes: tuple[Node, Node],
+) -> None:
+    """The close reads past what the daemon sent before dying (a NOTIFY for an armed EVD) to
+    its end: one read stopped at the frames, missed the death and left the queues."""
+    a, b = two_nodes
+    p = connect_pair(a.socket, b.socket, b.address)
+    with pytest.raises(DatTimeoutExpired):
+        p.evd_b.wait(1000)  # arms the empty EVD
+    p.ep_a.disconnect()  # an event on it: node b sends the NOTIFY, unread
+    wait_event(p.evd_a, EventNumber.CONNECTION_EVENT_DISCONNECTED)
+    time.sleep(0.2)
+    mine = f"/dev/shm/datfabric-{p.ia_b.core.name}-*"
+    assert any("-eq" in n for n in glob.glob(mine))
+    b.proc.send_signal(signal.SIGKILL)
+    b.proc.wait()
+    p.ia_b.close()
+    assert glob.glob(mine) == []
+    p.ia_a.close()
 
 
 def test_a_cut_link_is_detected_by_heartbeat(start: StartNode) -> None:

@@ -29,6 +29,10 @@ def ctl(nodes: list[Node], *args: str) -> str:
     return out.stdout
 
 
+def _segments() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if n.startswith("datfabric-")}
+
+
 def test_rules_from_the_command_line(start: StartNode, tmp_path: Path) -> None:
     a, b = start("n1"), start("n2")
     nodes = [a, b]
@@ -74,8 +78,10 @@ def test_rules_from_the_command_line(start: StartNode, tmp_path: Path) -> None:
     assert ctl(nodes, "heal").strip() == "healed: 0 rules left"
     status = json.loads(ctl(nodes, "node", "status", "n2"))
     assert status["name"] == "n2" and status["pid"] == b.proc.pid
+    before = _segments()
     ctl(nodes, "node", "crash", "n2")
     assert b.proc.wait(10) != 0
+    assert _segments() <= before, "the IA that asked for the crash left its queues behind"
 
 
 def test_the_demo_survives_a_flaky_schedule() -> None:

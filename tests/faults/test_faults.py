@@ -5,6 +5,8 @@ tests/core/test_fault_actions.py."""
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -66,8 +68,14 @@ def test_a_partition_breaks_connections_and_heals(
         healed.close()
 
 
+def _segments() -> set[str]:
+    """This process's POSIX shm segments (a consumer's names start with its pid)."""
+    return {n for n in os.listdir("/dev/shm") if n.startswith(f"datfabric-{os.getpid()}-")}
+
+
 def test_a_crashed_node_breaks_what_it_carried(fabric: tuple[Node, Node, Faults]) -> None:
     a, b, faults = fabric
+    before = _segments()
     p = _pair(a, b)
     try:
         faults.crash("n2")
@@ -76,6 +84,13 @@ def test_a_crashed_node_breaks_what_it_carried(fabric: tuple[Node, Node, Faults]
         assert wait_event(p.evd_a, E.CONNECTION_EVENT_BROKEN).ep == p.ep_a.handle
     finally:
         p.ia_a.close()
+        p.ia_b.close()
+    # n2 died removing nothing: its consumers' IAs (the pair's, and the one that asked for the
+    # crash) removed their queue segments themselves; n1 removes ia_a's once it sees the close
+    deadline = time.monotonic() + 10
+    while not _segments() <= before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _segments() <= before
 
 
 def test_clear_leaves_zero_rules(fabric: tuple[Node, Node, Faults]) -> None:
