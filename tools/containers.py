@@ -289,11 +289,13 @@ def debian_suite() -> str:
     return suite
 
 
-def debian_mirror() -> str:
+def debian_mirror(etc_apt: Path = Path("/etc/apt")) -> str:
     """The host's own Debian mirror (apt's sources), else Debian's default."""
     if "DATFABRIC_DEBIAN_MIRROR" in os.environ:
         return os.environ["DATFABRIC_DEBIAN_MIRROR"]
-    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    parts = etc_apt / "sources.list.d"
+    # what apt reads: a file named otherwise (`x.list.disabled`, `x.sources.save`) is not a source
+    sources = [etc_apt / "sources.list", *sorted([*parts.glob("*.list"), *parts.glob("*.sources")])]
     for path in sources:
         with contextlib.suppress(OSError):
             for line in path.read_text().splitlines():
@@ -383,11 +385,26 @@ def build_wheels() -> list[Path]:
     return sorted(WHEEL_DIR.glob("*.whl"))
 
 
+def image_id(engine: Engine, name: str) -> str | None:
+    """The id of image ``name``, None when the engine has none by that name."""
+    found = engine("image", "inspect", "--format", "{{.Id}}", name, check=False, timeout=60)
+    if found.returncode != 0:
+        return None
+    return found.stdout.strip() or None
+
+
 def build_image(engine: Engine, base: str) -> None:
-    """datfabric:local from build/wheels on ``base`` (no network inside the build)."""
+    """datfabric:local from build/wheels on ``base`` (no network inside the build).
+
+    The image it replaces (the sources changed) is removed: untagged, it would stay in the
+    engine's store, one per change, until pruned. A container still using it keeps it.
+    """
     with step(f"build {IMAGE} on {base}"):
         build_wheels()
+        previous = image_id(engine, IMAGE)
         engine("build", "--network", "none", "--build-arg", f"BASE={base}", "-t", IMAGE, str(ROOT))
+        if previous is not None and previous != image_id(engine, IMAGE):
+            engine("rmi", previous, check=False, timeout=120)
 
 
 def ensure_image(engine: Engine) -> str:
