@@ -1,6 +1,7 @@
 # Two commands set everything up on a fresh machine with python3 and make:
 #   make demo   - a local two-node fabric and the demo workload
-#   make test   - every test
+#   make test   - every test (it builds the C provider too)
+# And for C DAT programs: make provider builds provider/build/libdatfabric.so (docs/provider.md).
 # And on a container engine (docs/containers.md):
 #   make containers       - three node containers and the demo across them, then all removed
 #   make containers-up    - the same topology, left running (make containers-down removes it)
@@ -8,7 +9,7 @@ VENV   ?= .venv
 PYTHON ?= python3
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test system-deps container-deps containers containers-up containers-down lint bench clean mutation
+.PHONY: demo test provider system-deps container-deps containers containers-up containers-down lint bench clean mutation
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,13 +17,15 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
-# Debian packages the tests use when present (DAT headers, OFED tools, ucx_perftest, ip netns).
+# Debian packages the tests use when present (DAT headers, OFED tools, msgpack for C, ucx_perftest,
+# ip netns).
 # Best effort: only as root with apt; the tests that need them skip with a stated reason otherwise.
 system-deps:
-	@if [ ! -f /usr/include/dat2/dat.h ] || ! command -v ip >/dev/null || ! command -v ucx_perftest >/dev/null; then \
+	@if [ ! -f /usr/include/dat2/dat.h ] || [ ! -f /usr/include/msgpack.h ] || ! command -v ip >/dev/null \
+	    || ! command -v ucx_perftest >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      libdapl-dev dapl2-utils ucx-utils iproute2 >/dev/null) || echo "system-deps: apt-get failed; dependent tests will skip"; \
+	      libdapl-dev dapl2-utils libmsgpack-dev ucx-utils iproute2 >/dev/null) || echo "system-deps: apt-get failed; dependent tests will skip"; \
 	  else echo "system-deps: not root or no apt-get; dependent tests will skip"; fi; \
 	fi
 
@@ -53,6 +56,9 @@ containers-up: $(STAMP) container-deps
 containers-down: $(STAMP)
 	$(VENV)/bin/python -m tools.containers down
 
+provider: system-deps
+	$(MAKE) -C provider
+
 demo: $(STAMP)
 	$(VENV)/bin/fabricctl demo
 
@@ -71,4 +77,5 @@ mutation: $(STAMP)
 	$(VENV)/bin/mutmut results
 
 clean:
+	$(MAKE) -C provider clean
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache mutants

@@ -13,7 +13,7 @@ import threading
 from client.faults import Faults
 from fabricd.launch import Node, start_node
 from proto.errors import DatError
-from tools import faultctl
+from tools import datconf, faultctl
 from tools.demo import CONNECTED, DemoError, run_client, serve, table
 from tools.faultctl import load_schedule
 
@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--target", default="", help="socket of the target's running node")
     bench.add_argument("--target-address", default="", help="HOST:PORT of the target's node")
     faultctl.add_parsers(sub)
+    datconf.add_parser(sub)
     return p
 
 
@@ -200,6 +201,8 @@ def main(argv: list[str] | None = None) -> None:
         from bench.fabric import main as bench_main
 
         sys.exit(bench_main(args))
+    if args.command == "dat-conf":
+        sys.exit(datconf.main(args))
     try:
         sys.exit(faultctl.run(args))
     except BrokenPipeError:  # the output went to a pipe that closed (| head): not an error

@@ -1,0 +1,108 @@
+/* The host interface's layout shared with the daemon (docs/host-interface.md, version 2).
+ *
+ * Everything here is what both sides of a ring agree on byte by byte; proto/hostif.py is the
+ * daemon's reading of the same page. Little-endian, naturally aligned; an index or word is one
+ * aligned 4-byte access, made _Atomic so that no compiler splits or merges it. */
+#ifndef DF_ABI_H
+#define DF_ABI_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DF_HOSTIF_VERSION 2u
+#define DF_PROTOCOL_VERSION 2u /* the HELLO version range this driver speaks (min = max) */
+#define DF_RING_MAGIC 0x31514644u /* the bytes "DFQ1" */
+#define DF_LINE 64u
+
+enum df_ring_kind { DF_RING_SQ = 1, DF_RING_RQ = 2, DF_RING_EQ = 3 };
+
+/* The first 192 bytes of every ring: descriptor, producer line, consumer line. */
+struct df_ring_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t kind;
+	uint32_t entry_size;
+	uint32_t entries;
+	uint8_t rsvd0[DF_LINE - 16];
+	alignas(DF_LINE) _Atomic uint32_t prod; /* written by the producer only */
+	_Atomic uint32_t prod_words[15];
+	alignas(DF_LINE) _Atomic uint32_t cons; /* written by the consumer only */
+	_Atomic uint32_t cons_words[15];
+};
+_Static_assert(sizeof(struct df_ring_hdr) == 3 * DF_LINE, "ring header is three lines");
+_Static_assert(offsetof(struct df_ring_hdr, prod) == 64, "prod at 64");
+_Static_assert(offsetof(struct df_ring_hdr, cons) == 128, "cons at 128");
+
+/* The daemon's words on a work queue's consumer line (cons_words[i] is at 132 + 4 i). */
+enum df_wq_word { DF_WQ_DONE = 0, DF_WQ_STATE = 1, DF_WQ_HEARD = 2, DF_WQ_POLL = 3, DF_WQ_BOUND = 4 };
+/* An event queue's words: the daemon's on the producer line, the driver's on the consumer's. */
+enum df_eq_prod_word { DF_EQ_OVERFLOW = 0, DF_EQ_NOTIFIED = 1 };
+enum df_eq_cons_word { DF_EQ_ARM = 0, DF_EQ_WANT = 1 };
+
+/* Work queues: one segment per EP, "/datfabric-<ia>-wq<ep>", SQ at 0 and RQ at DF_RQ_OFFSET. */
+#define DF_WQ_ENTRIES 4096u
+#define DF_WQ_ENTRY_SIZE 448u
+#define DF_RQ_OFFSET (sizeof(struct df_ring_hdr) + DF_WQ_ENTRIES * DF_WQ_ENTRY_SIZE)
+#define DF_WQ_SEGMENT_SIZE (2 * DF_RQ_OFFSET)
+#define DF_WQE_MAX_SEGMENTS 16u
+
+enum df_opcode { DF_OP_SEND = 1, DF_OP_RDMA_WRITE = 2, DF_OP_RDMA_READ = 3, DF_OP_RECEIVE = 4 };
+
+struct df_wqe_segment {
+	uint64_t virtual_address;
+	uint64_t segment_length;
+	uint32_t lmr_context;
+	uint32_t rsvd;
+};
+_Static_assert(sizeof(struct df_wqe_segment) == 24, "a WQE segment is 24 bytes");
+
+struct df_wqe {
+	uint8_t opcode;
+	uint8_t rsvd0;
+	uint16_t num_segments;
+	uint32_t completion_flags;
+	uint64_t user_cookie;
+	uint64_t remote_address; /* RDMA only */
+	uint64_t remote_length;
+	uint32_t rmr_context;
+	uint8_t rsvd1[12];
+	struct df_wqe_segment segments[];
+};
+_Static_assert(sizeof(struct df_wqe) == 48, "a WQE header is 48 bytes");
+_Static_assert(sizeof(struct df_wqe) + DF_WQE_MAX_SEGMENTS * sizeof(struct df_wqe_segment)
+		       <= DF_WQ_ENTRY_SIZE, "a full WQE fits its slot");
+
+/* Event queues: one segment per EVD, "/datfabric-<ia>-eq<evd>"; the daemon produces. */
+#define DF_EQ_ENTRY_SIZE 512u
+#define DF_EQE_NOTIFIES 0x01u /* clear for an UNSIGNALLED completion: it wakes no waiter */
+#define DF_ASYNC_EVD 1u /* every IA's async EVD */
+
+struct df_eqe {
+	uint32_t event_number;
+	uint8_t flags;
+	uint8_t rsvd;
+	uint16_t body_length;
+	uint32_t ep;
+	uint32_t status;
+	uint64_t cookie;
+	uint32_t length;
+	uint32_t aux;
+	uint8_t body[];
+};
+_Static_assert(sizeof(struct df_eqe) == 32, "an event head is 32 bytes");
+#define DF_EQE_BODY_MAX (DF_EQ_ENTRY_SIZE - sizeof(struct df_eqe))
+
+/* Frame types of the control path (proto/frames.py). */
+enum df_frame {
+	DF_FRAME_HELLO = 0x01,
+	DF_FRAME_ERROR = 0x02,
+	DF_FRAME_CALL = 0x40,
+	DF_FRAME_REPLY = 0x41,
+	DF_FRAME_NOTIFY = 0x43,
+	DF_FRAME_DOORBELL = 0x48,
+};
+#define DF_MAX_HEADER_LEN 65536u
+
+#endif

@@ -1,0 +1,167 @@
+/* libdatfabric's objects and the functions the object files share. */
+#ifndef DF_H
+#define DF_H
+
+#include <dat2/udat.h>
+#include <dat2/dat_registry.h>
+#include <msgpack.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "df_queue.h"
+
+#define DF_MAGIC 0x64664f42u /* a live object */
+#define DF_DEAD 0xdeadbeefu /* freed: its handle is no longer valid */
+
+struct df_ia;
+
+/* The head of every object a handle points at. libdat2 reads the provider from a handle's
+ * first word (DAT_HANDLE_TO_PROVIDER), so ``provider`` comes first. */
+struct df_obj {
+	DAT_PROVIDER *provider;
+	uint32_t magic;
+	DAT_HANDLE_TYPE type;
+	DAT_CONTEXT context;
+	struct df_ia *ia;
+	uint32_t handle; /* the integer the control path names it by */
+	struct df_obj *next; /* in the IA's list of children */
+};
+
+/* One dat.conf entry: its DAT_PROVIDER table and where its daemon listens. */
+struct df_provider {
+	DAT_PROVIDER dat; /* first: a DAT_PROVIDER * is a struct df_provider * */
+	char ia_name[DAT_NAME_MAX_LENGTH];
+	char socket_path[108];
+	DAT_BOOLEAN is_thread_safe; /* as the dat.conf line says */
+	struct df_provider *next;
+};
+
+/* The control path: one Unix stream per IA (registry.c has none; chan.c owns this). */
+struct df_reply;
+struct df_chan {
+	int fd;
+	int wake_fd; /* an eventfd: wakes the reader out of poll() */
+	pthread_mutex_t lock; /* everything below, and the rings' driver-side state */
+	pthread_cond_t cond; /* a frame was read, or the reader changed */
+	pthread_mutex_t write_lock; /* one frame at a time on the socket */
+	bool reading; /* a thread is in poll()/read() for all the others */
+	bool dead; /* the daemon is gone (EOF, ERROR frame, broken ring) */
+	char reason[160];
+	uint64_t next_req;
+	uint64_t notifies; /* NOTIFY frames read so far */
+	struct df_reply *replies; /* arrived, not yet taken */
+	uint8_t *in;
+	size_t in_len, in_cap;
+};
+
+struct df_ia {
+	struct df_obj obj;
+	struct df_provider *prov;
+	struct df_chan chan;
+	char name[64]; /* in HELLO: the queue segments are named after it */
+	uint32_t next_evd; /* EVD handles are the driver's: 1 is the async EVD */
+	struct df_evd *async_evd;
+	struct df_obj *children;
+	bool catastrophic_told; /* IA_CATASTROPHIC was handed out on the async EVD */
+	DAT_SOCK_ADDR6 address; /* the node's TCP address, as dat_ia_query reports it */
+	struct df_reply *attrs; /* the daemon's ia_query reply, asked at dat_ia_open */
+};
+
+struct df_pz {
+	struct df_obj obj;
+};
+
+struct df_evd {
+	struct df_obj obj;
+	DAT_COUNT qlen;
+	DAT_EVD_FLAGS flags;
+	DAT_CNO_HANDLE cno;
+	struct df_ring ring; /* the event queue: the daemon produces */
+	size_t map_len;
+	uint32_t scanned; /* entries past ring.mine whose flags were counted */
+	uint32_t notifying; /* of the entries up to ``scanned``, those that wake a waiter */
+	uint32_t armed; /* the ARM value last stored */
+	bool waiting;
+	bool enabled;
+	bool waitable;
+};
+
+/* registry.c */
+struct df_provider *df_registry_find(const char *ia_name, DAT_BOOLEAN thread_safe);
+DAT_RETURN df_ia_open_threadsafe(const DAT_NAME_PTR, DAT_COUNT, DAT_EVD_HANDLE *, DAT_IA_HANDLE *);
+void DAT_API dat_provider_init(const DAT_PROVIDER_INFO *info, const char *instance_data);
+void DAT_API dat_provider_fini(const DAT_PROVIDER_INFO *info);
+
+/* The DAT_PROVIDER entry points offered (ia.c, objects.c, evd.c, pz.c) */
+DAT_RETURN df_ia_open(const DAT_NAME_PTR, DAT_COUNT, DAT_EVD_HANDLE *, DAT_IA_HANDLE *);
+DAT_RETURN df_ia_query(DAT_IA_HANDLE, DAT_EVD_HANDLE *, DAT_IA_ATTR_MASK, DAT_IA_ATTR *, DAT_PROVIDER_ATTR_MASK, DAT_PROVIDER_ATTR *);
+DAT_RETURN df_ia_close(DAT_IA_HANDLE, DAT_CLOSE_FLAGS);
+DAT_RETURN df_set_consumer_context(DAT_HANDLE, DAT_CONTEXT);
+DAT_RETURN df_get_consumer_context(DAT_HANDLE, DAT_CONTEXT *);
+DAT_RETURN df_get_handle_type(DAT_HANDLE, DAT_HANDLE_TYPE *);
+DAT_RETURN df_evd_create(DAT_IA_HANDLE, DAT_COUNT, DAT_CNO_HANDLE, DAT_EVD_FLAGS, DAT_EVD_HANDLE *);
+DAT_RETURN df_evd_query(DAT_EVD_HANDLE, DAT_EVD_PARAM_MASK, DAT_EVD_PARAM *);
+DAT_RETURN df_evd_enable(DAT_EVD_HANDLE);
+DAT_RETURN df_evd_disable(DAT_EVD_HANDLE);
+DAT_RETURN df_evd_wait(DAT_EVD_HANDLE, DAT_TIMEOUT, DAT_COUNT, DAT_EVENT *, DAT_COUNT *);
+DAT_RETURN df_evd_post_se(DAT_EVD_HANDLE, const DAT_EVENT *);
+DAT_RETURN df_evd_dequeue(DAT_EVD_HANDLE, DAT_EVENT *);
+DAT_RETURN df_evd_free(DAT_EVD_HANDLE);
+DAT_RETURN df_pz_create(DAT_IA_HANDLE, DAT_PZ_HANDLE *);
+DAT_RETURN df_pz_query(DAT_PZ_HANDLE, DAT_PZ_PARAM_MASK, DAT_PZ_PARAM *);
+DAT_RETURN df_pz_free(DAT_PZ_HANDLE);
+DAT_RETURN df_evd_set_unwaitable(DAT_EVD_HANDLE);
+DAT_RETURN df_evd_clear_unwaitable(DAT_EVD_HANDLE);
+
+/* Arguments of the calls that name one object and one value: [handle, value]. */
+struct df_pair {
+	uint32_t handle;
+	uint64_t value;
+};
+void df_pack_pair(msgpack_packer *pk, const void *arg);
+
+/* chan.c: frames and calls */
+typedef void (*df_pack_fn)(msgpack_packer *pk, const void *arg);
+DAT_RETURN df_chan_open(struct df_chan *ch, const char *path, const char *name);
+void df_chan_close(struct df_chan *ch);
+DAT_RETURN df_call(struct df_ia *ia, const char *method, df_pack_fn pack, const void *arg,
+		   struct df_reply **out);
+const msgpack_object_array *df_result(const struct df_reply *r);
+void df_reply_free(struct df_reply *r);
+DAT_RETURN df_doorbell(struct df_chan *ch, uint32_t ep);
+void df_chan_wait(struct df_chan *ch, const struct timespec *deadline);
+void df_chan_interrupt(struct df_chan *ch);
+void df_chan_drain(struct df_chan *ch);
+void df_chan_kill(struct df_chan *ch, const char *reason);
+bool df_chan_dead(struct df_chan *ch);
+DAT_RETURN df_result_u64(const struct df_reply *r, uint32_t index, uint64_t *value);
+const msgpack_object *df_map_get(const msgpack_object *map, const char *key);
+
+/* objects.c */
+void *df_obj_new(struct df_ia *ia, size_t size, DAT_HANDLE_TYPE type, uint32_t handle);
+void df_obj_release(struct df_obj *obj);
+void *df_obj_check(const void *handle, DAT_HANDLE_TYPE type);
+void df_pack_handle(msgpack_packer *pk, const void *handle);
+
+/* ia.c, attrs.c, events.c, cm.c */
+DAT_RETURN df_ia_fetch_attributes(struct df_ia *ia);
+void df_ia_kick(struct df_ia *ia);
+void *df_ia_find(struct df_ia *ia, DAT_HANDLE_TYPE type, uint64_t handle);
+struct df_eqe;
+DAT_RETURN df_event_from_entry(struct df_ia *ia, struct df_evd *evd, const struct df_eqe *e,
+			       DAT_EVENT *event);
+DAT_RETURN df_cm_event(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT *event);
+bool df_evd_in_use(const struct df_evd *evd);
+
+/* evd.c */
+DAT_RETURN df_evd_make(struct df_ia *ia, DAT_COUNT qlen, DAT_EVD_FLAGS flags, uint32_t handle,
+		       struct df_evd **out);
+void df_evd_destroy(struct df_evd *evd);
+
+/* shm.c */
+void *df_shm_map(const char *name, size_t *len);
+void df_shm_unmap(void *base, size_t len);
+void df_segment_name(char *out, size_t size, const struct df_ia *ia, const char *kind,
+		     uint32_t handle);
+
+#endif

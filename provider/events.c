@@ -1,0 +1,96 @@
+/* Event queue entries made into DAT_EVENTs (docs/host-interface.md 6). */
+#include <string.h>
+
+#include "df.h"
+
+/* The object of ``type`` the daemon names ``handle`` under this IA (lock held), or NULL. */
+void *df_ia_find(struct df_ia *ia, DAT_HANDLE_TYPE type, uint64_t handle)
+{
+	for (struct df_obj *o = ia->children; o; o = o->next)
+		if (o->type == type && o->handle == handle)
+			return o;
+	return NULL;
+}
+
+/* The body of a non-DTO event: a msgpack array of at least ``n`` fields. */
+static const msgpack_object *body_fields(const struct df_eqe *e, msgpack_unpacked *u,
+					 uint32_t n)
+{
+	size_t off = 0;
+	if (msgpack_unpack_next(u, (const char *)e->body, e->body_length, &off) !=
+		    MSGPACK_UNPACK_SUCCESS ||
+	    u->data.type != MSGPACK_OBJECT_ARRAY || u->data.via.array.size < n)
+		return NULL;
+	return u->data.via.array.ptr;
+}
+
+static uint64_t as_u64(const msgpack_object *o)
+{
+	return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : 0;
+}
+
+static DAT_RETURN async_error(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT *event)
+{
+	msgpack_unpacked u;
+	msgpack_unpacked_init(&u);
+	const msgpack_object *f = body_fields(e, &u, 2);
+	DAT_RETURN ret = DAT_INTERNAL_ERROR;
+	if (f) {
+		uint64_t h = as_u64(&f[0]);
+		DAT_ASYNCH_ERROR_EVENT_DATA *d = &event->event_data.asynch_error_event_data;
+		d->reason = (DAT_COUNT)as_u64(&f[1]);
+		if (e->event_number == DAT_ASYNC_ERROR_EVD_OVERFLOW)
+			d->dat_handle = df_ia_find(ia, DAT_HANDLE_TYPE_EVD, h);
+		else if (e->event_number == DAT_ASYNC_ERROR_EP_BROKEN ||
+			 e->event_number == DAT_ASYNC_ERROR_TIMED_OUT)
+			d->dat_handle = df_ia_find(ia, DAT_HANDLE_TYPE_EP, h);
+		else
+			d->dat_handle = ia;
+		ret = DAT_SUCCESS;
+	}
+	msgpack_unpacked_destroy(&u);
+	return ret;
+}
+
+/* Fill ``event`` from the entry ``e`` of ``evd``'s queue (lock held). An entry the driver
+ * cannot read loses the IA: the daemon broke the interface. */
+DAT_RETURN df_event_from_entry(struct df_ia *ia, struct df_evd *evd, const struct df_eqe *e,
+			       DAT_EVENT *event)
+{
+	(void)evd;
+	event->event_number = (DAT_EVENT_NUMBER)e->event_number;
+	DAT_RETURN ret = DAT_SUCCESS;
+	switch (e->event_number) {
+	case DAT_DTO_COMPLETION_EVENT: {
+		DAT_DTO_COMPLETION_EVENT_DATA *d = &event->event_data.dto_completion_event_data;
+		d->ep_handle = df_ia_find(ia, DAT_HANDLE_TYPE_EP, e->ep);
+		d->user_cookie.as_64 = e->cookie;
+		d->status = (DAT_DTO_COMPLETION_STATUS)e->status;
+		d->transfered_length = e->length;
+		d->operation = (DAT_DTOS)e->aux;
+		break;
+	}
+	case DAT_RMR_BIND_COMPLETION_EVENT: {
+		DAT_RMR_BIND_COMPLETION_EVENT_DATA *d = &event->event_data.rmr_completion_event_data;
+		d->rmr_handle = df_ia_find(ia, DAT_HANDLE_TYPE_RMR, e->aux);
+		d->user_cookie.as_64 = e->cookie;
+		d->status = (DAT_RMR_BIND_COMPLETION_STATUS)e->status;
+		break;
+	}
+	case DAT_SOFTWARE_EVENT:
+		event->event_data.software_event_data.pointer = (DAT_PVOID)(uintptr_t)e->cookie;
+		break;
+	case DAT_ASYNC_ERROR_EVD_OVERFLOW:
+	case DAT_ASYNC_ERROR_IA_CATASTROPHIC:
+	case DAT_ASYNC_ERROR_EP_BROKEN:
+	case DAT_ASYNC_ERROR_TIMED_OUT:
+	case DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR:
+		ret = async_error(ia, e, event);
+		break;
+	default:
+		ret = df_cm_event(ia, e, event);
+	}
+	if (ret != DAT_SUCCESS)
+		df_chan_kill(&ia->chan, "an event the driver cannot read");
+	return ret;
+}

@@ -1,0 +1,87 @@
+/* Handles: every object starts with struct df_obj and is listed under its IA. */
+#include <stdlib.h>
+
+#include "df.h"
+
+/* A new object of ``size`` bytes (zeroed), live and listed under ``ia`` (lock not needed:
+ * the caller holds the channel lock or is the only user of a new IA). */
+void *df_obj_new(struct df_ia *ia, size_t size, DAT_HANDLE_TYPE type, uint32_t handle)
+{
+	struct df_obj *obj = calloc(1, size);
+	if (!obj)
+		return NULL;
+	obj->provider = ia->obj.provider;
+	obj->magic = DF_MAGIC;
+	obj->type = type;
+	obj->ia = ia;
+	obj->handle = handle;
+	pthread_mutex_lock(&ia->chan.lock);
+	obj->next = ia->children;
+	ia->children = obj;
+	pthread_mutex_unlock(&ia->chan.lock);
+	return obj;
+}
+
+/* Unlist and free an object; its handle reads as dead until the memory is reused. */
+void df_obj_release(struct df_obj *obj)
+{
+	struct df_ia *ia = obj->ia;
+	pthread_mutex_lock(&ia->chan.lock);
+	for (struct df_obj **p = &ia->children; *p; p = &(*p)->next) {
+		if (*p == obj) {
+			*p = obj->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ia->chan.lock);
+	obj->magic = DF_DEAD;
+	free(obj);
+}
+
+/* The object behind a handle if it is a live object of ``type``, else NULL. */
+void *df_obj_check(const void *handle, DAT_HANDLE_TYPE type)
+{
+	const struct df_obj *obj = handle;
+	if (!obj || obj->magic != DF_MAGIC || obj->type != type)
+		return NULL;
+	return (void *)obj;
+}
+
+/* The generic handle calls: dat_set_consumer_context, dat_get_consumer_context,
+ * dat_get_handle_type. */
+static struct df_obj *any_obj(DAT_HANDLE handle)
+{
+	struct df_obj *obj = handle;
+	return obj && obj->magic == DF_MAGIC ? obj : NULL;
+}
+
+DAT_RETURN df_set_consumer_context(DAT_HANDLE handle, DAT_CONTEXT context)
+{
+	struct df_obj *obj = any_obj(handle);
+	if (!obj)
+		return DAT_INVALID_HANDLE;
+	obj->context = context;
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN df_get_consumer_context(DAT_HANDLE handle, DAT_CONTEXT *context)
+{
+	struct df_obj *obj = any_obj(handle);
+	if (!obj)
+		return DAT_INVALID_HANDLE;
+	if (!context)
+		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG2;
+	*context = obj->context;
+	return DAT_SUCCESS;
+}
+
+DAT_RETURN df_get_handle_type(DAT_HANDLE handle, DAT_HANDLE_TYPE *type)
+{
+	struct df_obj *obj = any_obj(handle);
+	if (!obj)
+		return DAT_INVALID_HANDLE;
+	if (!type)
+		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG2;
+	*type = obj->type;
+	return DAT_SUCCESS;
+}

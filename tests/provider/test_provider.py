@@ -1,0 +1,113 @@
+"""libdatfabric, the C DAT provider, loaded by libdat2 from dat.conf against real daemons.
+
+The C programs under provider/tests/ check each call's DAT_RETURN and print PASSED; they run
+plain and under AddressSanitizer + UndefinedBehaviorSanitizer (leaks included).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import StartNode
+from tools.datconf import ROOT, lines
+
+PROVIDER = ROOT / "provider"
+NEEDS = {
+    "a C compiler (cc)": shutil.which("cc") is not None,
+    "make": shutil.which("make") is not None,
+    "the DAT 2.0 headers (libdapl-dev)": Path("/usr/include/dat2/udat.h").exists(),
+    "msgpack for C (libmsgpack-dev)": Path("/usr/include/msgpack.h").exists(),
+}
+
+
+@pytest.fixture(scope="module")
+def build() -> Iterator[Path]:
+    """Build the provider and its tests, plain and sanitized (skip if the machine cannot)."""
+    missing = [what for what, present in NEEDS.items() if not present]
+    if missing:
+        pytest.skip(f"cannot build the C provider without {', '.join(missing)}")
+    done = subprocess.run(
+        ["make", "-s", "-C", str(PROVIDER), "all", "sanitize"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    yield PROVIDER / "build"
+
+
+def conf(tmp_path: Path, socket: str, library: Path) -> dict[str, str]:
+    """The environment of a C program that opens IA ``df`` on the node at ``socket``."""
+    path = tmp_path / "dat.conf"
+    path.write_text(lines("df", socket, library))
+    return {**os.environ, "DAT_OVERRIDE": str(path)}
+
+
+def segments_of(pid: int) -> list[str]:
+    return [n for n in os.listdir("/dev/shm") if n.startswith(f"datfabric-{pid}-")]
+
+
+@pytest.mark.parametrize("variant", ["plain", "asan"])
+def test_ia_pz_evd_calls(build: Path, start: StartNode, tmp_path: Path, variant: str) -> None:
+    """IA open/query/close, PZ and EVD calls answer as the spec says; nothing is left behind."""
+    node = start("c1")
+    where = build if variant == "plain" else build / "asan"
+    env = conf(tmp_path, node.socket, where / "libdatfabric.so")
+    done = subprocess.run(
+        [str(where / "evd_basic"), "df"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("PASSED"), (
+        done.stdout + done.stderr
+    )
+
+
+def test_unknown_ia_name_is_provider_not_found(
+    build: Path, start: StartNode, tmp_path: Path
+) -> None:
+    node = start("c1")
+    env = conf(tmp_path, node.socket, build / "libdatfabric.so")
+    done = subprocess.run(
+        [str(build / "evd_basic"), "nosuch"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert "gave 0x800a" in done.stdout  # DAT_PROVIDER_NOT_FOUND, from libdat2's registry
+
+
+def test_daemon_death_wakes_the_waiter(build: Path, start: StartNode, tmp_path: Path) -> None:
+    """A daemon killed under a blocked dat_evd_wait: the wait returns DAT_ABORT, the async EVD
+    gives IA_CATASTROPHIC once, calls give DAT_ABORT, and dat_ia_close removes the queue
+    segments the dead daemon cannot."""
+    node = start("c1")
+    where = build / "asan"
+    env = conf(tmp_path, node.socket, where / "libdatfabric.so")
+    prog = subprocess.Popen(
+        [str(where / "evd_basic"), "df", "daemon-dies"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert prog.stdout is not None
+    assert prog.stdout.readline().strip() == "WAITING"
+    assert segments_of(prog.pid), "the daemon placed the IA's event queues"
+    node.stop(signal.SIGKILL)
+    out, _ = prog.communicate(timeout=60)
+    assert prog.returncode == 0 and out.strip().endswith("PASSED"), out
+    assert segments_of(prog.pid) == []
+
+
+def test_dat_conf_lines() -> None:
+    text = lines("df", "/run/n1.sock", "/opt/libdatfabric.so")
+    assert text.splitlines() == [
+        'df u2.0 threadsafe default /opt/libdatfabric.so dfabric.2.0 "/run/n1.sock" ""',
+        'df u2.0 nonthreadsafe default /opt/libdatfabric.so dfabric.2.0 "/run/n1.sock" ""',
+    ]
+    with pytest.raises(ValueError):
+        lines("two words", "/run/n1.sock")
