@@ -119,7 +119,7 @@ DAT_RETURN df_ia_fetch_attributes(struct df_ia *ia)
 		return ret;
 	const msgpack_object_array *res = df_result(ia->attrs);
 	if (res->size < 1 || res->ptr[0].type != MSGPACK_OBJECT_MAP)
-		return DAT_INTERNAL_ERROR;
+		return DF_ERROR(DAT_INTERNAL_ERROR, 0);
 	set_address(ia, df_map_get(&res->ptr[0], "ia_address"));
 	return DAT_SUCCESS;
 }
@@ -130,11 +130,11 @@ DAT_RETURN df_ia_query(DAT_IA_HANDLE handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
 {
 	struct df_ia *ia = df_obj_check(handle, DAT_HANDLE_TYPE_IA);
 	if (!ia)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_IA;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
 	if (ia_mask && !ia_attr)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG4;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
 	if (pr_mask && !pr_attr)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG6;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
 	if (async_evd)
 		*async_evd = ia->async_evd;
 	const msgpack_object *attrs = &df_result(ia->attrs)->ptr[0];

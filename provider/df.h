@@ -10,6 +10,10 @@
 
 #include "df_queue.h"
 
+/* DAT_ERROR(type, subtype) of the DAT 2.0 spec: every error this provider returns carries the
+ * error class bit, as the daemon's statuses do (the headers define no such macro). */
+#define DF_ERROR(type, subtype) ((DAT_RETURN)(DAT_CLASS_ERROR | (type) | (subtype)))
+
 #define DF_MAGIC 0x64664f42u /* a live object */
 #define DF_DEAD 0xdeadbeefu /* freed: its handle is no longer valid */
 
@@ -46,9 +50,7 @@ struct df_chan {
 	pthread_mutex_t write_lock; /* one frame at a time on the socket */
 	bool reading; /* a thread is in poll()/read() for all the others */
 	bool dead; /* the daemon is gone (EOF, ERROR frame, broken ring) */
-	char reason[160];
 	uint64_t next_req;
-	uint64_t notifies; /* NOTIFY frames read so far */
 	struct df_reply *replies; /* arrived, not yet taken */
 	uint8_t *in;
 	size_t in_len, in_cap;
@@ -63,6 +65,7 @@ struct df_ia {
 	struct df_evd *async_evd;
 	struct df_obj *children;
 	bool catastrophic_told; /* IA_CATASTROPHIC was handed out on the async EVD */
+	bool broken; /* the daemon broke a ring or an entry: no ring of it is read again */
 	DAT_SOCK_ADDR6 address; /* the node's TCP address, as dat_ia_query reports it */
 	struct df_reply *attrs; /* the daemon's ia_query reply, asked at dat_ia_open */
 };
@@ -120,7 +123,7 @@ struct df_pair {
 };
 void df_pack_pair(msgpack_packer *pk, const void *arg);
 
-/* chan.c: frames and calls */
+/* chan.c: the socket and its frames; call.c: calls and replies */
 typedef void (*df_pack_fn)(msgpack_packer *pk, const void *arg);
 DAT_RETURN df_chan_open(struct df_chan *ch, const char *path, const char *name);
 void df_chan_close(struct df_chan *ch);
@@ -128,8 +131,11 @@ DAT_RETURN df_call(struct df_ia *ia, const char *method, df_pack_fn pack, const 
 		   struct df_reply **out);
 const msgpack_object_array *df_result(const struct df_reply *r);
 void df_reply_free(struct df_reply *r);
-DAT_RETURN df_doorbell(struct df_chan *ch, uint32_t ep);
-void df_chan_wait(struct df_chan *ch, const struct timespec *deadline);
+bool df_pump_locked(struct df_chan *ch, const struct timespec *deadline);
+void df_frame_begin(msgpack_sbuffer *sb, msgpack_packer *pk, enum df_frame type, size_t fields);
+bool df_send_frame(struct df_chan *ch, msgpack_sbuffer *sb);
+void df_keep_reply(struct df_chan *ch, uint64_t req_id, const uint8_t *hdr, uint32_t len);
+void df_drop_replies(struct df_chan *ch);
 void df_chan_interrupt(struct df_chan *ch);
 void df_chan_drain(struct df_chan *ch);
 void df_chan_kill(struct df_chan *ch, const char *reason);
@@ -143,15 +149,12 @@ void df_obj_release(struct df_obj *obj);
 void *df_obj_check(const void *handle, DAT_HANDLE_TYPE type);
 void df_pack_handle(msgpack_packer *pk, const void *handle);
 
-/* ia.c, attrs.c, events.c, cm.c */
+/* ia.c, attrs.c, events.c */
 DAT_RETURN df_ia_fetch_attributes(struct df_ia *ia);
-void df_ia_kick(struct df_ia *ia);
+void df_ia_break(struct df_ia *ia, const char *reason);
 void *df_ia_find(struct df_ia *ia, DAT_HANDLE_TYPE type, uint64_t handle);
 struct df_eqe;
-DAT_RETURN df_event_from_entry(struct df_ia *ia, struct df_evd *evd, const struct df_eqe *e,
-			       DAT_EVENT *event);
-DAT_RETURN df_cm_event(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT *event);
-bool df_evd_in_use(const struct df_evd *evd);
+DAT_RETURN df_event_from_entry(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT *event);
 
 /* evd.c */
 DAT_RETURN df_evd_make(struct df_ia *ia, DAT_COUNT qlen, DAT_EVD_FLAGS flags, uint32_t handle,

@@ -37,13 +37,13 @@ static DAT_RETURN map_queue(struct df_evd *evd, uint64_t entries)
 	df_segment_name(name, sizeof(name), evd->obj.ia, "eq", evd->obj.handle);
 	void *base = df_shm_map(name, &evd->map_len);
 	if (!base)
-		return DAT_INTERNAL_ERROR;
+		return DF_ERROR(DAT_INTERNAL_ERROR, 0);
 	evd->ring.hdr = base;
 	if (entries > (1u << 16) ||
 	    evd->map_len < sizeof(struct df_ring_hdr) + entries * DF_EQ_ENTRY_SIZE ||
 	    !df_ring_init(&evd->ring, base, DF_RING_EQ, (uint32_t)entries, DF_EQ_ENTRY_SIZE, false)) {
 		unmap_queue(evd);
-		return DAT_INTERNAL_ERROR;
+		return DF_ERROR(DAT_INTERNAL_ERROR, 0);
 	}
 	evd->armed = atomic_load_explicit(&evd->ring.hdr->cons_words[DF_EQ_ARM], memory_order_relaxed);
 	return DAT_SUCCESS;
@@ -54,7 +54,7 @@ DAT_RETURN df_evd_make(struct df_ia *ia, DAT_COUNT qlen, DAT_EVD_FLAGS flags, ui
 {
 	struct df_evd *evd = df_obj_new(ia, sizeof(*evd), DAT_HANDLE_TYPE_EVD, handle);
 	if (!evd)
-		return DAT_INSUFFICIENT_RESOURCES;
+		return DF_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
 	evd->qlen = qlen;
 	evd->flags = flags;
 	evd->enabled = evd->waitable = true;
@@ -86,18 +86,18 @@ void df_evd_destroy(struct df_evd *evd)
  * the daemon broke the ring, which loses the IA. */
 static int64_t refill(struct df_evd *evd)
 {
-	struct df_chan *ch = &evd->obj.ia->chan;
-	if (!evd->ring.hdr || ch->dead)
+	struct df_ia *ia = evd->obj.ia;
+	if (!evd->ring.hdr || ia->broken)
 		return 0;
 	int64_t avail = df_ring_available(&evd->ring);
 	if (avail < 0) {
-		df_chan_kill(ch, "an event queue's producer index is past the ring");
+		df_ia_break(ia, "an event queue's producer index is past the ring");
 		return -1;
 	}
 	for (; evd->scanned < (uint32_t)avail; evd->scanned++) {
 		const struct df_eqe *e = df_ring_slot(&evd->ring, evd->ring.mine + evd->scanned);
 		if (e->rsvd || e->body_length > DF_EQE_BODY_MAX) {
-			df_chan_kill(ch, "an event queue entry the driver cannot read");
+			df_ia_break(ia, "an event queue entry the driver cannot read");
 			return -1;
 		}
 		evd->notifying += e->flags & DF_EQE_NOTIFIES;
@@ -126,7 +126,7 @@ static DAT_RETURN take(struct df_evd *evd, DAT_EVENT *event)
 		return DAT_SUCCESS;
 	}
 	const struct df_eqe *e = df_ring_slot(&evd->ring, evd->ring.mine);
-	DAT_RETURN ret = df_event_from_entry(ia, evd, e, event);
+	DAT_RETURN ret = df_event_from_entry(ia, e, event);
 	evd->notifying -= e->flags & DF_EQE_NOTIFIES;
 	evd->scanned--;
 	df_ring_consume(&evd->ring, 1); /* release: the slot is copied out */
@@ -143,15 +143,15 @@ DAT_RETURN df_evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE
 {
 	struct df_ia *ia = df_obj_check(ia_handle, DAT_HANDLE_TYPE_IA);
 	if (!ia)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_IA;
-	if (qlen <= 0 || qlen > (1 << 16))
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG2;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+	if (qlen <= 0) /* the daemon answers for lengths past what it can place */
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	if (cno != DAT_HANDLE_NULL)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_CNO; /* no CNO is offered yet */
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO); /* no CNO is offered yet */
 	if (flags & ~(DAT_EVD_DEFAULT_FLAG | DAT_EVD_SOFTWARE_FLAG) || !flags)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG4;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
 	if (!evd_handle)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG5;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
 	pthread_mutex_lock(&ia->chan.lock);
 	uint32_t handle = ++ia->next_evd;
 	pthread_mutex_unlock(&ia->chan.lock);
@@ -166,11 +166,9 @@ DAT_RETURN df_evd_free(DAT_EVD_HANDLE handle)
 {
 	struct df_evd *evd = check_evd(handle);
 	if (!evd)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_EVD_REQUEST;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
 	if (evd == evd->obj.ia->async_evd)
-		return DAT_INVALID_STATE | DAT_INVALID_STATE_EVD_IN_USE;
-	if (df_evd_in_use(evd))
-		return DAT_INVALID_STATE | DAT_INVALID_STATE_EVD_IN_USE;
+		return DF_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
 	DAT_RETURN ret = df_call(evd->obj.ia, "evd_free", pack_evd_handle, evd, NULL);
 	if (ret != DAT_SUCCESS && ret != DAT_ABORT) /* a dead daemon frees nothing any more */
 		return ret;
@@ -183,9 +181,9 @@ DAT_RETURN df_evd_query(DAT_EVD_HANDLE handle, DAT_EVD_PARAM_MASK mask, DAT_EVD_
 	struct df_evd *evd = check_evd(handle);
 	(void)mask;
 	if (!evd)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_EVD_REQUEST;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
 	if (!param)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG3;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
 	param->ia_handle = evd->obj.ia;
 	param->evd_qlen = evd->qlen;
 	param->evd_state = evd->enabled ? DAT_EVD_STATE_ENABLED : DAT_EVD_STATE_DISABLED;
@@ -198,19 +196,17 @@ DAT_RETURN df_evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event)
 {
 	struct df_evd *evd = check_evd(handle);
 	if (!evd)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_EVD_REQUEST;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
 	if (!event)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG2;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	struct df_chan *ch = &evd->obj.ia->chan;
 	pthread_mutex_lock(&ch->lock);
-	DAT_RETURN ret = DAT_QUEUE_EMPTY;
+	DAT_RETURN ret = DF_ERROR(DAT_QUEUE_EMPTY, 0);
 	if (evd->waiting)
-		ret = DAT_INVALID_STATE | DAT_INVALID_STATE_EVD_WAITER;
+		ret = DF_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
 	else if (refill(evd) > 0 || catastrophic_pending(evd))
 		ret = take(evd, event);
 	pthread_mutex_unlock(&ch->lock);
-	if (ret == DAT_QUEUE_EMPTY)
-		df_ia_kick(evd->obj.ia); /* a post whose doorbell was skipped is never stranded */
 	return ret;
 }
 
@@ -231,6 +227,13 @@ static bool passed(const struct timespec *deadline)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return now.tv_sec > deadline->tv_sec ||
 	       (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
+}
+
+/* Would a waiter for ``threshold`` events wake, with ``n`` queued? Only if one of them is a
+ * notification: an UNSIGNALLED completion wakes nobody. */
+static bool ready(const struct df_evd *evd, int64_t n, DAT_COUNT threshold)
+{
+	return n >= threshold && evd->notifying;
 }
 
 /* Ask the daemon for a NOTIFY once ``threshold`` events are queued (lock held), then the full
@@ -255,61 +258,53 @@ DAT_RETURN df_evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thr
 {
 	struct df_evd *evd = check_evd(handle);
 	if (!evd)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_EVD_REQUEST;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
 	if (threshold <= 0 || threshold > evd->qlen)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG3;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
 	if (!event)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG4;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
 	if (!nmore)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG5;
-	struct df_ia *ia = evd->obj.ia;
-	struct df_chan *ch = &ia->chan;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+	struct df_chan *ch = &evd->obj.ia->chan;
 	struct timespec deadline;
 	if (timeout != DAT_TIMEOUT_INFINITE)
 		deadline_after(&deadline, timeout);
 	pthread_mutex_lock(&ch->lock);
 	DAT_RETURN ret = DAT_SUCCESS;
 	if (evd->waiting)
-		ret = DAT_INVALID_STATE | DAT_INVALID_STATE_EVD_WAITER;
+		ret = DF_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
 	else if (!evd->waitable)
-		ret = DAT_INVALID_STATE | DAT_INVALID_STATE_EVD_UNWAITABLE;
+		ret = DF_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
 	else if (evd->ring.hdr && atomic_load(&evd->ring.hdr->prod_words[DF_EQ_OVERFLOW]))
-		ret = DAT_INVALID_STATE | DAT_INVALID_STATE_EVD_IN_USE;
+		ret = DF_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
 	if (ret != DAT_SUCCESS) {
 		pthread_mutex_unlock(&ch->lock);
 		return ret;
 	}
 	evd->waiting = true;
-	bool kicked = false;
 	for (;;) {
 		int64_t n = refill(evd);
-		if ((n >= threshold && evd->notifying) || catastrophic_pending(evd)) {
+		if (ready(evd, n, threshold) || catastrophic_pending(evd)) {
 			ret = take(evd, event);
 			*nmore = (DAT_COUNT)(n > 0 ? n - 1 : 0);
 			break;
 		}
 		if (ch->dead || !evd->waitable) {
-			ret = ch->dead ? DAT_ABORT : DAT_INVALID_STATE | DAT_INVALID_STATE_EVD_UNWAITABLE;
+			ret = ch->dead ? DF_ERROR(DAT_ABORT, 0)
+				       : DF_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
 			*nmore = (DAT_COUNT)(n > 0 ? n : 0);
 			break;
 		}
 		if (timeout != DAT_TIMEOUT_INFINITE && passed(&deadline)) {
-			ret = DAT_TIMEOUT_EXPIRED;
+			ret = DF_ERROR(DAT_TIMEOUT_EXPIRED, 0);
 			*nmore = (DAT_COUNT)(n > 0 ? n : 0);
 			break;
 		}
-		if (!kicked) { /* before the first sleep: no post of ours may be stranded */
-			kicked = true;
-			pthread_mutex_unlock(&ch->lock);
-			df_ia_kick(ia);
-			pthread_mutex_lock(&ch->lock);
-			continue;
-		}
 		arm(evd, threshold);
 		n = refill(evd); /* what came before the ARM is seen now */
-		if ((n >= threshold && evd->notifying) || ch->dead)
+		if (ready(evd, n, threshold) || ch->dead)
 			continue;
-		df_chan_wait(ch, timeout == DAT_TIMEOUT_INFINITE ? NULL : &deadline);
+		df_pump_locked(ch, timeout == DAT_TIMEOUT_INFINITE ? NULL : &deadline);
 	}
 	evd->waiting = false;
 	pthread_mutex_unlock(&ch->lock);
@@ -320,11 +315,11 @@ DAT_RETURN df_evd_post_se(DAT_EVD_HANDLE handle, const DAT_EVENT *event)
 {
 	struct df_evd *evd = check_evd(handle);
 	if (!evd)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_EVD_REQUEST;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
 	if (!event || event->event_number != DAT_SOFTWARE_EVENT)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG2;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	if (!(evd->flags & DAT_EVD_SOFTWARE_FLAG))
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG1;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
 	struct df_pair se = {
 		evd->obj.handle, (uint64_t)(uintptr_t)event->event_data.software_event_data.pointer
 	};
@@ -335,7 +330,7 @@ DAT_RETURN df_evd_enable(DAT_EVD_HANDLE handle)
 {
 	struct df_evd *evd = check_evd(handle);
 	if (!evd)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_EVD_REQUEST;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
 	evd->enabled = true;
 	return DAT_SUCCESS;
 }
@@ -344,7 +339,7 @@ DAT_RETURN df_evd_disable(DAT_EVD_HANDLE handle)
 {
 	struct df_evd *evd = check_evd(handle);
 	if (!evd)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_EVD_REQUEST;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
 	evd->enabled = false;
 	return DAT_SUCCESS;
 }
@@ -354,7 +349,7 @@ DAT_RETURN df_evd_set_unwaitable(DAT_EVD_HANDLE handle)
 {
 	struct df_evd *evd = check_evd(handle);
 	if (!evd)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_EVD_REQUEST;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
 	struct df_chan *ch = &evd->obj.ia->chan;
 	pthread_mutex_lock(&ch->lock);
 	evd->waitable = false;
@@ -367,7 +362,7 @@ DAT_RETURN df_evd_clear_unwaitable(DAT_EVD_HANDLE handle)
 {
 	struct df_evd *evd = check_evd(handle);
 	if (!evd)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_EVD_REQUEST;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
 	struct df_chan *ch = &evd->obj.ia->chan;
 	pthread_mutex_lock(&ch->lock);
 	evd->waitable = true;

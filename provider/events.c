@@ -34,7 +34,7 @@ static DAT_RETURN async_error(struct df_ia *ia, const struct df_eqe *e, DAT_EVEN
 	msgpack_unpacked u;
 	msgpack_unpacked_init(&u);
 	const msgpack_object *f = body_fields(e, &u, 2);
-	DAT_RETURN ret = DAT_INTERNAL_ERROR;
+	DAT_RETURN ret = DF_ERROR(DAT_INTERNAL_ERROR, 0);
 	if (f) {
 		uint64_t h = as_u64(&f[0]);
 		DAT_ASYNCH_ERROR_EVENT_DATA *d = &event->event_data.asynch_error_event_data;
@@ -54,10 +54,8 @@ static DAT_RETURN async_error(struct df_ia *ia, const struct df_eqe *e, DAT_EVEN
 
 /* Fill ``event`` from the entry ``e`` of ``evd``'s queue (lock held). An entry the driver
  * cannot read loses the IA: the daemon broke the interface. */
-DAT_RETURN df_event_from_entry(struct df_ia *ia, struct df_evd *evd, const struct df_eqe *e,
-			       DAT_EVENT *event)
+DAT_RETURN df_event_from_entry(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT *event)
 {
-	(void)evd;
 	event->event_number = (DAT_EVENT_NUMBER)e->event_number;
 	DAT_RETURN ret = DAT_SUCCESS;
 	switch (e->event_number) {
@@ -87,10 +85,10 @@ DAT_RETURN df_event_from_entry(struct df_ia *ia, struct df_evd *evd, const struc
 	case DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR:
 		ret = async_error(ia, e, event);
 		break;
-	default:
-		ret = df_cm_event(ia, e, event);
+	default: /* connection events and requests: no EP or service point is offered yet */
+		ret = DF_ERROR(DAT_INTERNAL_ERROR, 0);
 	}
 	if (ret != DAT_SUCCESS)
-		df_chan_kill(&ia->chan, "an event the driver cannot read");
+		df_ia_break(ia, "an event the driver cannot read");
 	return ret;
 }

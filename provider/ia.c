@@ -42,18 +42,18 @@ static DAT_RETURN open_ia(const char *name, DAT_BOOLEAN thread_safe, DAT_COUNT a
 {
 	struct df_provider *prov = df_registry_find(name, thread_safe);
 	if (!prov)
-		return DAT_PROVIDER_NOT_FOUND;
+		return DF_ERROR(DAT_PROVIDER_NOT_FOUND, 0);
 	if (!async_evd)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG3;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
 	if (!ia_handle)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG4;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
 	if (*async_evd != DAT_HANDLE_NULL)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_EVD_ASYNC; /* no EVD is shared */
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_ASYNC); /* no EVD is shared */
 	if (async_qlen <= 0)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG2;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	struct df_ia *ia = calloc(1, sizeof(*ia));
 	if (!ia)
-		return DAT_INSUFFICIENT_RESOURCES;
+		return DF_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
 	ia->obj.provider = &prov->dat;
 	ia->obj.magic = DF_MAGIC;
 	ia->obj.type = DAT_HANDLE_TYPE_IA;
@@ -75,7 +75,7 @@ static DAT_RETURN open_ia(const char *name, DAT_BOOLEAN thread_safe, DAT_COUNT a
 		ret = df_ia_fetch_attributes(ia);
 	if (ret != DAT_SUCCESS) {
 		close_ia(ia);
-		return ret == DAT_ABORT ? DAT_PROVIDER_NOT_FOUND : ret;
+		return DAT_GET_TYPE(ret) == DAT_ABORT ? DF_ERROR(DAT_PROVIDER_NOT_FOUND, 0) : ret;
 	}
 	*async_evd = ia->async_evd;
 	*ia_handle = ia;
@@ -101,16 +101,16 @@ DAT_RETURN df_ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags)
 {
 	struct df_ia *ia = df_obj_check(handle, DAT_HANDLE_TYPE_IA);
 	if (!ia)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_IA;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
 	if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG2;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	pthread_mutex_lock(&ia->chan.lock);
 	bool busy = false;
 	for (struct df_obj *o = ia->children; o; o = o->next)
 		busy |= o != &ia->async_evd->obj;
 	pthread_mutex_unlock(&ia->chan.lock);
 	if (flags == DAT_CLOSE_GRACEFUL_FLAG && busy)
-		return DAT_INVALID_STATE | DAT_INVALID_STATE_IA_IN_USE;
+		return DF_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_IA_IN_USE);
 	df_chan_drain(&ia->chan); /* a death behind frames not yet read counts */
 	if (df_chan_dead(&ia->chan))
 		unlink_queues(ia);
@@ -118,9 +118,11 @@ DAT_RETURN df_ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags)
 	return DAT_SUCCESS;
 }
 
-/* Kick: before a wait sleeps, a doorbell for every EP whose posts the daemon has not seen
- * although no doorbell is in flight (docs/host-interface.md 5). No EP is offered yet. */
-void df_ia_kick(struct df_ia *ia)
+/* The daemon broke the interface (a ring index past the ring, an entry the driver cannot
+ * read; lock held): the IA is lost and none of its rings is read again. A daemon that merely
+ * died leaves its rings readable: what they hold is still handed out. */
+void df_ia_break(struct df_ia *ia, const char *reason)
 {
-	(void)ia;
+	ia->broken = true;
+	df_chan_kill(&ia->chan, reason);
 }

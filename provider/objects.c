@@ -59,7 +59,7 @@ DAT_RETURN df_set_consumer_context(DAT_HANDLE handle, DAT_CONTEXT context)
 {
 	struct df_obj *obj = any_obj(handle);
 	if (!obj)
-		return DAT_INVALID_HANDLE;
+		return DF_ERROR(DAT_INVALID_HANDLE, 0);
 	obj->context = context;
 	return DAT_SUCCESS;
 }
@@ -68,9 +68,9 @@ DAT_RETURN df_get_consumer_context(DAT_HANDLE handle, DAT_CONTEXT *context)
 {
 	struct df_obj *obj = any_obj(handle);
 	if (!obj)
-		return DAT_INVALID_HANDLE;
+		return DF_ERROR(DAT_INVALID_HANDLE, 0);
 	if (!context)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG2;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	*context = obj->context;
 	return DAT_SUCCESS;
 }
@@ -79,9 +79,9 @@ DAT_RETURN df_get_handle_type(DAT_HANDLE handle, DAT_HANDLE_TYPE *type)
 {
 	struct df_obj *obj = any_obj(handle);
 	if (!obj)
-		return DAT_INVALID_HANDLE;
+		return DF_ERROR(DAT_INVALID_HANDLE, 0);
 	if (!type)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG2;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	*type = obj->type;
 	return DAT_SUCCESS;
 }

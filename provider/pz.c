@@ -12,9 +12,9 @@ DAT_RETURN df_pz_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE *pz_handle)
 {
 	struct df_ia *ia = df_obj_check(ia_handle, DAT_HANDLE_TYPE_IA);
 	if (!ia)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_IA;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
 	if (!pz_handle)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG2;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	struct df_reply *r = NULL;
 	uint64_t handle = 0;
 	DAT_RETURN ret = df_call(ia, "pz_create", NULL, NULL, &r);
@@ -26,7 +26,7 @@ DAT_RETURN df_pz_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE *pz_handle)
 		return ret;
 	struct df_pz *pz = df_obj_new(ia, sizeof(*pz), DAT_HANDLE_TYPE_PZ, (uint32_t)handle);
 	if (!pz)
-		return DAT_INSUFFICIENT_RESOURCES;
+		return DF_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
 	*pz_handle = pz;
 	return DAT_SUCCESS;
 }
@@ -36,7 +36,7 @@ DAT_RETURN df_pz_free(DAT_PZ_HANDLE handle)
 {
 	struct df_pz *pz = df_obj_check(handle, DAT_HANDLE_TYPE_PZ);
 	if (!pz)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_PZ;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
 	DAT_RETURN ret = df_call(pz->obj.ia, "pz_free", pack_pz, pz, NULL);
 	if (ret != DAT_SUCCESS && ret != DAT_ABORT)
 		return ret;
@@ -49,9 +49,9 @@ DAT_RETURN df_pz_query(DAT_PZ_HANDLE handle, DAT_PZ_PARAM_MASK mask, DAT_PZ_PARA
 	struct df_pz *pz = df_obj_check(handle, DAT_HANDLE_TYPE_PZ);
 	(void)mask;
 	if (!pz)
-		return DAT_INVALID_HANDLE | DAT_INVALID_HANDLE_PZ;
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
 	if (!param)
-		return DAT_INVALID_PARAMETER | DAT_INVALID_ARG3;
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
 	param->ia_handle = pz->obj.ia;
 	return DAT_SUCCESS;
 }

@@ -14,6 +14,9 @@
 
 static int failures;
 
+/* DAT_ERROR(type, subtype): what a provider returns for an error (class bit set). */
+#define ERR(type, subtype) ((DAT_RETURN)(DAT_CLASS_ERROR | (type) | (subtype)))
+
 #define CHECK(cond)                                                                         \
 	do {                                                                                \
 		if (!(cond)) {                                                              \
@@ -79,11 +82,11 @@ static void check_software_events(DAT_EVD_HANDLE evd)
 	DAT_EVENT ev, se;
 	DAT_COUNT nmore = -1;
 	int marks[3];
-	CHECK_RET(dat_evd_dequeue(evd, &ev), DAT_QUEUE_EMPTY);
-	CHECK_RET(dat_evd_wait(evd, 20000, 1, &ev, &nmore), DAT_TIMEOUT_EXPIRED);
+	CHECK_RET(dat_evd_dequeue(evd, &ev), ERR(DAT_QUEUE_EMPTY, 0));
+	CHECK_RET(dat_evd_wait(evd, 20000, 1, &ev, &nmore), ERR(DAT_TIMEOUT_EXPIRED, 0));
 	CHECK(nmore == 0);
-	CHECK_RET(dat_evd_wait(evd, 0, 9, &ev, &nmore), DAT_INVALID_PARAMETER | DAT_INVALID_ARG3);
-	CHECK_RET(dat_evd_wait(evd, 0, 0, &ev, &nmore), DAT_INVALID_PARAMETER | DAT_INVALID_ARG3);
+	CHECK_RET(dat_evd_wait(evd, 0, 9, &ev, &nmore), ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+	CHECK_RET(dat_evd_wait(evd, 0, 0, &ev, &nmore), ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
 	for (int i = 0; i < 3; i++) {
 		se = software_event(&marks[i]);
 		CHECK_RET(dat_evd_post_se(evd, &se), DAT_SUCCESS);
@@ -96,10 +99,10 @@ static void check_software_events(DAT_EVD_HANDLE evd)
 		CHECK_RET(dat_evd_dequeue(evd, &ev), DAT_SUCCESS);
 		CHECK(ev.event_data.software_event_data.pointer == &marks[i]);
 	}
-	CHECK_RET(dat_evd_dequeue(evd, &ev), DAT_QUEUE_EMPTY);
+	CHECK_RET(dat_evd_dequeue(evd, &ev), ERR(DAT_QUEUE_EMPTY, 0));
 	se = software_event(NULL);
 	se.event_number = DAT_DTO_COMPLETION_EVENT;
-	CHECK_RET(dat_evd_post_se(evd, &se), DAT_INVALID_PARAMETER | DAT_INVALID_ARG2);
+	CHECK_RET(dat_evd_post_se(evd, &se), ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
 }
 
 /* A wait blocked in another thread wakes for an event posted later, and for set_unwaitable. */
@@ -112,7 +115,7 @@ static void check_blocking(DAT_EVD_HANDLE evd)
 	usleep(50000);
 	DAT_EVENT se = software_event(&mark), ev;
 	DAT_COUNT nmore;
-	CHECK_RET(dat_evd_dequeue(evd, &ev), DAT_INVALID_STATE | DAT_INVALID_STATE_EVD_WAITER);
+	CHECK_RET(dat_evd_dequeue(evd, &ev), ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER));
 	CHECK_RET(dat_evd_post_se(evd, &se), DAT_SUCCESS);
 	pthread_join(t, NULL);
 	CHECK_RET(w.ret, DAT_SUCCESS);
@@ -123,11 +126,11 @@ static void check_blocking(DAT_EVD_HANDLE evd)
 	usleep(50000);
 	CHECK_RET(dat_evd_set_unwaitable(evd), DAT_SUCCESS);
 	pthread_join(t, NULL);
-	CHECK_RET(w.ret, DAT_INVALID_STATE | DAT_INVALID_STATE_EVD_UNWAITABLE);
+	CHECK_RET(w.ret, ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE));
 	CHECK_RET(dat_evd_wait(evd, 0, 1, &ev, &nmore),
-		  DAT_INVALID_STATE | DAT_INVALID_STATE_EVD_UNWAITABLE);
+		  ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE));
 	CHECK_RET(dat_evd_clear_unwaitable(evd), DAT_SUCCESS);
-	CHECK_RET(dat_evd_wait(evd, 0, 1, &ev, &nmore), DAT_TIMEOUT_EXPIRED);
+	CHECK_RET(dat_evd_wait(evd, 0, 1, &ev, &nmore), ERR(DAT_TIMEOUT_EXPIRED, 0));
 }
 
 static void check_handles(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE evd)
@@ -153,14 +156,25 @@ static int daemon_dies(DAT_IA_HANDLE ia, DAT_EVD_HANDLE async_evd, DAT_EVD_HANDL
 {
 	DAT_EVENT ev;
 	DAT_COUNT nmore;
+	int mark;
+	/* An event the daemon queued before it died is still the consumer's to dequeue. */
+	DAT_EVD_HANDLE queued;
+	CHECK_RET(dat_evd_create(ia, 4, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &queued),
+		  DAT_SUCCESS);
+	DAT_EVENT se = software_event(&mark);
+	CHECK_RET(dat_evd_post_se(queued, &se), DAT_SUCCESS);
 	printf("WAITING\n");
 	fflush(stdout);
-	CHECK_RET(dat_evd_wait(evd, 30000000, 1, &ev, &nmore), DAT_ABORT);
+	CHECK_RET(dat_evd_wait(evd, 30000000, 1, &ev, &nmore), ERR(DAT_ABORT, 0));
 	CHECK_RET(dat_evd_wait(async_evd, 1000000, 1, &ev, &nmore), DAT_SUCCESS);
 	CHECK(ev.event_number == DAT_ASYNC_ERROR_IA_CATASTROPHIC);
-	CHECK_RET(dat_evd_dequeue(async_evd, &ev), DAT_QUEUE_EMPTY);
+	CHECK_RET(dat_evd_dequeue(async_evd, &ev), ERR(DAT_QUEUE_EMPTY, 0));
+	CHECK_RET(dat_evd_dequeue(queued, &ev), DAT_SUCCESS);
+	CHECK(ev.event_number == DAT_SOFTWARE_EVENT &&
+	      ev.event_data.software_event_data.pointer == &mark);
+	CHECK_RET(dat_evd_dequeue(queued, &ev), ERR(DAT_QUEUE_EMPTY, 0));
 	DAT_PZ_HANDLE pz;
-	CHECK_RET(dat_pz_create(ia, &pz), DAT_ABORT);
+	CHECK_RET(dat_pz_create(ia, &pz), ERR(DAT_ABORT, 0));
 	CHECK_RET(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
 	printf(failures ? "FAILED\n" : "PASSED\n");
 	return failures ? 1 : 0;
@@ -190,10 +204,10 @@ int main(int argc, char **argv)
 	check_blocking(evd);
 	check_handles(ia, pz, evd);
 	CHECK_RET(dat_evd_create(ia, 0, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd),
-		  DAT_INVALID_PARAMETER | DAT_INVALID_ARG2);
+		  ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
 	CHECK_RET(dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG),
-		  DAT_INVALID_STATE | DAT_INVALID_STATE_IA_IN_USE);
-	CHECK_RET(dat_evd_free(async_evd), DAT_INVALID_STATE | DAT_INVALID_STATE_EVD_IN_USE);
+		  ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_IA_IN_USE));
+	CHECK_RET(dat_evd_free(async_evd), ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE));
 	CHECK_RET(dat_evd_free(evd), DAT_SUCCESS);
 	CHECK_RET(dat_pz_free(pz), DAT_SUCCESS);
 	CHECK_RET(dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);

@@ -68,16 +68,15 @@ def test_ia_pz_evd_calls(build: Path, start: StartNode, tmp_path: Path, variant:
     )
 
 
-def test_unknown_ia_name_is_provider_not_found(
-    build: Path, start: StartNode, tmp_path: Path
-) -> None:
-    node = start("c1")
-    env = conf(tmp_path, node.socket, build / "libdatfabric.so")
+def test_no_daemon_at_the_socket_is_provider_not_found(build: Path, tmp_path: Path) -> None:
+    """A dat.conf line whose socket has no daemon behind it: our dat_ia_open answers
+    DAT_PROVIDER_NOT_FOUND (libdat2 found the line; the provider found no NIC)."""
+    env = conf(tmp_path, str(tmp_path / "no-daemon.sock"), build / "libdatfabric.so")
     done = subprocess.run(
-        [str(build / "evd_basic"), "nosuch"], env=env, capture_output=True, text=True, timeout=60
+        [str(build / "evd_basic"), "df"], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 1
-    assert "gave 0x800a" in done.stdout  # DAT_PROVIDER_NOT_FOUND, from libdat2's registry
+    assert done.stdout.strip() == "FAILED: dat_ia_open(df) gave 0x800a0000", done.stdout
 
 
 def test_daemon_death_wakes_the_waiter(build: Path, start: StartNode, tmp_path: Path) -> None:
@@ -111,3 +110,33 @@ def test_dat_conf_lines() -> None:
     ]
     with pytest.raises(ValueError):
         lines("two words", "/run/n1.sock")
+
+
+@pytest.mark.skipif(shutil.which("dapltest") is None, reason="dapltest (dapl2-utils) missing")
+def test_dapltest_limit_ia_pz_evd(build: Path, start: StartNode, tmp_path: Path) -> None:
+    """Debian's dapltest, unmodified, opens IAs, PZs and EVDs to its limits on the fabric."""
+    node = start("c1")
+    env = conf(tmp_path, node.socket, build / "libdatfabric.so")
+    done = subprocess.run(
+        [
+            "dapltest",
+            "-T",
+            "L",
+            "-D",
+            "df",
+            "-w",
+            "1",
+            "-m",
+            "10",
+            "limit_ia",
+            "limit_pz",
+            "limit_evd",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for line in ("IAs opened: 10", "PZs created: 10", "EVDs created: 10"):
+        assert f"LimitTest: {line}" in done.stdout, done.stdout
