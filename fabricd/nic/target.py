@@ -120,6 +120,8 @@ class Target:
         not_ready = frame.type == FrameType.SEND and link.ep is not None and not link.ep.recvs
         if link.stalled or frame.payload is not None or not_ready:  # receiver not ready
             link.stalled.append(frame)
+            # a receive may have cleared the stall while this payload was still arriving
+            self._run_stalled(link)
         else:
             self._execute(link, frame)
 
@@ -235,7 +237,12 @@ class Target:
             self._unstall(ep.link)
 
     def _unstall(self, link: PeerLink) -> None:
-        """Run, in order, the frames held behind the Send that had no receive."""
+        """Run the frames held behind the Send that had no receive; ACK what ran."""
+        self._run_stalled(link)
+        self.batch_end(link)
+
+    def _run_stalled(self, link: PeerLink) -> None:
+        """Run, in order, the held frames up to the next Send that finds no receive."""
         ep = link.ep
         while link.stalled and ep is not None and link.ep is ep:
             frame = link.stalled[0]
@@ -248,7 +255,6 @@ class Target:
                     scatter(frame.payload or b"", sink)
                 frame.payload = None
             self._execute(link, frame)
-        self.batch_end(link)
 
     def batch_end(self, link: PeerLink) -> None:
         """After one read from the stream: one cumulative ACK for everything executed."""

@@ -156,6 +156,31 @@ def test_a_send_before_its_receive_holds_everything_behind_it_in_order() -> None
         assert a.log() == [(DTO, i, OK, 100), (DTO, 10 + i, OK, 100)]
 
 
+def test_a_payload_still_arriving_when_the_stall_clears_runs_once_it_has_landed() -> None:
+    """A Send read while the stream is stalled has its payload held; if a receive clears the
+    stall before that payload has fully arrived, the Send still runs when it has."""
+    fabric, a, b = pair()
+    a.memory(0, 1000)[:] = PATTERN[:1000]
+    a.c.post(Dtos.SEND, a.ep, [a.triplet(0, 10)], 1, None, 0)  # no receive yet: stalls
+    fabric.run()
+    pipe = fabric.pipe(a.c.node, b.c.node)
+    deliver, held = pipe.deliver, bytearray()
+    pipe.deliver = held.extend
+    a.c.post(Dtos.SEND, a.ep, [a.triplet(0, 1000)], 2, None, 0)
+    fabric.run()
+    deliver(bytes(held[:-500]))  # the header and half the payload
+    for i in range(2):
+        b.c.post(Dtos.RECEIVE, b.ep, [b.triplet(1000 * (i + 1), 1000)], 20 + i, None, 0)
+    fabric.run()
+    assert b.log() == [(DTO, 20, OK, 10)]
+    deliver(bytes(held[-500:]))
+    pipe.deliver = deliver
+    fabric.run()
+    assert b.log() == [(DTO, 21, OK, 1000)]
+    assert bytes(b.memory(2000, 1000)) == PATTERN[:1000]
+    assert a.log() == [(DTO, 1, OK, 10), (DTO, 2, OK, 1000)]
+
+
 def test_suppress_hides_a_success_and_unsignalled_wakes_nobody() -> None:
     fabric, a, b = pair()
     a.memory(0, 8)[:] = b"early!!!"
