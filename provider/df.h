@@ -89,6 +89,39 @@ struct df_evd {
 	bool waitable;
 };
 
+/* An endpoint: what the driver needs to answer its calls and posts synchronously. */
+struct df_ep {
+	struct df_obj obj;
+	struct df_pz *pz; /* NULL: none yet (dat_ep_modify sets one) */
+	struct df_evd *recv_evd, *request_evd, *connect_evd;
+	DAT_EP_ATTR attr; /* as the daemon granted them */
+	DAT_EP_STATE known; /* the state until the queues are mapped (then: the STATE word) */
+	void *wq; /* the work queue segment, mapped on first use; NULL before */
+	size_t wq_len;
+	struct df_ring sq, rq; /* the driver produces */
+	uint32_t rung; /* DOORBELL frames sent, against the SQ's HEARD */
+	uint32_t kicked_sq, kicked_rq; /* producer indices of the last kick */
+	uint32_t binds; /* RMR binds made, against the SQ's BOUND */
+	/* the connection, as connection management learned it (cm.c) */
+	DAT_SOCK_ADDR6 remote_address;
+	DAT_CONN_QUAL remote_port_qual;
+	DAT_CONN_QUAL local_port_qual;
+};
+
+/* A registered memory region: enough to check a post's local segments. */
+struct df_lmr {
+	struct df_obj obj;
+	struct df_pz *pz;
+	DAT_MEM_TYPE mem_type;
+	DAT_REGION_DESCRIPTION region;
+	DAT_LMR_CONTEXT lmr_context;
+	DAT_RMR_CONTEXT rmr_context;
+	DAT_VADDR address;
+	DAT_VLEN length;
+	DAT_MEM_PRIV_FLAGS privileges;
+	DAT_VA_TYPE va_type;
+};
+
 /* registry.c */
 struct df_provider *df_registry_find(const char *ia_name, DAT_BOOLEAN thread_safe);
 DAT_RETURN df_ia_open_threadsafe(const DAT_NAME_PTR, DAT_COUNT, DAT_EVD_HANDLE *, DAT_IA_HANDLE *);
@@ -148,6 +181,22 @@ void *df_obj_new(struct df_ia *ia, size_t size, DAT_HANDLE_TYPE type, uint32_t h
 void df_obj_release(struct df_obj *obj);
 void *df_obj_check(const void *handle, DAT_HANDLE_TYPE type);
 void df_pack_handle(msgpack_packer *pk, const void *handle);
+
+/* ep.c */
+DAT_RETURN df_ep_create(DAT_IA_HANDLE, DAT_PZ_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE,
+			const DAT_EP_ATTR *, DAT_EP_HANDLE *);
+DAT_RETURN df_ep_query(DAT_EP_HANDLE, DAT_EP_PARAM_MASK, DAT_EP_PARAM *);
+DAT_RETURN df_ep_modify(DAT_EP_HANDLE, DAT_EP_PARAM_MASK, const DAT_EP_PARAM *);
+DAT_RETURN df_ep_free(DAT_EP_HANDLE);
+DAT_RETURN df_ep_get_status(DAT_EP_HANDLE, DAT_EP_STATE *, DAT_BOOLEAN *, DAT_BOOLEAN *);
+struct df_ep *df_ep_new(struct df_ia *ia, uint32_t handle, DAT_EP_STATE known);
+void df_ep_destroy(struct df_ep *ep);
+DAT_RETURN df_ep_queues(struct df_ep *ep);
+DAT_EP_STATE df_ep_state(const struct df_ep *ep);
+uint32_t df_ep_requests(const struct df_ep *ep);
+uint32_t df_ep_recvs(const struct df_ep *ep);
+void df_pack_ep_attr(msgpack_packer *pk, const DAT_EP_ATTR *a);
+DAT_RETURN df_read_ep_attr(const msgpack_object *map, DAT_EP_ATTR *out);
 
 /* ia.c, attrs.c, events.c */
 DAT_RETURN df_ia_fetch_attributes(struct df_ia *ia);

@@ -14,6 +14,8 @@ static void close_ia(struct df_ia *ia)
 		struct df_obj *o = ia->children;
 		if (o->type == DAT_HANDLE_TYPE_EVD)
 			df_evd_destroy((struct df_evd *)o);
+		else if (o->type == DAT_HANDLE_TYPE_EP)
+			df_ep_destroy((struct df_ep *)o);
 		else
 			df_obj_release(o);
 	}

@@ -47,6 +47,13 @@ void *df_obj_check(const void *handle, DAT_HANDLE_TYPE type)
 	return (void *)obj;
 }
 
+/* [handle]: the arguments of the calls that name one object. */
+void df_pack_handle(msgpack_packer *pk, const void *obj)
+{
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_unsigned_int(pk, ((const struct df_obj *)obj)->handle);
+}
+
 /* The generic handle calls: dat_set_consumer_context, dat_get_consumer_context,
  * dat_get_handle_type. */
 static struct df_obj *any_obj(DAT_HANDLE handle)

@@ -1,13 +1,6 @@
 /* Protection zones: dat_pz_create, dat_pz_query, dat_pz_free. */
 #include "df.h"
 
-static void pack_pz(msgpack_packer *pk, const void *arg)
-{
-	const struct df_pz *pz = arg;
-	msgpack_pack_array(pk, 1);
-	msgpack_pack_unsigned_int(pk, pz->obj.handle);
-}
-
 DAT_RETURN df_pz_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE *pz_handle)
 {
 	struct df_ia *ia = df_obj_check(ia_handle, DAT_HANDLE_TYPE_IA);
@@ -37,7 +30,7 @@ DAT_RETURN df_pz_free(DAT_PZ_HANDLE handle)
 	struct df_pz *pz = df_obj_check(handle, DAT_HANDLE_TYPE_PZ);
 	if (!pz)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
-	DAT_RETURN ret = df_call(pz->obj.ia, "pz_free", pack_pz, pz, NULL);
+	DAT_RETURN ret = df_call(pz->obj.ia, "pz_free", df_pack_handle, pz, NULL);
 	if (ret != DAT_SUCCESS && ret != DAT_ABORT)
 		return ret;
 	df_obj_release(&pz->obj);

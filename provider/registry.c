@@ -40,9 +40,6 @@ NI(cr_reject, DAT_CR_HANDLE a0, DAT_COUNT a1, const DAT_PVOID a2)
 NI(cr_handoff, DAT_CR_HANDLE a0, DAT_CONN_QUAL a1)
 NI(evd_modify_cno, DAT_EVD_HANDLE a0, DAT_CNO_HANDLE a1)
 NI(evd_resize, DAT_EVD_HANDLE a0, DAT_COUNT a1)
-NI(ep_create, DAT_IA_HANDLE a0, DAT_PZ_HANDLE a1, DAT_EVD_HANDLE a2, DAT_EVD_HANDLE a3, DAT_EVD_HANDLE a4, const DAT_EP_ATTR *a5, DAT_EP_HANDLE *a6)
-NI(ep_query, DAT_EP_HANDLE a0, DAT_EP_PARAM_MASK a1, DAT_EP_PARAM *a2)
-NI(ep_modify, DAT_EP_HANDLE a0, DAT_EP_PARAM_MASK a1, const DAT_EP_PARAM *a2)
 NI(ep_connect, DAT_EP_HANDLE a0, DAT_IA_ADDRESS_PTR a1, DAT_CONN_QUAL a2, DAT_TIMEOUT a3, DAT_COUNT a4, const DAT_PVOID a5, DAT_QOS a6, DAT_CONNECT_FLAGS a7)
 NI(ep_dup_connect, DAT_EP_HANDLE a0, DAT_EP_HANDLE a1, DAT_TIMEOUT a2, DAT_COUNT a3, const DAT_PVOID a4, DAT_QOS a5)
 NI(ep_disconnect, DAT_EP_HANDLE a0, DAT_CLOSE_FLAGS a1)
@@ -50,8 +47,6 @@ NI(ep_post_send, DAT_EP_HANDLE a0, DAT_COUNT a1, DAT_LMR_TRIPLET *a2, DAT_DTO_CO
 NI(ep_post_recv, DAT_EP_HANDLE a0, DAT_COUNT a1, DAT_LMR_TRIPLET *a2, DAT_DTO_COOKIE a3, DAT_COMPLETION_FLAGS a4)
 NI(ep_post_rdma_read, DAT_EP_HANDLE a0, DAT_COUNT a1, DAT_LMR_TRIPLET *a2, DAT_DTO_COOKIE a3, const DAT_RMR_TRIPLET *a4, DAT_COMPLETION_FLAGS a5)
 NI(ep_post_rdma_write, DAT_EP_HANDLE a0, DAT_COUNT a1, DAT_LMR_TRIPLET *a2, DAT_DTO_COOKIE a3, const DAT_RMR_TRIPLET *a4, DAT_COMPLETION_FLAGS a5)
-NI(ep_get_status, DAT_EP_HANDLE a0, DAT_EP_STATE *a1, DAT_BOOLEAN *a2, DAT_BOOLEAN *a3)
-NI(ep_free, DAT_EP_HANDLE a0)
 NI(lmr_create, DAT_IA_HANDLE a0, DAT_MEM_TYPE a1, DAT_REGION_DESCRIPTION a2, DAT_VLEN a3, DAT_PZ_HANDLE a4, DAT_MEM_PRIV_FLAGS a5, DAT_VA_TYPE a6, DAT_LMR_HANDLE *a7, DAT_LMR_CONTEXT *a8, DAT_RMR_CONTEXT *a9, DAT_VLEN *a10, DAT_VADDR *a11)
 NI(lmr_query, DAT_LMR_HANDLE a0, DAT_LMR_PARAM_MASK a1, DAT_LMR_PARAM *a2)
 NI(lmr_free, DAT_LMR_HANDLE a0)
@@ -119,9 +114,9 @@ static const DAT_PROVIDER template = {
 	.evd_post_se_func = df_evd_post_se,
 	.evd_dequeue_func = df_evd_dequeue,
 	.evd_free_func = df_evd_free,
-	.ep_create_func = ni_ep_create,
-	.ep_query_func = ni_ep_query,
-	.ep_modify_func = ni_ep_modify,
+	.ep_create_func = df_ep_create,
+	.ep_query_func = df_ep_query,
+	.ep_modify_func = df_ep_modify,
 	.ep_connect_func = ni_ep_connect,
 	.ep_dup_connect_func = ni_ep_dup_connect,
 	.ep_disconnect_func = ni_ep_disconnect,
@@ -129,8 +124,8 @@ static const DAT_PROVIDER template = {
 	.ep_post_recv_func = ni_ep_post_recv,
 	.ep_post_rdma_read_func = ni_ep_post_rdma_read,
 	.ep_post_rdma_write_func = ni_ep_post_rdma_write,
-	.ep_get_status_func = ni_ep_get_status,
-	.ep_free_func = ni_ep_free,
+	.ep_get_status_func = df_ep_get_status,
+	.ep_free_func = df_ep_free,
 	.lmr_create_func = ni_lmr_create,
 	.lmr_query_func = ni_lmr_query,
 	.lmr_free_func = ni_lmr_free,
