@@ -145,3 +145,9 @@ DAT_RETURN df_ia_query(DAT_IA_HANDLE handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
 	return DAT_SUCCESS;
 }
 
+
+/* The provider attribute lmr_sync_req: is registered memory not coherent with RDMA? */
+bool df_ia_lmr_sync_req(const struct df_ia *ia)
+{
+	return attr_u64(&df_result(ia->attrs)->ptr[0], "lmr_sync_req") != 0;
+}

@@ -122,6 +122,17 @@ struct df_lmr {
 	DAT_VA_TYPE va_type;
 };
 
+/* A memory window: what dat_rmr_query reports of its last bind. */
+struct df_rmr {
+	struct df_obj obj;
+	struct df_pz *pz;
+	struct df_lmr *lmr; /* NULL: unbound */
+	DAT_LMR_TRIPLET triplet;
+	DAT_MEM_PRIV_FLAGS privileges;
+	DAT_VA_TYPE va_type;
+	DAT_RMR_CONTEXT rmr_context;
+};
+
 /* registry.c */
 struct df_provider *df_registry_find(const char *ia_name, DAT_BOOLEAN thread_safe);
 DAT_RETURN df_ia_open_threadsafe(const DAT_NAME_PTR, DAT_COUNT, DAT_EVD_HANDLE *, DAT_IA_HANDLE *);
@@ -167,6 +178,7 @@ void df_reply_free(struct df_reply *r);
 bool df_pump_locked(struct df_chan *ch, const struct timespec *deadline);
 void df_frame_begin(msgpack_sbuffer *sb, msgpack_packer *pk, enum df_frame type, size_t fields);
 bool df_send_frame(struct df_chan *ch, msgpack_sbuffer *sb);
+void df_send_bytes_locked(struct df_chan *ch, uint8_t *frame, size_t len);
 void df_keep_reply(struct df_chan *ch, uint64_t req_id, const uint8_t *hdr, uint32_t len);
 void df_drop_replies(struct df_chan *ch);
 void df_chan_interrupt(struct df_chan *ch);
@@ -193,13 +205,43 @@ struct df_ep *df_ep_new(struct df_ia *ia, uint32_t handle, DAT_EP_STATE known);
 void df_ep_destroy(struct df_ep *ep);
 DAT_RETURN df_ep_queues(struct df_ep *ep);
 DAT_EP_STATE df_ep_state(const struct df_ep *ep);
+DAT_RETURN df_ep_state_error(DAT_EP_STATE state);
 uint32_t df_ep_requests(const struct df_ep *ep);
 uint32_t df_ep_recvs(const struct df_ep *ep);
 void df_pack_ep_attr(msgpack_packer *pk, const DAT_EP_ATTR *a);
 DAT_RETURN df_read_ep_attr(const msgpack_object *map, DAT_EP_ATTR *out);
 
+/* lmr.c, rmr.c */
+DAT_RETURN df_lmr_create(DAT_IA_HANDLE, DAT_MEM_TYPE, DAT_REGION_DESCRIPTION, DAT_VLEN,
+			 DAT_PZ_HANDLE, DAT_MEM_PRIV_FLAGS, DAT_VA_TYPE, DAT_LMR_HANDLE *,
+			 DAT_LMR_CONTEXT *, DAT_RMR_CONTEXT *, DAT_VLEN *, DAT_VADDR *);
+DAT_RETURN df_lmr_query(DAT_LMR_HANDLE, DAT_LMR_PARAM_MASK, DAT_LMR_PARAM *);
+DAT_RETURN df_lmr_free(DAT_LMR_HANDLE);
+DAT_RETURN df_lmr_sync_rdma_read(DAT_IA_HANDLE, const DAT_LMR_TRIPLET *, DAT_VLEN);
+DAT_RETURN df_lmr_sync_rdma_write(DAT_IA_HANDLE, const DAT_LMR_TRIPLET *, DAT_VLEN);
+struct df_lmr *df_lmr_find(struct df_ia *ia, DAT_LMR_CONTEXT context);
+DAT_RETURN df_rmr_create(DAT_PZ_HANDLE, DAT_RMR_HANDLE *);
+DAT_RETURN df_rmr_bind(DAT_RMR_HANDLE, DAT_LMR_HANDLE, const DAT_LMR_TRIPLET *, DAT_MEM_PRIV_FLAGS,
+		       DAT_VA_TYPE, DAT_EP_HANDLE, DAT_RMR_COOKIE, DAT_COMPLETION_FLAGS,
+		       DAT_RMR_CONTEXT *);
+DAT_RETURN df_rmr_query(DAT_RMR_HANDLE, DAT_RMR_PARAM_MASK, DAT_RMR_PARAM *);
+DAT_RETURN df_rmr_free(DAT_RMR_HANDLE);
+
+/* post.c, doorbell.c */
+DAT_RETURN df_ep_post_send(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
+			   DAT_COMPLETION_FLAGS);
+DAT_RETURN df_ep_post_recv(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
+			   DAT_COMPLETION_FLAGS);
+DAT_RETURN df_ep_post_rdma_write(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
+				 const DAT_RMR_TRIPLET *, DAT_COMPLETION_FLAGS);
+DAT_RETURN df_ep_post_rdma_read(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
+				const DAT_RMR_TRIPLET *, DAT_COMPLETION_FLAGS);
+void df_ep_ring(struct df_ep *ep);
+void df_ia_kick(struct df_ia *ia);
+
 /* ia.c, attrs.c, events.c */
 DAT_RETURN df_ia_fetch_attributes(struct df_ia *ia);
+bool df_ia_lmr_sync_req(const struct df_ia *ia);
 void df_ia_break(struct df_ia *ia, const char *reason);
 void *df_ia_find(struct df_ia *ia, DAT_HANDLE_TYPE type, uint64_t handle);
 struct df_eqe;

@@ -206,6 +206,8 @@ DAT_RETURN df_evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event)
 		ret = DF_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
 	else if (refill(evd) > 0 || catastrophic_pending(evd))
 		ret = take(evd, event);
+	else
+		df_ia_kick(evd->obj.ia); /* empty: no post of ours may be stranded (section 5) */
 	pthread_mutex_unlock(&ch->lock);
 	return ret;
 }
@@ -304,6 +306,7 @@ DAT_RETURN df_evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thr
 		n = refill(evd); /* what came before the ARM is seen now */
 		if (ready(evd, n, threshold) || ch->dead)
 			continue;
+		df_ia_kick(evd->obj.ia); /* before blocking: no post may be stranded (section 5) */
 		df_pump_locked(ch, timeout == DAT_TIMEOUT_INFINITE ? NULL : &deadline);
 	}
 	evd->waiting = false;

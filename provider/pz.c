@@ -31,7 +31,7 @@ DAT_RETURN df_pz_free(DAT_PZ_HANDLE handle)
 	if (!pz)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
 	DAT_RETURN ret = df_call(pz->obj.ia, "pz_free", df_pack_handle, pz, NULL);
-	if (ret != DAT_SUCCESS && ret != DAT_ABORT)
+	if (ret != DAT_SUCCESS && DAT_GET_TYPE(ret) != DAT_ABORT)
 		return ret;
 	df_obj_release(&pz->obj);
 	return DAT_SUCCESS;

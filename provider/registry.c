@@ -43,17 +43,6 @@ NI(evd_resize, DAT_EVD_HANDLE a0, DAT_COUNT a1)
 NI(ep_connect, DAT_EP_HANDLE a0, DAT_IA_ADDRESS_PTR a1, DAT_CONN_QUAL a2, DAT_TIMEOUT a3, DAT_COUNT a4, const DAT_PVOID a5, DAT_QOS a6, DAT_CONNECT_FLAGS a7)
 NI(ep_dup_connect, DAT_EP_HANDLE a0, DAT_EP_HANDLE a1, DAT_TIMEOUT a2, DAT_COUNT a3, const DAT_PVOID a4, DAT_QOS a5)
 NI(ep_disconnect, DAT_EP_HANDLE a0, DAT_CLOSE_FLAGS a1)
-NI(ep_post_send, DAT_EP_HANDLE a0, DAT_COUNT a1, DAT_LMR_TRIPLET *a2, DAT_DTO_COOKIE a3, DAT_COMPLETION_FLAGS a4)
-NI(ep_post_recv, DAT_EP_HANDLE a0, DAT_COUNT a1, DAT_LMR_TRIPLET *a2, DAT_DTO_COOKIE a3, DAT_COMPLETION_FLAGS a4)
-NI(ep_post_rdma_read, DAT_EP_HANDLE a0, DAT_COUNT a1, DAT_LMR_TRIPLET *a2, DAT_DTO_COOKIE a3, const DAT_RMR_TRIPLET *a4, DAT_COMPLETION_FLAGS a5)
-NI(ep_post_rdma_write, DAT_EP_HANDLE a0, DAT_COUNT a1, DAT_LMR_TRIPLET *a2, DAT_DTO_COOKIE a3, const DAT_RMR_TRIPLET *a4, DAT_COMPLETION_FLAGS a5)
-NI(lmr_create, DAT_IA_HANDLE a0, DAT_MEM_TYPE a1, DAT_REGION_DESCRIPTION a2, DAT_VLEN a3, DAT_PZ_HANDLE a4, DAT_MEM_PRIV_FLAGS a5, DAT_VA_TYPE a6, DAT_LMR_HANDLE *a7, DAT_LMR_CONTEXT *a8, DAT_RMR_CONTEXT *a9, DAT_VLEN *a10, DAT_VADDR *a11)
-NI(lmr_query, DAT_LMR_HANDLE a0, DAT_LMR_PARAM_MASK a1, DAT_LMR_PARAM *a2)
-NI(lmr_free, DAT_LMR_HANDLE a0)
-NI(rmr_create, DAT_PZ_HANDLE a0, DAT_RMR_HANDLE *a1)
-NI(rmr_query, DAT_RMR_HANDLE a0, DAT_RMR_PARAM_MASK a1, DAT_RMR_PARAM *a2)
-NI(rmr_bind, DAT_RMR_HANDLE a0, DAT_LMR_HANDLE a1, const DAT_LMR_TRIPLET *a2, DAT_MEM_PRIV_FLAGS a3, DAT_VA_TYPE a4, DAT_EP_HANDLE a5, DAT_RMR_COOKIE a6, DAT_COMPLETION_FLAGS a7, DAT_RMR_CONTEXT *a8)
-NI(rmr_free, DAT_RMR_HANDLE a0)
 NI(psp_create, DAT_IA_HANDLE a0, DAT_CONN_QUAL a1, DAT_EVD_HANDLE a2, DAT_PSP_FLAGS a3, DAT_PSP_HANDLE *a4)
 NI(psp_query, DAT_PSP_HANDLE a0, DAT_PSP_PARAM_MASK a1, DAT_PSP_PARAM *a2)
 NI(psp_free, DAT_PSP_HANDLE a0)
@@ -62,8 +51,6 @@ NI(rsp_query, DAT_RSP_HANDLE a0, DAT_RSP_PARAM_MASK a1, DAT_RSP_PARAM *a2)
 NI(rsp_free, DAT_RSP_HANDLE a0)
 NI(psp_create_any, DAT_IA_HANDLE a0, DAT_CONN_QUAL *a1, DAT_EVD_HANDLE a2, DAT_PSP_FLAGS a3, DAT_PSP_HANDLE *a4)
 NI(ep_reset, DAT_EP_HANDLE a0)
-NI(lmr_sync_rdma_read, DAT_IA_HANDLE a0, const DAT_LMR_TRIPLET *a1, DAT_VLEN a2)
-NI(lmr_sync_rdma_write, DAT_IA_HANDLE a0, const DAT_LMR_TRIPLET *a1, DAT_VLEN a2)
 NI(ep_create_with_srq, DAT_IA_HANDLE a0, DAT_PZ_HANDLE a1, DAT_EVD_HANDLE a2, DAT_EVD_HANDLE a3, DAT_EVD_HANDLE a4, DAT_SRQ_HANDLE a5, const DAT_EP_ATTR *a6, DAT_EP_HANDLE *a7)
 NI(ep_recv_query, DAT_EP_HANDLE a0, DAT_COUNT *a1, DAT_COUNT *a2)
 NI(ep_set_watermark, DAT_EP_HANDLE a0, DAT_COUNT a1, DAT_COUNT a2)
@@ -120,19 +107,19 @@ static const DAT_PROVIDER template = {
 	.ep_connect_func = ni_ep_connect,
 	.ep_dup_connect_func = ni_ep_dup_connect,
 	.ep_disconnect_func = ni_ep_disconnect,
-	.ep_post_send_func = ni_ep_post_send,
-	.ep_post_recv_func = ni_ep_post_recv,
-	.ep_post_rdma_read_func = ni_ep_post_rdma_read,
-	.ep_post_rdma_write_func = ni_ep_post_rdma_write,
+	.ep_post_send_func = df_ep_post_send,
+	.ep_post_recv_func = df_ep_post_recv,
+	.ep_post_rdma_read_func = df_ep_post_rdma_read,
+	.ep_post_rdma_write_func = df_ep_post_rdma_write,
 	.ep_get_status_func = df_ep_get_status,
 	.ep_free_func = df_ep_free,
-	.lmr_create_func = ni_lmr_create,
-	.lmr_query_func = ni_lmr_query,
-	.lmr_free_func = ni_lmr_free,
-	.rmr_create_func = ni_rmr_create,
-	.rmr_query_func = ni_rmr_query,
-	.rmr_bind_func = ni_rmr_bind,
-	.rmr_free_func = ni_rmr_free,
+	.lmr_create_func = df_lmr_create,
+	.lmr_query_func = df_lmr_query,
+	.lmr_free_func = df_lmr_free,
+	.rmr_create_func = df_rmr_create,
+	.rmr_query_func = df_rmr_query,
+	.rmr_bind_func = df_rmr_bind,
+	.rmr_free_func = df_rmr_free,
 	.psp_create_func = ni_psp_create,
 	.psp_query_func = ni_psp_query,
 	.psp_free_func = ni_psp_free,
@@ -146,8 +133,8 @@ static const DAT_PROVIDER template = {
 	.ep_reset_func = ni_ep_reset,
 	.evd_set_unwaitable_func = df_evd_set_unwaitable,
 	.evd_clear_unwaitable_func = df_evd_clear_unwaitable,
-	.lmr_sync_rdma_read_func = ni_lmr_sync_rdma_read,
-	.lmr_sync_rdma_write_func = ni_lmr_sync_rdma_write,
+	.lmr_sync_rdma_read_func = df_lmr_sync_rdma_read,
+	.lmr_sync_rdma_write_func = df_lmr_sync_rdma_write,
 	.ep_create_with_srq_func = ni_ep_create_with_srq,
 	.ep_recv_query_func = ni_ep_recv_query,
 	.ep_set_watermark_func = ni_ep_set_watermark,

@@ -68,6 +68,28 @@ def test_ia_pz_evd_calls(build: Path, start: StartNode, tmp_path: Path, variant:
     )
 
 
+@pytest.mark.parametrize("variant", ["plain", "asan"])
+def test_memory_windows_and_posts(
+    build: Path, start: StartNode, tmp_path: Path, variant: str
+) -> None:
+    """Two IAs of one C program, connected: LMRs over malloc, stack and static memory at odd
+    addresses, RMR bind and query, send/receive with two segments, RDMA Write and Read through
+    the window, and the posts' argument errors; the program's own memory is what moves."""
+    node = start("c1")
+    where = build if variant == "plain" else build / "asan"
+    env = conf(tmp_path, node.socket, where / "libdatfabric.so")
+    prog = subprocess.Popen(
+        [str(where / "rdma_basic"), "df"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    out, _ = prog.communicate(timeout=120)
+    assert prog.returncode == 0 and out.strip().endswith("PASSED"), out
+    assert segments_of(prog.pid) == []
+
+
 def test_no_daemon_at_the_socket_is_provider_not_found(build: Path, tmp_path: Path) -> None:
     """A dat.conf line whose socket has no daemon behind it: our dat_ia_open answers
     DAT_PROVIDER_NOT_FOUND (libdat2 found the line; the provider found no NIC)."""
