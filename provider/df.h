@@ -89,6 +89,14 @@ struct df_evd {
 	bool waitable;
 };
 
+/* A consumer notification object: wakes one waiter for the EVDs created with it. */
+struct df_cno {
+	struct df_obj obj;
+	DAT_OS_WAIT_PROXY_AGENT agent;
+	uint32_t evds; /* EVDs created with it */
+	bool waiting;
+};
+
 /* An endpoint: what the driver needs to answer its calls and posts synchronously. */
 struct df_ep {
 	struct df_obj obj;
@@ -251,6 +259,18 @@ DAT_RETURN df_event_from_entry(struct df_ia *ia, const struct df_eqe *e, DAT_EVE
 DAT_RETURN df_evd_make(struct df_ia *ia, DAT_COUNT qlen, DAT_EVD_FLAGS flags, uint32_t handle,
 		       struct df_evd **out);
 void df_evd_destroy(struct df_evd *evd);
+
+int64_t df_evd_refill(struct df_evd *evd);
+void df_evd_arm(struct df_evd *evd, DAT_COUNT threshold);
+void df_deadline_after(struct timespec *ts, DAT_TIMEOUT us);
+bool df_deadline_passed(const struct timespec *deadline);
+
+/* cno.c */
+DAT_RETURN df_cno_create(DAT_IA_HANDLE, DAT_OS_WAIT_PROXY_AGENT, DAT_CNO_HANDLE *);
+DAT_RETURN df_cno_modify_agent(DAT_CNO_HANDLE, DAT_OS_WAIT_PROXY_AGENT);
+DAT_RETURN df_cno_query(DAT_CNO_HANDLE, DAT_CNO_PARAM_MASK, DAT_CNO_PARAM *);
+DAT_RETURN df_cno_free(DAT_CNO_HANDLE);
+DAT_RETURN df_cno_wait(DAT_CNO_HANDLE, DAT_TIMEOUT, DAT_EVD_HANDLE *);
 
 /* shm.c */
 void *df_shm_map(const char *name, size_t *len);

@@ -84,7 +84,7 @@ void df_evd_destroy(struct df_evd *evd)
 
 /* Entries in the queue, counting the flags of the ones not seen before (lock held); -1 when
  * the daemon broke the ring, which loses the IA. */
-static int64_t refill(struct df_evd *evd)
+int64_t df_evd_refill(struct df_evd *evd)
 {
 	struct df_ia *ia = evd->obj.ia;
 	if (!evd->ring.hdr || ia->broken)
@@ -146,8 +146,12 @@ DAT_RETURN df_evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
 	if (qlen <= 0) /* the daemon answers for lengths past what it can place */
 		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-	if (cno != DAT_HANDLE_NULL)
-		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO); /* no CNO is offered yet */
+	struct df_cno *c = NULL;
+	if (cno != DAT_HANDLE_NULL) {
+		c = df_obj_check(cno, DAT_HANDLE_TYPE_CNO);
+		if (!c || c->obj.ia != ia)
+			return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
+	}
 	if (flags & ~(DAT_EVD_DEFAULT_FLAG | DAT_EVD_SOFTWARE_FLAG) || !flags)
 		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
 	if (!evd_handle)
@@ -157,9 +161,15 @@ DAT_RETURN df_evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE
 	pthread_mutex_unlock(&ia->chan.lock);
 	struct df_evd *evd;
 	DAT_RETURN ret = df_evd_make(ia, qlen, flags, handle, &evd);
-	if (ret == DAT_SUCCESS)
-		*evd_handle = evd;
-	return ret;
+	if (ret != DAT_SUCCESS)
+		return ret;
+	pthread_mutex_lock(&ia->chan.lock);
+	evd->cno = c;
+	if (c)
+		c->evds++;
+	pthread_mutex_unlock(&ia->chan.lock);
+	*evd_handle = evd;
+	return DAT_SUCCESS;
 }
 
 DAT_RETURN df_evd_free(DAT_EVD_HANDLE handle)
@@ -170,8 +180,13 @@ DAT_RETURN df_evd_free(DAT_EVD_HANDLE handle)
 	if (evd == evd->obj.ia->async_evd)
 		return DF_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
 	DAT_RETURN ret = df_call(evd->obj.ia, "evd_free", pack_evd_handle, evd, NULL);
-	if (ret != DAT_SUCCESS && ret != DAT_ABORT) /* a dead daemon frees nothing any more */
+	if (ret != DAT_SUCCESS && DAT_GET_TYPE(ret) != DAT_ABORT) /* a dead daemon frees nothing */
 		return ret;
+	if (evd->cno) {
+		pthread_mutex_lock(&evd->obj.ia->chan.lock);
+		((struct df_cno *)evd->cno)->evds--;
+		pthread_mutex_unlock(&evd->obj.ia->chan.lock);
+	}
 	df_evd_destroy(evd);
 	return DAT_SUCCESS;
 }
@@ -204,7 +219,7 @@ DAT_RETURN df_evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event)
 	DAT_RETURN ret = DF_ERROR(DAT_QUEUE_EMPTY, 0);
 	if (evd->waiting)
 		ret = DF_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
-	else if (refill(evd) > 0 || catastrophic_pending(evd))
+	else if (df_evd_refill(evd) > 0 || catastrophic_pending(evd))
 		ret = take(evd, event);
 	else
 		df_ia_kick(evd->obj.ia); /* empty: no post of ours may be stranded (section 5) */
@@ -212,7 +227,7 @@ DAT_RETURN df_evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event)
 	return ret;
 }
 
-static void deadline_after(struct timespec *ts, DAT_TIMEOUT us)
+void df_deadline_after(struct timespec *ts, DAT_TIMEOUT us)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
 	ts->tv_sec += (time_t)(us / 1000000u);
@@ -223,7 +238,7 @@ static void deadline_after(struct timespec *ts, DAT_TIMEOUT us)
 	}
 }
 
-static bool passed(const struct timespec *deadline)
+bool df_deadline_passed(const struct timespec *deadline)
 {
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
@@ -240,7 +255,7 @@ static bool ready(const struct df_evd *evd, int64_t n, DAT_COUNT threshold)
 
 /* Ask the daemon for a NOTIFY once ``threshold`` events are queued (lock held), then the full
  * barrier: the caller's next look at the ring is ordered after the ARM. */
-static void arm(struct df_evd *evd, DAT_COUNT threshold)
+void df_evd_arm(struct df_evd *evd, DAT_COUNT threshold)
 {
 	struct df_ring_hdr *h = evd->ring.hdr;
 	if (!h)
@@ -270,7 +285,7 @@ DAT_RETURN df_evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thr
 	struct df_chan *ch = &evd->obj.ia->chan;
 	struct timespec deadline;
 	if (timeout != DAT_TIMEOUT_INFINITE)
-		deadline_after(&deadline, timeout);
+		df_deadline_after(&deadline, timeout);
 	pthread_mutex_lock(&ch->lock);
 	DAT_RETURN ret = DAT_SUCCESS;
 	if (evd->waiting)
@@ -285,7 +300,7 @@ DAT_RETURN df_evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thr
 	}
 	evd->waiting = true;
 	for (;;) {
-		int64_t n = refill(evd);
+		int64_t n = df_evd_refill(evd);
 		if (ready(evd, n, threshold) || catastrophic_pending(evd)) {
 			ret = take(evd, event);
 			*nmore = (DAT_COUNT)(n > 0 ? n - 1 : 0);
@@ -297,13 +312,13 @@ DAT_RETURN df_evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thr
 			*nmore = (DAT_COUNT)(n > 0 ? n : 0);
 			break;
 		}
-		if (timeout != DAT_TIMEOUT_INFINITE && passed(&deadline)) {
+		if (timeout != DAT_TIMEOUT_INFINITE && df_deadline_passed(&deadline)) {
 			ret = DF_ERROR(DAT_TIMEOUT_EXPIRED, 0);
 			*nmore = (DAT_COUNT)(n > 0 ? n : 0);
 			break;
 		}
-		arm(evd, threshold);
-		n = refill(evd); /* what came before the ARM is seen now */
+		df_evd_arm(evd, threshold);
+		n = df_evd_refill(evd); /* what came before the ARM is seen now */
 		if (ready(evd, n, threshold) || ch->dead)
 			continue;
 		df_ia_kick(evd->obj.ia); /* before blocking: no post may be stranded (section 5) */

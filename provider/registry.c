@@ -29,11 +29,6 @@ static struct df_provider *registry;
 	{                                                    \
 		return DF_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);              \
 	}
-NI(cno_create, DAT_IA_HANDLE a0, DAT_OS_WAIT_PROXY_AGENT a1, DAT_CNO_HANDLE *a2)
-NI(cno_modify_agent, DAT_CNO_HANDLE a0, DAT_OS_WAIT_PROXY_AGENT a1)
-NI(cno_query, DAT_CNO_HANDLE a0, DAT_CNO_PARAM_MASK a1, DAT_CNO_PARAM *a2)
-NI(cno_free, DAT_CNO_HANDLE a0)
-NI(cno_wait, DAT_CNO_HANDLE a0, DAT_TIMEOUT a1, DAT_EVD_HANDLE *a2)
 NI(cr_query, DAT_CR_HANDLE a0, DAT_CR_PARAM_MASK a1, DAT_CR_PARAM *a2)
 NI(cr_accept, DAT_CR_HANDLE a0, DAT_EP_HANDLE a1, DAT_COUNT a2, const DAT_PVOID a3)
 NI(cr_reject, DAT_CR_HANDLE a0, DAT_COUNT a1, const DAT_PVOID a2)
@@ -82,11 +77,11 @@ static const DAT_PROVIDER template = {
 	.set_consumer_context_func = df_set_consumer_context,
 	.get_consumer_context_func = df_get_consumer_context,
 	.get_handle_type_func = df_get_handle_type,
-	.cno_create_func = ni_cno_create,
-	.cno_modify_agent_func = ni_cno_modify_agent,
-	.cno_query_func = ni_cno_query,
-	.cno_free_func = ni_cno_free,
-	.cno_wait_func = ni_cno_wait,
+	.cno_create_func = df_cno_create,
+	.cno_modify_agent_func = df_cno_modify_agent,
+	.cno_query_func = df_cno_query,
+	.cno_free_func = df_cno_free,
+	.cno_wait_func = df_cno_wait,
 	.cr_query_func = ni_cr_query,
 	.cr_accept_func = ni_cr_accept,
 	.cr_reject_func = ni_cr_reject,

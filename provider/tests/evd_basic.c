@@ -86,6 +86,30 @@ static void check_software_events(DAT_EVD_HANDLE evd)
 }
 
 /* A wait blocked in another thread wakes for an event posted later, and for set_unwaitable. */
+/* A CNO wakes its waiter with the EVD that got an event; refused while EVDs use it. */
+static void check_cno(DAT_IA_HANDLE ia)
+{
+	DAT_CNO_HANDLE cno;
+	DAT_EVD_HANDLE a, b, got = NULL;
+	DAT_EVENT ev = software_event(&got), out;
+	DAT_CNO_PARAM p;
+	CHECK_RET(dat_cno_create(ia, DAT_OS_WAIT_PROXY_AGENT_NULL, &cno), DAT_SUCCESS);
+	CHECK_RET(dat_cno_query(cno, DAT_CNO_FIELD_ALL, &p), DAT_SUCCESS);
+	CHECK(p.ia_handle != NULL); /* the provider's IA: libdat2 hands programs its own handle */
+	CHECK_RET(dat_evd_create(ia, 4, cno, DAT_EVD_SOFTWARE_FLAG, &a), DAT_SUCCESS);
+	CHECK_RET(dat_evd_create(ia, 4, cno, DAT_EVD_SOFTWARE_FLAG, &b), DAT_SUCCESS);
+	CHECK_RET(dat_cno_wait(cno, 20000, &got), ERR(DAT_TIMEOUT_EXPIRED, 0));
+	CHECK_RET(dat_evd_post_se(b, &ev), DAT_SUCCESS);
+	CHECK_RET(dat_cno_wait(cno, DAT_TIMEOUT_INFINITE, &got), DAT_SUCCESS);
+	CHECK(got == b);
+	CHECK_RET(dat_evd_dequeue(b, &out), DAT_SUCCESS);
+	CHECK_RET(dat_cno_free(cno), ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE));
+	CHECK_RET(dat_evd_free(a), DAT_SUCCESS);
+	CHECK_RET(dat_evd_free(b), DAT_SUCCESS);
+	CHECK_RET(dat_cno_wait(NULL, 0, &got), ERR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO));
+	CHECK_RET(dat_cno_free(cno), DAT_SUCCESS);
+}
+
 static void check_blocking(DAT_EVD_HANDLE evd)
 {
 	int mark;
@@ -182,6 +206,7 @@ int main(int argc, char **argv)
 	check_queries(ia, async_evd, argv[1]);
 	check_software_events(evd);
 	check_blocking(evd);
+	check_cno(ia);
 	check_handles(ia, pz, evd);
 	CHECK_RET(dat_evd_create(ia, 0, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd),
 		  ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
