@@ -48,6 +48,10 @@ class LocalChannel:
     def peer_address(self) -> str:
         return "local"
 
+    @property
+    def peer_pid(self) -> int:
+        return 0
+
     def send(self, header: bytes, payload: Sequence[memoryview] = ()) -> None:
         peer = self.peer
         if self.closed or peer is None or peer.closed:

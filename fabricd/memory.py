@@ -1,11 +1,12 @@
 """Registered memory as the simulated NIC sees it: LMRs, their keys, remote-access checks.
 
-Pure: segments are mapped by an injected SegmentMapper, keys come from an injected random source.
+Pure: segments are mapped by an injected SegmentMapper, a process's own memory is reached through
+an injected ProcessMemory, keys come from an injected random source.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -31,6 +32,25 @@ class SegmentMapper(Protocol):
     def fence(self) -> None: ...
 
 
+class ProcessMemory(Protocol):
+    """Another process's memory, read and written in place (cross-memory attach); raises
+    OSError when the range is not mapped there or the process is gone."""
+
+    def read(self, pid: int, address: int, into: memoryview) -> None: ...
+
+    def write(self, pid: int, address: int, data: memoryview) -> None: ...
+
+
+class NoProcessMemory:
+    """A node that cannot reach processes' memory: every access fails."""
+
+    def read(self, pid: int, address: int, into: memoryview) -> None:
+        raise OSError("this node cannot reach a process's memory")
+
+    def write(self, pid: int, address: int, data: memoryview) -> None:
+        raise OSError("this node cannot reach a process's memory")
+
+
 @dataclass(eq=False, slots=True)
 class Lmr:
     """One registered LMR (dat_lmr_create)."""
@@ -46,6 +66,7 @@ class Lmr:
     io: memoryview | None = None  # noncoherent mode: the I/O view RDMA reaches
     bound_rmrs: int = 0
     cookie: bytes | None = None  # SHARED_VIRTUAL
+    pid: int = 0  # a process's own memory (view: the daemon's mirror of it); 0: a segment
 
     @property
     def target(self) -> memoryview:
@@ -56,6 +77,10 @@ class Lmr:
         """The bytes of [address, address+length) (already checked to lie inside)."""
         off = address - self.region.address
         return self.view[off : off + length]
+
+
+Span = tuple[Lmr, int, int]
+"""(LMR, address, length): part of an LMR that a DTO reads or writes."""
 
 
 @dataclass(eq=False, slots=True)
@@ -70,9 +95,14 @@ class MemoryRegistry:
     """LMRs by local and remote key; every remote access is checked here."""
 
     def __init__(
-        self, mapper: SegmentMapper, random_u32: Callable[[], int], coherent: bool = True
+        self,
+        mapper: SegmentMapper,
+        random_u32: Callable[[], int],
+        coherent: bool = True,
+        process: ProcessMemory | None = None,
     ) -> None:
         self._mapper = mapper
+        self._process = process or NoProcessMemory()
         self.coherent = coherent
         self._random_u32 = random_u32
         self.by_lmr_context: dict[int, Lmr] = {}
@@ -154,6 +184,43 @@ class MemoryRegistry:
         if rmr_context:
             self.by_rmr_context[rmr_context] = lmr
         return lmr
+
+    def register_process(self, handle: int, owner: int, region: Region, pid: int) -> Lmr:
+        """Enter an LMR over process ``pid``'s own bytes [region.address, +length); raises
+        OSError when they cannot be read. The mirror starts as a copy of them."""
+        view = memoryview(bytearray(region.length))
+        self._process.read(pid, region.address, view)
+        lmr = self.register(handle, owner, region, "", view)
+        lmr.pid = pid
+        return lmr
+
+    def fetch(self, spans: Sequence[Span]) -> bool:
+        """Bring the process's current bytes of ``spans`` into their mirrors (before they are
+        sent or served); False if a process's memory could not be read."""
+        try:
+            for lmr, address, length in spans:
+                if lmr.pid:
+                    self._process.read(lmr.pid, address, lmr.local(address, length))
+        except OSError:
+            return False
+        return True
+
+    def store(self, spans: Sequence[Span]) -> bool:
+        """Put the mirrors' bytes of ``spans`` into the process (after they landed, before
+        anyone is told); False if a process's memory could not be written."""
+        try:
+            for lmr, address, length in spans:
+                if lmr.pid:
+                    self._process.write(lmr.pid, address, lmr.local(address, length))
+        except OSError:
+            return False
+        return True
+
+    def remote_spans(self, rmr_context: int, address: int, length: int) -> list[Span]:
+        """The span a checked remote access touches, if it is a process's memory."""
+        entry = self.by_rmr_context.get(rmr_context)
+        lmr = entry if isinstance(entry, Lmr) or entry is None else entry.lmr
+        return [(lmr, address, length)] if lmr is not None and lmr.pid and length else []
 
     def free(self, lmr: Lmr) -> None:
         """Forget an LMR: its keys stop working at once (dat_lmr_free)."""

@@ -13,9 +13,11 @@ import logging
 import os
 import random
 import socket
+import struct
 from collections.abc import Callable, Sequence
 from typing import cast
 
+from fabricd.cma import CrossMemory
 from fabricd.local import local_pair
 from fabricd.nic import Consumer, Nic, PeerLink, Timer
 from fabricd.shm import ShmMapper
@@ -28,6 +30,7 @@ log = logging.getLogger("fabricd")
 CLOSE_GRACE = 2.0  # seconds a half-closed stream waits for the peer's end before an abort
 JOIN_LIMIT = 64 * 1024  # a turn's frames up to this size leave copied into one buffer
 _SCRATCH = memoryview(bytearray(64 * 1024))
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid (SO_PEERCRED)
 
 
 class _Stream(asyncio.BufferedProtocol):
@@ -40,6 +43,7 @@ class _Stream(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.reader = FrameReader(self._sink)
         self._peer = "?"
+        self._pid = 0
         self._closed = False  # no more frames are handled
         self._draining = False  # half-closed: input is read and dropped until the peer closes
         self._lost_reported = False
@@ -49,6 +53,10 @@ class _Stream(asyncio.BufferedProtocol):
     @property
     def peer_address(self) -> str:
         return self._peer
+
+    @property
+    def peer_pid(self) -> int:
+        return self._pid
 
     def send(self, header: bytes, payload: Sequence[memoryview] = ()) -> None:
         """Queue a frame; every frame queued in one loop turn leaves in one writev.
@@ -98,6 +106,9 @@ class _Stream(asyncio.BufferedProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        elif sock is not None and sock.family == socket.AF_UNIX:
+            cred = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+            self._pid = _UCRED.unpack(cred)[0]  # the kernel's word, not the consumer's
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "local"
 
@@ -245,7 +256,14 @@ class Daemon:
         self.turn = Turn()
         rng = random.Random(seed if seed is not None else int.from_bytes(os.urandom(8), "big"))
         self.nic = Nic(
-            name, (host, port), self, self.mapper, lambda: rng.getrandbits(32), coherent, heartbeat
+            name,
+            (host, port),
+            self,
+            self.mapper,
+            lambda: rng.getrandbits(32),
+            coherent,
+            heartbeat,
+            CrossMemory(),
         )
         self._ticker: asyncio.TimerHandle | None = None
         self.nic.pid = os.getpid()

@@ -8,6 +8,9 @@ from typing import Final
 SEGMENT_PREFIX: Final = "datfabric-"
 """Every segment of the fabric: ``datfabric-<consumer token>-<n>`` for an IA's arena."""
 
+OWN_MEMORY: Final = ""
+"""The segment of a VIRTUAL lmr_create that names the calling process's own memory."""
+
 SHARED_PREFIX: Final = "datfabric-shared-"
 """Segments of DAT_MEM_TYPE_SHARED_VIRTUAL memory, one per cookie, node-wide."""
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from fabricd.faults import FaultEngine
-from fabricd.memory import MemoryRegistry, SegmentMapper
+from fabricd.memory import MemoryRegistry, ProcessMemory, SegmentMapper
 from fabricd.nic.admin import Admin
 from fabricd.nic.cm import ConnectionManager
 from fabricd.nic.ep import Endpoints
@@ -78,6 +78,7 @@ class Nic:
         random_u32: Callable[[], int],
         coherent: bool = True,
         heartbeat: tuple[float, float] = (1.0, 3.0),
+        process: ProcessMemory | None = None,
     ) -> None:
         self.name = name
         self.address = address
@@ -87,7 +88,7 @@ class Nic:
         self.consumers: dict[int, Consumer] = {}
         self.faults = FaultEngine()
         handles, peer_names = Handles(), dict[str, str]()
-        self.memory = MemoryRegistry(mapper, random_u32, coherent)
+        self.memory = MemoryRegistry(mapper, random_u32, coherent, process)
         self.events = Events(shell.call_soon, self.memory)
         self.wire = Wire(name, shell, self.faults)
         self.listeners = Listeners()
@@ -205,7 +206,7 @@ class Nic:
         """Handle one frame from a consumer; the first must be HELLO, which opens the IA."""
         if consumer is None:
             name = check_hello(frame, ROLE_CONSUMER)
-            consumer = Consumer(self._new_handle(), channel, name)
+            consumer = Consumer(self._new_handle(), channel, name, pid=channel.peer_pid)
             self.consumers[consumer.id] = consumer
             channel.send(self._hello())
             log.info("consumer %s opened IA %d", consumer.name, consumer.id)

@@ -16,7 +16,7 @@ from fabricd.memory import MemoryRegistry, Window
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.faultpath import decide_bind
 from fabricd.nic.objects import Consumer, Ep, Op, PeerLink
-from fabricd.nic.views import local_views, truncate
+from fabricd.nic.views import local_views, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_writes
 from proto.checks import parse_triplet
@@ -25,7 +25,7 @@ from proto.constants import CompletionFlags, Dtos, MemPriv
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
-from proto.errors import DatError, MalformedFrame
+from proto.errors import DatError, DatInvalidParameter, MalformedFrame
 from proto.frames import FrameType
 
 log = logging.getLogger("fabricd")
@@ -69,9 +69,11 @@ class Initiator:
         op = Op(dto, cookie, flags, 0, 0, [])
         try:
             need = MemPriv.LOCAL_WRITE if dto == Dtos.RDMA_READ else MemPriv.LOCAL_READ
-            op.views, op.length = local_views(self.memory, consumer, ep, local_iov, need)
+            op.views, op.length, op.spans = local_views(self.memory, consumer, ep, local_iov, need)
             if dto != Dtos.SEND:
                 op.remote = parse_triplet(remote, Sub.INVALID_ARG5)
+            if op.spans and dto != Dtos.RDMA_READ and not self.memory.fetch(op.spans):
+                raise DatInvalidParameter(message="the local buffer is gone from its process")
         except DatError as err:
             # as on hardware: this DTO fails at once, then the connection breaks and every
             # DTO still outstanding is flushed
@@ -249,6 +251,8 @@ class Initiator:
             return  # a duplicate (its sink was DISCARD)
         op.done = True
         op.length = frame.payload_len
+        if op.spans and not self.memory.store(truncate_spans(op.spans, op.length)):
+            op.status = St.DTO_ERR_LOCAL_PROTECTION  # its process's buffer is gone
         ep.reads_out -= 1
         ep.reads_done += 1
         self.transmit(ep)

@@ -1,8 +1,10 @@
 """IA, PZ and LMR calls: registering the consumers' memory (dat_lmr_create and friends).
 
 VIRTUAL and SHARED_VIRTUAL memory is a range of a shared-memory segment the consumer and this
-daemon both map; SHARED_VIRTUAL's segment is the node's region of its 40-byte cookie (all 40
-bytes compared); an LMR over an LMR shares its parent's bytes with its own PZ and privileges.
+daemon both map, or (VIRTUAL, segment "") the consumer process's own bytes, which the daemon
+reaches in place with cross-memory attach (docs/provider.md); SHARED_VIRTUAL's segment is the
+node's region of its 40-byte cookie (all 40 bytes compared); an LMR over an LMR shares its
+parent's bytes with its own PZ and privileges.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from proto.errors import (
     DatModelNotSupported,
 )
 from proto.schema import Empty
-from proto.segments import SHARED_PREFIX, shared_segment_name
+from proto.segments import OWN_MEMORY, SHARED_PREFIX, shared_segment_name
 
 
 def pz(consumer: Consumer, handle: object) -> int:
@@ -93,6 +95,8 @@ class Registrations:
     ) -> Lmr:
         if a.length <= 0:
             raise DatLengthError(message="length must be positive")
+        if a.mem_type == MemType.VIRTUAL and a.segment == OWN_MEMORY:
+            return self._register_process(consumer, a, zone, privs)
         cookie = None
         if a.mem_type == MemType.SHARED_VIRTUAL:
             cookie = a.cookie
@@ -107,16 +111,34 @@ class Registrations:
         lmr.cookie = cookie
         return lmr
 
+    def _register_process(
+        self, consumer: Consumer, a: calls.LmrCreate, zone: int, privs: MemPriv
+    ) -> Lmr:
+        """The consumer process's own bytes, reached in place (cross-memory attach)."""
+        if not consumer.pid:
+            raise DatInvalidParameter(Sub.INVALID_ARG3, "this IA's process is not known")
+        if not self.memory.coherent:
+            raise DatModelNotSupported(message="a process's own memory on a noncoherent node")
+        region = Region(a.address, a.length, zone, privs)
+        try:
+            return self.memory.register_process(
+                self.new_handle(), consumer.id, region, consumer.pid
+            )
+        except OSError as err:
+            msg = f"cannot reach {a.address:#x}+{a.length} of process {consumer.pid}: {err}"
+            raise DatInvalidParameter(Sub.INVALID_ARG3, msg) from None
+
     def _register_alias(
         self, consumer: Consumer, a: calls.LmrCreate, zone: int, privs: MemPriv
     ) -> Lmr:
         parent = lookup(consumer.lmrs, a.parent, Sub.INVALID_HANDLE_LMR, "LMR")
-        self.memory.map_segment(parent.segment)
+        if parent.segment:
+            self.memory.map_segment(parent.segment)
         region = Region(parent.region.address, parent.region.length, zone, privs)
         lmr = self.memory.register(
             self.new_handle(), consumer.id, region, parent.segment, parent.view[:], parent.offset
         )
-        lmr.cookie = parent.cookie
+        lmr.cookie, lmr.pid = parent.cookie, parent.pid
         return lmr
 
     def _map_range(self, segment: str, offset: int, length: int) -> memoryview:
@@ -195,7 +217,8 @@ class Registrations:
         if lmr.region.pz in consumer.pzs:
             consumer.pzs[lmr.region.pz] -= 1
         self.memory.free(lmr)
-        self.memory.unmap_segment(lmr.segment)
+        if lmr.segment:
+            self.memory.unmap_segment(lmr.segment)
 
     def abandon(self, consumer: Consumer) -> None:
         """The consumer went away: its LMRs are freed, it leaves the shared regions."""

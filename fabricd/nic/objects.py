@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from fabricd.memory import Lmr, MemoryRegistry
+from fabricd.memory import Lmr, MemoryRegistry, Span
 from proto.attrs import EpAttr
 from proto.checks import Region
 from proto.cm_states import CmState
@@ -33,6 +33,11 @@ class Channel(Protocol):
 
     @property
     def peer_address(self) -> str: ...
+
+    @property
+    def peer_pid(self) -> int:
+        """The process at the other end of a consumer's socket (0: unknown, or a peer)."""
+        ...
 
 
 class Timer(Protocol):
@@ -70,6 +75,7 @@ class Consumer:
     crs: dict[int, Cr] = field(default_factory=dict)
     evds: dict[int, EventQueue] = field(default_factory=dict)
     closed: bool = False
+    pid: int = 0  # the process that opened the IA (its own memory can be registered)
 
 
 @dataclass(eq=False, slots=True)
@@ -96,6 +102,7 @@ class Op:
     length: int
     views: list[memoryview]
     done: bool = False
+    spans: list[Span] = field(default_factory=list)  # process memory: fetched, stored
     remote: tuple[int, int, int] = (0, 0, 0)  # the RMR triplet of an RDMA DTO
     status: St = St.DTO_SUCCESS  # done but failed: breaks the connection when retired
     bind: Bind | None = None
@@ -136,6 +143,7 @@ class Recv:
     flags: int
     views: list[memoryview]
     capacity: int
+    spans: list[Span] = field(default_factory=list)  # process memory: stored when filled
 
 
 @dataclass(eq=False)

@@ -16,7 +16,7 @@ from fabricd.memory import MemoryRegistry
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.events import Events
 from fabricd.nic.objects import Ep, PeerLink, Recv
-from fabricd.nic.views import local_views, scatter, scratch, truncate
+from fabricd.nic.views import local_views, scatter, scratch, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import WriteOp, last_seq, parse_writes
 from proto.codec import DISCARD, Frame, Sink, encode
@@ -128,10 +128,17 @@ class Target:
     def _execute(self, link: PeerLink, frame: Frame) -> None:
         """Carry out a request whose payload (if any) has landed."""
         if frame.type == FrameType.WRITE:
-            self._done(link, frame.fields[0])
+            seq, address, rmr_context = frame.fields
+            if link.fault is None and not self._stored(rmr_context, address, frame.payload_len):
+                link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
+            self._done(link, seq)
         elif frame.type == FrameType.WRITES:
             seq, ops = parse_writes(frame)
             end = seq + len(ops)
+            for i, (address, rmr_context, length) in enumerate(ops):
+                fresh = link.fault is None and seq + i > link.acked
+                if fresh and not self._stored(rmr_context, address, length):
+                    link.fault = (seq + i, St.DTO_ERR_REMOTE_ACCESS)
             failed = link.fault[0] if link.fault is not None else end
             link.acked = max(link.acked, failed - 1)  # the Writes before the one that failed
             link.ack_due = True
@@ -141,6 +148,17 @@ class Target:
             self._serve_read(link, frame.fields)
         else:
             self._receive(link, frame)
+
+    def _stored(self, rmr_context: object, address: object, length: int) -> bool:
+        """An RDMA Write that landed in a process's mirror reaches the process (before its
+        ACK); False if the process's memory could not be written."""
+        if type(rmr_context) is not int or type(address) is not int:
+            return True  # refused at landing already
+        spans = self.memory.remote_spans(rmr_context, address, length)
+        if spans and not self.memory.store(spans):
+            log.info("RDMA Write to %#x+%d: the buffer is gone from its process", address, length)
+            return False
+        return True
 
     def _done(self, link: PeerLink, seq: object) -> None:
         if link.fault is not None:
@@ -192,6 +210,10 @@ class Target:
         if not 0 <= length <= ep.attr.max_rdma_size:
             return None
         view = self.memory.remote(rmr_context, address, length, MemPriv.REMOTE_READ, ep.pz)
+        spans = self.memory.remote_spans(rmr_context, address, length) if view else []
+        if spans and not self.memory.fetch(spans):
+            log.info("RDMA Read of %#x+%d: the buffer is gone from its process", address, length)
+            return None
         stale = view is not None and not self.memory.coherent
         if stale and self.memory.stale(rmr_context, address, length):
             log.warning(
@@ -213,6 +235,12 @@ class Target:
             link.fault = (link.fault[0], St.DTO_ERR_REMOTE_RESPONDER)
             self._refuse(link)
             return
+        if recv.spans and not self.memory.store(truncate_spans(recv.spans, frame.payload_len)):
+            log.info("EP %d: the receive buffer is gone from its process", ep.handle)
+            self.events.received(ep, recv.cookie, St.DTO_ERR_LOCAL_PROTECTION)
+            link.fault = (frame.fields[0], St.DTO_ERR_REMOTE_ACCESS)
+            self._refuse(link)
+            return
         self.events.received(ep, recv.cookie, St.DTO_SUCCESS, frame.payload_len)
         self._done(link, frame.fields[0])
 
@@ -221,7 +249,7 @@ class Target:
     def post_recv(self, ep: Ep, cookie: int, flags: int, local_iov: object) -> None:
         """dat_ep_post_recv: a receive buffer; it may release frames stalled behind it."""
         try:
-            views, capacity = local_views(
+            views, capacity, spans = local_views(
                 self.memory, ep.consumer, ep, local_iov, MemPriv.LOCAL_WRITE
             )
         except DatError as err:  # as a failed request DTO: the error, then the connection breaks
@@ -232,7 +260,7 @@ class Target:
         if ep.state == S.DISCONNECTED:
             self.events.received(ep, cookie, St.DTO_ERR_FLUSHED)
             return
-        ep.recvs.append(Recv(cookie, flags, views, capacity))
+        ep.recvs.append(Recv(cookie, flags, views, capacity, spans))
         if ep.link is not None and ep.link.stalled:
             self._unstall(ep.link)
 

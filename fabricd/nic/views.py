@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fabricd.memory import Lmr, MemoryRegistry
+from fabricd.memory import Lmr, MemoryRegistry, Span
 from fabricd.nic.objects import Consumer, Ep
 from proto.checks import Region, check_local_iov
 from proto.constants import MemPriv
@@ -12,8 +12,9 @@ from proto.constants import MemPriv
 
 def local_views(
     memory: MemoryRegistry, consumer: Consumer, ep: Ep, iov: object, need: MemPriv
-) -> tuple[list[memoryview], int]:
-    """The consumer's bytes a local iov names, checked as dat_ep_post_* specify."""
+) -> tuple[list[memoryview], int, list[Span]]:
+    """The consumer's bytes a local iov names, checked as dat_ep_post_* specify; the spans
+    are every segment's when one of them is a process's own memory (else none)."""
     lmrs = memory.by_lmr_context
     owner = consumer.id
     found: list[Lmr] = []  # the LMR of each segment looked up, in the order check_local_iov uses
@@ -26,11 +27,26 @@ def local_views(
         return lmr.region
 
     used = check_local_iov(iov, lookup, ep.pz, need, 1 << 16)
+    spans: list[Span] = []
+    if any(lmr.pid for lmr in found):
+        spans = [(lmr, a, n) for lmr, (_, a, n) in zip(found, used, strict=True)]
     if len(used) == 1:
         _, address, length = used[0]
-        return [found[0].local(address, length)], length
+        return [found[0].local(address, length)], length, spans
     views = [lmr.local(a, n) for lmr, (_, a, n) in zip(found, used, strict=True)]
-    return views, sum(n for _, _, n in used)
+    return views, sum(n for _, _, n in used), spans
+
+
+def truncate_spans(spans: Sequence[Span], length: int) -> list[Span]:
+    """The front of a span list holding exactly ``length`` bytes."""
+    out = []
+    for lmr, address, n in spans:
+        if length <= 0:
+            break
+        take = min(n, length)
+        out.append((lmr, address, take))
+        length -= take
+    return out
 
 
 def truncate(views: Sequence[memoryview], length: int) -> list[memoryview]:

@@ -121,7 +121,7 @@ static void check_lmrs(struct side *s)
 	CHECK(size == 77 && addr == (DAT_VADDR)(uintptr_t)(stack_buf + 1));
 	CHECK_RET(dat_lmr_free(alias), DAT_SUCCESS);
 	CHECK_RET(dat_lmr_free(lmr), DAT_SUCCESS);
-	CHECK_RET(dat_lmr_free(lmr), ERR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR));
+	CHECK_RET(dat_lmr_free(NULL), ERR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR));
 	region.for_va = static_buf;
 	CHECK_RET(dat_lmr_create(s->ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(static_buf), NULL,
 				 ALL_PRIVS, DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &size, &addr),

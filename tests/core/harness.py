@@ -40,6 +40,33 @@ class Timer:
         self.cancelled = True
 
 
+class Processes:
+    """The consumers' own memory, by pid: buffers at addresses (a ProcessMemory)."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, dict[int, bytearray]] = {}  # pid -> address -> bytes
+
+    def place(self, pid: int, address: int, data: bytes) -> None:
+        """Put a buffer of process ``pid`` at ``address`` (its malloc, say)."""
+        self.buffers.setdefault(pid, {})[address] = bytearray(data)
+
+    def remove(self, pid: int, address: int) -> None:
+        """The process freed (unmapped) the buffer at ``address``."""
+        del self.buffers[pid][address]
+
+    def _range(self, pid: int, address: int, length: int) -> memoryview:
+        for base, buf in self.buffers.get(pid, {}).items():
+            if base <= address and address + length <= base + len(buf):
+                return memoryview(buf)[address - base : address - base + length]
+        raise OSError(14, f"{address:#x}+{length} is not mapped in {pid}")
+
+    def read(self, pid: int, address: int, into: memoryview) -> None:
+        into[:] = self._range(pid, address, len(into))
+
+    def write(self, pid: int, address: int, data: memoryview) -> None:
+        self._range(pid, address, len(data))[:] = data
+
+
 class Memory:
     """Named segments of bytes: the shared memory of a node (a SegmentMapper)."""
 
@@ -142,6 +169,10 @@ class PeerEnd:
     def peer_address(self) -> str:
         return "memory"
 
+    @property
+    def peer_pid(self) -> int:
+        return 0
+
     def send(self, header: bytes, payload: Sequence[memoryview] = ()) -> None:
         if self.closed or self.out is None:
             return
@@ -190,6 +221,10 @@ class ConsumerEnd:
     def peer_address(self) -> str:
         return "memory"
 
+    @property
+    def peer_pid(self) -> int:
+        return self.consumer.pid
+
     def send(self, header: bytes, payload: Sequence[memoryview] = ()) -> None:
         if not self.closed:
             self.consumer.core.feed(header + b"".join(bytes(v) for v in payload))
@@ -216,7 +251,13 @@ class Node:
         self.memory = Memory()
         rng = random.Random(f"{fabric.seed}-{name}")
         self.nic = Nic(
-            name, ("10.0.0.1", port), self, self.memory, lambda: rng.getrandbits(32), **kw
+            name,
+            ("10.0.0.1", port),
+            self,
+            self.memory,
+            lambda: rng.getrandbits(32),
+            process=fabric.processes,
+            **kw,
         )
         self.crashed = False
         fabric.call_later(self.nic.heartbeat_interval, self._tick)
@@ -248,6 +289,7 @@ class SimConsumer:
 
     def __init__(self, fabric: Fabric, node: Node, name: str) -> None:
         self.fabric, self.node, self.name = fabric, node, name
+        self.pid = 1000 + fabric.consumers  # its process, as SO_PEERCRED would tell
         self.core = ClientCore(name, QueueMaps(node.memory))
         self.end = ConsumerEnd(self)
         self.state: Consumer | None = None
@@ -342,6 +384,7 @@ class Fabric:
         self.trace: list[tuple[str, str, str, list[Any], int]] = []
         self.pipes: list[Pipe] = []
         self.consumers = 0  # consumers added (each gets its own name, as IAs have tokens)
+        self.processes = Processes()  # every consumer's own memory, by its pid
 
     # the clock and the queue
     def now(self) -> float:

@@ -1,0 +1,65 @@
+"""Cross-memory attach: the daemon reads and writes a consumer process's own memory in place
+(process_vm_readv / process_vm_writev), the shell's ProcessMemory for LMRs over a C program's
+malloc, stack or static buffers (docs/provider.md).
+
+The kernel checks ptrace access: the daemon runs as the program's user (or root) in its PID
+namespace, and where Yama restricts ptrace the provider names the daemon its ptracer.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = (("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t))
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_CALLS = {}
+for _name in ("process_vm_readv", "process_vm_writev"):
+    _fn = getattr(_libc, _name)
+    _fn.argtypes = (
+        ctypes.c_int,
+        ctypes.POINTER(_Iovec),
+        ctypes.c_ulong,
+        ctypes.POINTER(_Iovec),
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+    )
+    _fn.restype = ctypes.c_ssize_t
+    _CALLS[_name] = _fn
+
+
+def _transfer(name: str, pid: int, address: int, buf: memoryview) -> None:
+    """Move all of ``buf`` between this process and [address, +len) of ``pid``; a short
+    transfer continues where it stopped; OSError if the range is not mapped there."""
+    length = len(buf)
+    if not length:
+        return
+    holder = (ctypes.c_char * length).from_buffer(buf)
+    base = ctypes.addressof(holder)
+    fn = _CALLS[name]
+    done = 0
+    while done < length:
+        local = _Iovec(base + done, length - done)
+        remote = _Iovec(address + done, length - done)
+        n = fn(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        if n <= 0:
+            err = ctypes.get_errno() if n < 0 else 14  # EFAULT: nothing moved
+            raise OSError(err, f"{name} of {address + done:#x} in {pid}: {os.strerror(err)}")
+        done += n
+
+
+class CrossMemory:
+    """ProcessMemory over process_vm_readv / process_vm_writev."""
+
+    def read(self, pid: int, address: int, into: memoryview) -> None:
+        """Copy [address, +len(into)) of process ``pid`` into ``into``."""
+        _transfer("process_vm_readv", pid, address, into)
+
+    def write(self, pid: int, address: int, data: memoryview) -> None:
+        """Copy ``data`` to [address, +len(data)) of process ``pid``."""
+        _transfer("process_vm_writev", pid, address, data)

@@ -1,0 +1,95 @@
+"""LMRs over a consumer process's own memory (lmr_create VIRTUAL with segment ""), as the C
+provider registers malloc'd buffers: the daemon reaches the bytes in place, through the
+ProcessMemory it was given (here the harness's Processes)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from client.core import Call
+from proto import calls
+from proto.checks import Region
+from proto.constants import DatReturnSubtype as Sub
+from proto.constants import DtoCompletionStatus, Dtos, EventNumber, MemPriv, MemType
+from proto.errors import DatInvalidParameter
+from tests.core.flows import Side, pair
+
+BASE = 0x7F00_0000_0000
+
+
+def own_lmr(s: Side, address: int, length: int) -> tuple[int, int]:
+    """Register [address, +length) of ``s``'s process; its (lmr_context, rmr_context)."""
+
+    def op() -> Generator[Call, Any, tuple[int, int]]:
+        args = calls.LmrCreate(MemType.VIRTUAL, "", 0, address, None, 0, length, s.pz, 0x33)
+        _, lmr_context, rmr_context, size, at = yield Call("lmr_create", args)
+        assert (size, at) == (length, address)
+        s.c.core.regions[lmr_context] = Region(at, size, s.pz, MemPriv.ALL)
+        return lmr_context, rmr_context
+
+    result: tuple[int, int] = s.c.call(op())
+    return result
+
+
+def test_remote_write_reaches_the_process_before_the_initiator_completes() -> None:
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(64))
+    _, rmr_context = own_lmr(b, BASE, 64)
+    a.memory(0, 16)[:] = b"written in place"
+    a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(0, 16)], 1, [BASE + 8, 16, rmr_context], 0)
+    fabric.run()
+    (done,) = a.events()
+    assert (done.cookie, done.status) == (1, DtoCompletionStatus.DTO_SUCCESS)
+    assert bytes(fabric.processes.buffers[b.c.pid][BASE][8:24]) == b"written in place"
+
+
+def test_remote_read_serves_the_process_bytes_of_now() -> None:
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(32))
+    _, rmr_context = own_lmr(b, BASE, 32)
+    fabric.processes.buffers[b.c.pid][BASE][:5] = b"later"  # after registration
+    a.c.post(Dtos.RDMA_READ, a.ep, [a.triplet(0, 5)], 2, [BASE, 5, rmr_context], 0)
+    fabric.run()
+    (done,) = a.events()
+    assert done.status == DtoCompletionStatus.DTO_SUCCESS
+    assert bytes(a.memory(0, 5)) == b"later"
+
+
+def test_own_memory_as_the_source_and_sink_of_the_initiator() -> None:
+    """A Write's source is read from the process when posted; a Read's sink is written to
+    it before the completion."""
+    fabric, a, b = pair()
+    fabric.processes.place(a.c.pid, BASE, b"from the process" + bytes(16))
+    lmr_context, _ = own_lmr(a, BASE, 32)
+    a.c.post(Dtos.RDMA_WRITE, a.ep, [[BASE, 16, lmr_context]], 3, b.rmr(0, 16), 0)
+    fabric.run()
+    assert bytes(b.memory(0, 16)) == b"from the process"
+    b.memory(100, 16)[:] = b"back to the proc"
+    a.c.post(Dtos.RDMA_READ, a.ep, [[BASE + 16, 16, lmr_context]], 4, b.rmr(100, 16), 0)
+    fabric.run()
+    assert [e.status for e in a.events()] == [DtoCompletionStatus.DTO_SUCCESS] * 2
+    assert bytes(fabric.processes.buffers[a.c.pid][BASE][16:]) == b"back to the proc"
+
+
+def test_a_buffer_gone_from_its_process_is_a_remote_access_error() -> None:
+    """The program freed (unmapped) the registered buffer: the Write fails at the target
+    like a bad key, the connection breaks, and the daemon goes on."""
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(64))
+    _, rmr_context = own_lmr(b, BASE, 64)
+    fabric.processes.remove(b.c.pid, BASE)
+    a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(0, 8)], 5, [BASE, 8, rmr_context], 0)
+    fabric.run()
+    done = a.events()[0]
+    assert done.event_number == EventNumber.DTO_COMPLETION_EVENT
+    assert done.status == DtoCompletionStatus.DTO_ERR_REMOTE_ACCESS
+
+
+def test_registering_memory_the_process_does_not_have() -> None:
+    _, a, _ = pair()
+    with pytest.raises(DatInvalidParameter) as err:
+        own_lmr(a, BASE, 4096)  # nothing placed there
+    assert err.value.subtype == Sub.INVALID_ARG3
