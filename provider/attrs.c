@@ -30,15 +30,18 @@ static DAT_COUNT count(uint64_t v)
 }
 
 /* The node's "host:port" as the IA address (an IPv4 sockaddr; 0.0.0.0 if not numeric). */
-static void set_address(struct df_ia *ia, const msgpack_object *o)
+/* A "host:port" string the daemon gives (a node's address) as a sockaddr_in; an address
+ * that is not an IPv4 literal reads as loopback. */
+void df_parse_address(const msgpack_object *o, DAT_SOCK_ADDR6 *out)
 {
 	char text[64] = "";
 	if (o && o->type == MSGPACK_OBJECT_STR && o->via.str.size < sizeof(text))
 		memcpy(text, o->via.str.ptr, o->via.str.size);
 	char *colon = strrchr(text, ':');
-	struct sockaddr_in *sin = (struct sockaddr_in *)&ia->address;
-	memset(&ia->address, 0, sizeof(ia->address));
+	struct sockaddr_in *sin = (struct sockaddr_in *)out;
+	memset(out, 0, sizeof(*out));
 	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (colon) {
 		*colon = '\0';
 		sin->sin_port = htons((uint16_t)atoi(colon + 1));
@@ -120,7 +123,7 @@ DAT_RETURN df_ia_fetch_attributes(struct df_ia *ia)
 	const msgpack_object_array *res = df_result(ia->attrs);
 	if (res->size < 1 || res->ptr[0].type != MSGPACK_OBJECT_MAP)
 		return DF_ERROR(DAT_INTERNAL_ERROR, 0);
-	set_address(ia, df_map_get(&res->ptr[0], "ia_address"));
+	df_parse_address(df_map_get(&res->ptr[0], "ia_address"), &ia->address);
 	return DAT_SUCCESS;
 }
 

@@ -14,6 +14,7 @@
  * error class bit, as the daemon's statuses do (the headers define no such macro). */
 #define DF_ERROR(type, subtype) ((DAT_RETURN)(DAT_CLASS_ERROR | (type) | (subtype)))
 
+#define DF_MAX_PRIVATE_DATA 256 /* as the daemon's max_private_data_size */
 #define DF_MAGIC 0x64664f42u /* a live object */
 #define DF_DEAD 0xdeadbeefu /* freed: its handle is no longer valid */
 
@@ -110,10 +111,32 @@ struct df_ep {
 	uint32_t rung; /* DOORBELL frames sent, against the SQ's HEARD */
 	uint32_t kicked_sq, kicked_rq; /* producer indices of the last kick */
 	uint32_t binds; /* RMR binds made, against the SQ's BOUND */
-	/* the connection, as connection management learned it (cm.c) */
+	bool provided; /* made by a PSP with the PROVIDER flag for a request */
+	/* the connection, as connection management learned it (cm.c, events.c) */
 	DAT_SOCK_ADDR6 remote_address;
 	DAT_CONN_QUAL remote_port_qual;
 	DAT_CONN_QUAL local_port_qual;
+	uint8_t private_data[DF_MAX_PRIVATE_DATA]; /* of the last connection event */
+	DAT_COUNT private_data_size;
+};
+
+/* A PSP or RSP (obj.type says which). */
+struct df_sp {
+	struct df_obj obj;
+	DAT_CONN_QUAL conn_qual;
+	struct df_evd *evd;
+	DAT_PSP_FLAGS flags;
+	struct df_ep *ep; /* an RSP's EP */
+};
+
+/* A connection request, made when its CONNECTION_REQUEST event is handed out. */
+struct df_cr {
+	struct df_obj obj;
+	DAT_CONN_QUAL conn_qual;
+	DAT_SOCK_ADDR6 remote_address;
+	struct df_ep *ep; /* the EP the request carries (RSP, or a PSP's PROVIDER EP), or NULL */
+	uint8_t private_data[DF_MAX_PRIVATE_DATA];
+	DAT_COUNT private_data_size;
 };
 
 /* A registered memory region: enough to check a post's local segments. */
@@ -198,7 +221,9 @@ const msgpack_object *df_map_get(const msgpack_object *map, const char *key);
 
 /* objects.c */
 void *df_obj_new(struct df_ia *ia, size_t size, DAT_HANDLE_TYPE type, uint32_t handle);
+void *df_obj_new_locked(struct df_ia *ia, size_t size, DAT_HANDLE_TYPE type, uint32_t handle);
 void df_obj_release(struct df_obj *obj);
+void df_obj_release_locked(struct df_obj *obj);
 void *df_obj_check(const void *handle, DAT_HANDLE_TYPE type);
 void df_pack_handle(msgpack_packer *pk, const void *handle);
 
@@ -271,6 +296,27 @@ DAT_RETURN df_cno_modify_agent(DAT_CNO_HANDLE, DAT_OS_WAIT_PROXY_AGENT);
 DAT_RETURN df_cno_query(DAT_CNO_HANDLE, DAT_CNO_PARAM_MASK, DAT_CNO_PARAM *);
 DAT_RETURN df_cno_free(DAT_CNO_HANDLE);
 DAT_RETURN df_cno_wait(DAT_CNO_HANDLE, DAT_TIMEOUT, DAT_EVD_HANDLE *);
+
+/* cm.c, sp.c, cr.c */
+DAT_RETURN df_ep_connect(DAT_EP_HANDLE, DAT_IA_ADDRESS_PTR, DAT_CONN_QUAL, DAT_TIMEOUT, DAT_COUNT,
+			 const DAT_PVOID, DAT_QOS, DAT_CONNECT_FLAGS);
+DAT_RETURN df_ep_disconnect(DAT_EP_HANDLE, DAT_CLOSE_FLAGS);
+DAT_RETURN df_ep_reset(DAT_EP_HANDLE);
+DAT_RETURN df_psp_create(DAT_IA_HANDLE, DAT_CONN_QUAL, DAT_EVD_HANDLE, DAT_PSP_FLAGS,
+			 DAT_PSP_HANDLE *);
+DAT_RETURN df_psp_create_any(DAT_IA_HANDLE, DAT_CONN_QUAL *, DAT_EVD_HANDLE, DAT_PSP_FLAGS,
+			     DAT_PSP_HANDLE *);
+DAT_RETURN df_psp_query(DAT_PSP_HANDLE, DAT_PSP_PARAM_MASK, DAT_PSP_PARAM *);
+DAT_RETURN df_psp_free(DAT_PSP_HANDLE);
+DAT_RETURN df_rsp_create(DAT_IA_HANDLE, DAT_CONN_QUAL, DAT_EP_HANDLE, DAT_EVD_HANDLE,
+			 DAT_RSP_HANDLE *);
+DAT_RETURN df_rsp_query(DAT_RSP_HANDLE, DAT_RSP_PARAM_MASK, DAT_RSP_PARAM *);
+DAT_RETURN df_rsp_free(DAT_RSP_HANDLE);
+DAT_RETURN df_cr_query(DAT_CR_HANDLE, DAT_CR_PARAM_MASK, DAT_CR_PARAM *);
+DAT_RETURN df_cr_accept(DAT_CR_HANDLE, DAT_EP_HANDLE, DAT_COUNT, const DAT_PVOID);
+DAT_RETURN df_cr_reject(DAT_CR_HANDLE, DAT_COUNT, const DAT_PVOID);
+void df_parse_address(const msgpack_object *o, DAT_SOCK_ADDR6 *out);
+struct df_cr *df_cr_from_request(struct df_ia *ia, const msgpack_object *f, struct df_sp **sp);
 
 /* shm.c */
 void *df_shm_map(const char *name, size_t *len);

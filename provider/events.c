@@ -52,6 +52,53 @@ static DAT_RETURN async_error(struct df_ia *ia, const struct df_eqe *e, DAT_EVEN
 	return ret;
 }
 
+/* DAT_CONNECTION_REQUEST_EVENT: the CR is made now, as the event is handed out. */
+static DAT_RETURN conn_request(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT *event)
+{
+	msgpack_unpacked u;
+	msgpack_unpacked_init(&u);
+	const msgpack_object *f = body_fields(e, &u, 6);
+	DAT_RETURN ret = DF_ERROR(DAT_INTERNAL_ERROR, 0);
+	struct df_sp *sp = NULL;
+	struct df_cr *cr = f ? df_cr_from_request(ia, f, &sp) : NULL;
+	if (cr) {
+		DAT_CR_ARRIVAL_EVENT_DATA *d = &event->event_data.cr_arrival_event_data;
+		d->sp_handle.psp_handle = sp && sp->obj.type == DAT_HANDLE_TYPE_PSP ? sp : DAT_HANDLE_NULL;
+		d->local_ia_address_ptr = (DAT_IA_ADDRESS_PTR)&ia->address;
+		d->conn_qual = cr->conn_qual;
+		d->cr_handle = cr;
+		ret = DAT_SUCCESS;
+	}
+	msgpack_unpacked_destroy(&u);
+	return ret;
+}
+
+/* A connection event: [ep, private_data, state]; the private data is kept in the EP, so the
+ * pointer the event carries stays valid until the EP's next connection event. */
+static DAT_RETURN connection(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT *event)
+{
+	msgpack_unpacked u;
+	msgpack_unpacked_init(&u);
+	const msgpack_object *f = body_fields(e, &u, 3);
+	DAT_RETURN ret = DF_ERROR(DAT_INTERNAL_ERROR, 0);
+	struct df_ep *ep = f ? df_ia_find(ia, DAT_HANDLE_TYPE_EP, as_u64(&f[0])) : NULL;
+	const msgpack_object *pd = f ? &f[1] : NULL;
+	if (ep && (pd->type == MSGPACK_OBJECT_NIL ||
+		   (pd->type == MSGPACK_OBJECT_BIN && pd->via.bin.size <= DF_MAX_PRIVATE_DATA))) {
+		ep->private_data_size = pd->type == MSGPACK_OBJECT_BIN ? (DAT_COUNT)pd->via.bin.size : 0;
+		if (ep->private_data_size)
+			memcpy(ep->private_data, pd->via.bin.ptr, pd->via.bin.size);
+		ep->known = (DAT_EP_STATE)as_u64(&f[2]);
+		DAT_CONNECTION_EVENT_DATA *d = &event->event_data.connect_event_data;
+		d->ep_handle = ep;
+		d->private_data_size = ep->private_data_size;
+		d->private_data = ep->private_data_size ? ep->private_data : NULL;
+		ret = DAT_SUCCESS;
+	}
+	msgpack_unpacked_destroy(&u);
+	return ret;
+}
+
 /* Fill ``event`` from the entry ``e`` of ``evd``'s queue (lock held). An entry the driver
  * cannot read loses the IA: the daemon broke the interface. */
 DAT_RETURN df_event_from_entry(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT *event)
@@ -85,7 +132,20 @@ DAT_RETURN df_event_from_entry(struct df_ia *ia, const struct df_eqe *e, DAT_EVE
 	case DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR:
 		ret = async_error(ia, e, event);
 		break;
-	default: /* connection events and requests: no EP or service point is offered yet */
+	case DAT_CONNECTION_REQUEST_EVENT:
+		ret = conn_request(ia, e, event);
+		break;
+	case DAT_CONNECTION_EVENT_ESTABLISHED:
+	case DAT_CONNECTION_EVENT_PEER_REJECTED:
+	case DAT_CONNECTION_EVENT_NON_PEER_REJECTED:
+	case DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR:
+	case DAT_CONNECTION_EVENT_DISCONNECTED:
+	case DAT_CONNECTION_EVENT_BROKEN:
+	case DAT_CONNECTION_EVENT_TIMED_OUT:
+	case DAT_CONNECTION_EVENT_UNREACHABLE:
+		ret = connection(ia, e, event);
+		break;
+	default:
 		ret = DF_ERROR(DAT_INTERNAL_ERROR, 0);
 	}
 	if (ret != DAT_SUCCESS)

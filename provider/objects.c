@@ -3,9 +3,8 @@
 
 #include "df.h"
 
-/* A new object of ``size`` bytes (zeroed), live and listed under ``ia`` (lock not needed:
- * the caller holds the channel lock or is the only user of a new IA). */
-void *df_obj_new(struct df_ia *ia, size_t size, DAT_HANDLE_TYPE type, uint32_t handle)
+/* A new object of ``size`` bytes (zeroed), live and listed under ``ia`` (the IA's lock held). */
+void *df_obj_new_locked(struct df_ia *ia, size_t size, DAT_HANDLE_TYPE type, uint32_t handle)
 {
 	struct df_obj *obj = calloc(1, size);
 	if (!obj)
@@ -15,27 +14,41 @@ void *df_obj_new(struct df_ia *ia, size_t size, DAT_HANDLE_TYPE type, uint32_t h
 	obj->type = type;
 	obj->ia = ia;
 	obj->handle = handle;
-	pthread_mutex_lock(&ia->chan.lock);
 	obj->next = ia->children;
 	ia->children = obj;
+	return obj;
+}
+
+/* The same, taking the IA's lock. */
+void *df_obj_new(struct df_ia *ia, size_t size, DAT_HANDLE_TYPE type, uint32_t handle)
+{
+	pthread_mutex_lock(&ia->chan.lock);
+	void *obj = df_obj_new_locked(ia, size, type, handle);
 	pthread_mutex_unlock(&ia->chan.lock);
 	return obj;
 }
 
-/* Unlist and free an object; its handle reads as dead until the memory is reused. */
-void df_obj_release(struct df_obj *obj)
+/* Unlist and free an object (the IA's lock held); its handle reads as dead until the memory
+ * is reused. */
+void df_obj_release_locked(struct df_obj *obj)
 {
-	struct df_ia *ia = obj->ia;
-	pthread_mutex_lock(&ia->chan.lock);
-	for (struct df_obj **p = &ia->children; *p; p = &(*p)->next) {
+	for (struct df_obj **p = &obj->ia->children; *p; p = &(*p)->next) {
 		if (*p == obj) {
 			*p = obj->next;
 			break;
 		}
 	}
-	pthread_mutex_unlock(&ia->chan.lock);
 	obj->magic = DF_DEAD;
 	free(obj);
+}
+
+/* The same, taking the IA's lock. */
+void df_obj_release(struct df_obj *obj)
+{
+	struct df_ia *ia = obj->ia;
+	pthread_mutex_lock(&ia->chan.lock);
+	df_obj_release_locked(obj);
+	pthread_mutex_unlock(&ia->chan.lock);
 }
 
 /* The object behind a handle if it is a live object of ``type``, else NULL. */

@@ -29,23 +29,10 @@ static struct df_provider *registry;
 	{                                                    \
 		return DF_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);              \
 	}
-NI(cr_query, DAT_CR_HANDLE a0, DAT_CR_PARAM_MASK a1, DAT_CR_PARAM *a2)
-NI(cr_accept, DAT_CR_HANDLE a0, DAT_EP_HANDLE a1, DAT_COUNT a2, const DAT_PVOID a3)
-NI(cr_reject, DAT_CR_HANDLE a0, DAT_COUNT a1, const DAT_PVOID a2)
 NI(cr_handoff, DAT_CR_HANDLE a0, DAT_CONN_QUAL a1)
 NI(evd_modify_cno, DAT_EVD_HANDLE a0, DAT_CNO_HANDLE a1)
 NI(evd_resize, DAT_EVD_HANDLE a0, DAT_COUNT a1)
-NI(ep_connect, DAT_EP_HANDLE a0, DAT_IA_ADDRESS_PTR a1, DAT_CONN_QUAL a2, DAT_TIMEOUT a3, DAT_COUNT a4, const DAT_PVOID a5, DAT_QOS a6, DAT_CONNECT_FLAGS a7)
 NI(ep_dup_connect, DAT_EP_HANDLE a0, DAT_EP_HANDLE a1, DAT_TIMEOUT a2, DAT_COUNT a3, const DAT_PVOID a4, DAT_QOS a5)
-NI(ep_disconnect, DAT_EP_HANDLE a0, DAT_CLOSE_FLAGS a1)
-NI(psp_create, DAT_IA_HANDLE a0, DAT_CONN_QUAL a1, DAT_EVD_HANDLE a2, DAT_PSP_FLAGS a3, DAT_PSP_HANDLE *a4)
-NI(psp_query, DAT_PSP_HANDLE a0, DAT_PSP_PARAM_MASK a1, DAT_PSP_PARAM *a2)
-NI(psp_free, DAT_PSP_HANDLE a0)
-NI(rsp_create, DAT_IA_HANDLE a0, DAT_CONN_QUAL a1, DAT_EP_HANDLE a2, DAT_EVD_HANDLE a3, DAT_RSP_HANDLE *a4)
-NI(rsp_query, DAT_RSP_HANDLE a0, DAT_RSP_PARAM_MASK a1, DAT_RSP_PARAM *a2)
-NI(rsp_free, DAT_RSP_HANDLE a0)
-NI(psp_create_any, DAT_IA_HANDLE a0, DAT_CONN_QUAL *a1, DAT_EVD_HANDLE a2, DAT_PSP_FLAGS a3, DAT_PSP_HANDLE *a4)
-NI(ep_reset, DAT_EP_HANDLE a0)
 NI(ep_create_with_srq, DAT_IA_HANDLE a0, DAT_PZ_HANDLE a1, DAT_EVD_HANDLE a2, DAT_EVD_HANDLE a3, DAT_EVD_HANDLE a4, DAT_SRQ_HANDLE a5, const DAT_EP_ATTR *a6, DAT_EP_HANDLE *a7)
 NI(ep_recv_query, DAT_EP_HANDLE a0, DAT_COUNT *a1, DAT_COUNT *a2)
 NI(ep_set_watermark, DAT_EP_HANDLE a0, DAT_COUNT a1, DAT_COUNT a2)
@@ -82,9 +69,9 @@ static const DAT_PROVIDER template = {
 	.cno_query_func = df_cno_query,
 	.cno_free_func = df_cno_free,
 	.cno_wait_func = df_cno_wait,
-	.cr_query_func = ni_cr_query,
-	.cr_accept_func = ni_cr_accept,
-	.cr_reject_func = ni_cr_reject,
+	.cr_query_func = df_cr_query,
+	.cr_accept_func = df_cr_accept,
+	.cr_reject_func = df_cr_reject,
 	.cr_handoff_func = ni_cr_handoff,
 	.evd_create_func = df_evd_create,
 	.evd_query_func = df_evd_query,
@@ -99,9 +86,9 @@ static const DAT_PROVIDER template = {
 	.ep_create_func = df_ep_create,
 	.ep_query_func = df_ep_query,
 	.ep_modify_func = df_ep_modify,
-	.ep_connect_func = ni_ep_connect,
+	.ep_connect_func = df_ep_connect,
 	.ep_dup_connect_func = ni_ep_dup_connect,
-	.ep_disconnect_func = ni_ep_disconnect,
+	.ep_disconnect_func = df_ep_disconnect,
 	.ep_post_send_func = df_ep_post_send,
 	.ep_post_recv_func = df_ep_post_recv,
 	.ep_post_rdma_read_func = df_ep_post_rdma_read,
@@ -115,17 +102,17 @@ static const DAT_PROVIDER template = {
 	.rmr_query_func = df_rmr_query,
 	.rmr_bind_func = df_rmr_bind,
 	.rmr_free_func = df_rmr_free,
-	.psp_create_func = ni_psp_create,
-	.psp_query_func = ni_psp_query,
-	.psp_free_func = ni_psp_free,
-	.rsp_create_func = ni_rsp_create,
-	.rsp_query_func = ni_rsp_query,
-	.rsp_free_func = ni_rsp_free,
+	.psp_create_func = df_psp_create,
+	.psp_query_func = df_psp_query,
+	.psp_free_func = df_psp_free,
+	.rsp_create_func = df_rsp_create,
+	.rsp_query_func = df_rsp_query,
+	.rsp_free_func = df_rsp_free,
 	.pz_create_func = df_pz_create,
 	.pz_query_func = df_pz_query,
 	.pz_free_func = df_pz_free,
-	.psp_create_any_func = ni_psp_create_any,
-	.ep_reset_func = ni_ep_reset,
+	.psp_create_any_func = df_psp_create_any,
+	.ep_reset_func = df_ep_reset,
 	.evd_set_unwaitable_func = df_evd_set_unwaitable,
 	.evd_clear_unwaitable_func = df_evd_clear_unwaitable,
 	.lmr_sync_rdma_read_func = df_lmr_sync_rdma_read,

@@ -101,7 +101,7 @@ class Nic:
         self.connections = ConnectionManager(
             shell, self.wire, self.eps, self.events, self.listeners, handles, peer_names
         )
-        self.regs = Registrations(self.memory, handles, (name, self.address_text))
+        self.regs = Registrations(self.memory, handles, name, lambda: self.address_text)
         self.windows = Windows(self.memory, self.initiator, handles)
         self.endpoints = Endpoints(self.eps, handles)
         self.admin = Admin(self.faults, self.wire, self.memory, shell, self._status)

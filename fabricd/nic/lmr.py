@@ -48,16 +48,20 @@ class Registrations:
     """The node's registered memory as the consumers ask for it."""
 
     def __init__(
-        self, memory: MemoryRegistry, new_handle: Callable[[], int], node: tuple[str, str]
+        self,
+        memory: MemoryRegistry,
+        new_handle: Callable[[], int],
+        name: str,
+        address: Callable[[], str],
     ) -> None:
         self.memory = memory
         self.new_handle = new_handle
-        self.name, self.address = node
+        self.name, self.address = name, address  # the address once the shell bound its port
         self.shared: dict[bytes, SharedRegion] = {}  # by cookie: all 40 bytes are the key
 
     def ia_query(self, consumer: Consumer, a: Empty) -> calls.Attributes:
         """dat_ia_query: the IA and provider attributes."""
-        return calls.Attributes(ia_attributes(self.name, self.address, not self.memory.coherent))
+        return calls.Attributes(ia_attributes(self.name, self.address(), not self.memory.coherent))
 
     def pz_create(self, consumer: Consumer, a: Empty) -> calls.Handle:
         """dat_pz_create."""
