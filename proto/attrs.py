@@ -15,6 +15,17 @@ MAX_MESSAGE_SIZE: Final = 1 << 30
 MAX_PRIVATE_DATA: Final = 256
 
 
+_ZERO_IS_DEFAULT: Final = (
+    "max_message_size",
+    "max_rdma_size",
+    "max_rdma_read_iov",
+    "max_rdma_write_iov",
+)
+"""EP attributes whose 0 means the provider's default: an EP that moves no byte is no use, and
+on verbs providers these are not per-EP attributes at all (one SGE limit for every request),
+so programs written for them leave them 0 in a zeroed DAT_EP_ATTR."""
+
+
 @dataclass(slots=True)
 class EpAttr:
     """DAT_EP_ATTR; the defaults are what dat_ep_create uses when attr is NULL."""
@@ -51,7 +62,11 @@ class EpAttr:
             raise DatInvalidParameter(
                 DatReturnSubtype.INVALID_ARG6, f"unknown ep_attr {sorted(unknown)}"
             )
-        attr = cls(**{k: v for k, v in data.items() if type(v) is int})
+        given = {k: v for k, v in data.items() if type(v) is int}
+        for name in _ZERO_IS_DEFAULT:  # C programs leave these 0 in a zeroed DAT_EP_ATTR
+            if given.get(name) == 0:
+                del given[name]
+        attr = cls(**given)
         attr.validate()
         return attr
 

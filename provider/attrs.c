@@ -149,8 +149,8 @@ DAT_RETURN df_ia_query(DAT_IA_HANDLE handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
 }
 
 
-/* The provider attribute lmr_sync_req: is registered memory not coherent with RDMA? */
-bool df_ia_lmr_sync_req(const struct df_ia *ia)
+/* One of the attributes the daemon reported at dat_ia_open (0 if it has no such one). */
+uint64_t df_ia_attr(const struct df_ia *ia, const char *key)
 {
-	return attr_u64(&df_result(ia->attrs)->ptr[0], "lmr_sync_req") != 0;
+	return attr_u64(&df_result(ia->attrs)->ptr[0], key);
 }

@@ -95,6 +95,13 @@ static DAT_RETURN answer(struct answer_args *a, DAT_RETURN size_arg)
 	if (ret != DAT_SUCCESS && DAT_GET_TYPE(ret) != DAT_ABORT)
 		return ret;
 	struct df_ep *made = cr->ep;
+	struct df_ep *ep = a->accept ? (struct df_ep *)(a->ep ? a->ep : made) : NULL;
+	if (ep && ret == DAT_SUCCESS) {
+		pthread_mutex_lock(&ia->chan.lock);
+		ep->remote_address = cr->remote_address;
+		ep->remote_port_qual = cr->conn_qual;
+		pthread_mutex_unlock(&ia->chan.lock);
+	}
 	bool forget_ep = !a->accept && made && made->provided;
 	df_obj_release(&cr->obj);
 	if (forget_ep)

@@ -149,7 +149,8 @@ struct df_lmr {
 	DAT_RMR_CONTEXT rmr_context;
 	DAT_VADDR address;
 	DAT_VLEN length;
-	DAT_MEM_PRIV_FLAGS privileges;
+	DAT_MEM_PRIV_FLAGS privileges; /* as asked (dat_lmr_query) */
+	DAT_MEM_PRIV_FLAGS granted; /* as registered: see df_granted_privileges */
 	DAT_VA_TYPE va_type;
 };
 
@@ -241,7 +242,7 @@ DAT_EP_STATE df_ep_state(const struct df_ep *ep);
 DAT_RETURN df_ep_state_error(DAT_EP_STATE state);
 uint32_t df_ep_requests(const struct df_ep *ep);
 uint32_t df_ep_recvs(const struct df_ep *ep);
-void df_pack_ep_attr(msgpack_packer *pk, const DAT_EP_ATTR *a);
+void df_pack_ep_attr(msgpack_packer *pk, const struct df_ia *ia, const DAT_EP_ATTR *a);
 DAT_RETURN df_read_ep_attr(const msgpack_object *map, DAT_EP_ATTR *out);
 
 /* lmr.c, rmr.c */
@@ -253,6 +254,7 @@ DAT_RETURN df_lmr_free(DAT_LMR_HANDLE);
 DAT_RETURN df_lmr_sync_rdma_read(DAT_IA_HANDLE, const DAT_LMR_TRIPLET *, DAT_VLEN);
 DAT_RETURN df_lmr_sync_rdma_write(DAT_IA_HANDLE, const DAT_LMR_TRIPLET *, DAT_VLEN);
 struct df_lmr *df_lmr_find(struct df_ia *ia, DAT_LMR_CONTEXT context);
+DAT_MEM_PRIV_FLAGS df_granted_privileges(DAT_MEM_PRIV_FLAGS asked);
 DAT_RETURN df_rmr_create(DAT_PZ_HANDLE, DAT_RMR_HANDLE *);
 DAT_RETURN df_rmr_bind(DAT_RMR_HANDLE, DAT_LMR_HANDLE, const DAT_LMR_TRIPLET *, DAT_MEM_PRIV_FLAGS,
 		       DAT_VA_TYPE, DAT_EP_HANDLE, DAT_RMR_COOKIE, DAT_COMPLETION_FLAGS,
@@ -274,7 +276,7 @@ void df_ia_kick(struct df_ia *ia);
 
 /* ia.c, attrs.c, events.c */
 DAT_RETURN df_ia_fetch_attributes(struct df_ia *ia);
-bool df_ia_lmr_sync_req(const struct df_ia *ia);
+uint64_t df_ia_attr(const struct df_ia *ia, const char *key);
 void df_ia_break(struct df_ia *ia, const char *reason);
 void *df_ia_find(struct df_ia *ia, DAT_HANDLE_TYPE type, uint64_t handle);
 struct df_eqe;

@@ -63,7 +63,20 @@ static void attr_set(DAT_EP_ATTR *a, size_t i, uint64_t v)
 	}
 }
 
-void df_pack_ep_attr(msgpack_packer *pk, const DAT_EP_ATTR *a)
+/* The size attributes a C program asks for are lower bounds, as on verbs providers (where
+ * they are no per-EP limit at all): programs written for those, Debian's dtest among them,
+ * move more than they asked for. Up to the node's own limit, the EP gets that limit (sent as
+ * 0: the daemon's default); beyond it the daemon refuses, as dat_ep_create says. */
+static int64_t requested(const struct df_ia *ia, size_t i, int64_t v)
+{
+	DAT_EP_PARAM_MASK bit = attr_fields[i].bit;
+	if (bit != DAT_EP_FIELD_EP_ATTR_MAX_MESSAGE_SIZE && bit != DAT_EP_FIELD_EP_ATTR_MAX_RDMA_SIZE)
+		return v;
+	uint64_t limit = df_ia_attr(ia, attr_fields[i].name);
+	return v >= 0 && (uint64_t)v <= limit ? 0 : v;
+}
+
+void df_pack_ep_attr(msgpack_packer *pk, const struct df_ia *ia, const DAT_EP_ATTR *a)
 {
 	if (!a) {
 		msgpack_pack_nil(pk);
@@ -74,7 +87,7 @@ void df_pack_ep_attr(msgpack_packer *pk, const DAT_EP_ATTR *a)
 		size_t n = strlen(attr_fields[i].name);
 		msgpack_pack_str(pk, n);
 		msgpack_pack_str_body(pk, attr_fields[i].name, n);
-		msgpack_pack_int64(pk, attr_get(a, i));
+		msgpack_pack_int64(pk, requested(ia, i, attr_get(a, i)));
 	}
 }
 
@@ -100,6 +113,7 @@ static uint32_t evd_handle(const struct df_evd *evd)
 }
 
 struct ep_create_args {
+	const struct df_ia *ia;
 	const struct df_pz *pz;
 	const struct df_evd *evds[3];
 	const DAT_EP_ATTR *attr;
@@ -112,7 +126,7 @@ static void pack_ep_create(msgpack_packer *pk, const void *arg)
 	msgpack_pack_unsigned_int(pk, a->pz ? a->pz->obj.handle : 0);
 	for (int i = 0; i < 3; i++)
 		msgpack_pack_unsigned_int(pk, evd_handle(a->evds[i]));
-	df_pack_ep_attr(pk, a->attr);
+	df_pack_ep_attr(pk, a->ia, a->attr);
 }
 
 /* An EVD argument: NULL, or a live EVD of this IA. */
@@ -144,7 +158,7 @@ DAT_RETURN df_ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EV
 	struct df_ia *ia = df_obj_check(ia_handle, DAT_HANDLE_TYPE_IA);
 	if (!ia)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
-	struct ep_create_args a = {.attr = attr};
+	struct ep_create_args a = {.ia = ia, .attr = attr};
 	if (pz_handle != DAT_HANDLE_NULL) {
 		a.pz = df_obj_check(pz_handle, DAT_HANDLE_TYPE_PZ);
 		if (!a.pz || a.pz->obj.ia != ia)
@@ -375,7 +389,7 @@ static void pack_ep_modify(msgpack_packer *pk, const void *arg)
 	}
 	if (a->mask & DAT_EP_FIELD_EP_ATTR_ALL) {
 		pack_key(pk, "attr");
-		df_pack_ep_attr(pk, &a->attr);
+		df_pack_ep_attr(pk, a->ep->obj.ia, &a->attr);
 	}
 }
 

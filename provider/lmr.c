@@ -35,6 +35,17 @@ static void pack_lmr_create(msgpack_packer *pk, const void *arg)
 	msgpack_pack_unsigned_int(pk, (unsigned)a->privileges);
 }
 
+/* The privileges an LMR is registered with: those asked for, and local read wherever local
+ * write is asked (memory one may write locally one may read locally, as on every verbs
+ * provider; C programs written for OFED's dapl, Debian's dtest among them, send from buffers
+ * registered LOCAL_WRITE only). dat_lmr_query reports what was asked. */
+DAT_MEM_PRIV_FLAGS df_granted_privileges(DAT_MEM_PRIV_FLAGS asked)
+{
+	if (asked & DAT_MEM_PRIV_LOCAL_WRITE_FLAG)
+		asked |= DAT_MEM_PRIV_LOCAL_READ_FLAG;
+	return asked;
+}
+
 /* The LMR of this IA whose lmr_context is ``context`` (lock held), or NULL. */
 struct df_lmr *df_lmr_find(struct df_ia *ia, DAT_LMR_CONTEXT context)
 {
@@ -82,7 +93,7 @@ DAT_RETURN df_lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE mem_type,
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
 	struct df_pz *pz = df_obj_check(pz_handle, DAT_HANDLE_TYPE_PZ);
 	struct lmr_create_args a = {.mem_type = mem_type, .length = length,
-				    .privileges = privileges};
+				    .privileges = df_granted_privileges(privileges)};
 	DAT_RETURN ret = check_create(ia, mem_type, region, pz, &a);
 	if (ret != DAT_SUCCESS)
 		return ret;
@@ -108,6 +119,7 @@ DAT_RETURN df_lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE mem_type,
 	lmr->mem_type = mem_type;
 	lmr->region = region;
 	lmr->privileges = privileges;
+	lmr->granted = a.privileges;
 	lmr->va_type = va_type;
 	lmr->lmr_context = (DAT_LMR_CONTEXT)out[1];
 	lmr->rmr_context = (DAT_RMR_CONTEXT)out[2];
@@ -214,7 +226,7 @@ static DAT_RETURN lmr_sync(DAT_IA_HANDLE handle, const DAT_LMR_TRIPLET *segments
 	if (n > UINT32_MAX)
 		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
 	DAT_RETURN ret = check_sync(ia, segments, n);
-	if (ret != DAT_SUCCESS || !df_ia_lmr_sync_req(ia))
+	if (ret != DAT_SUCCESS || !df_ia_attr(ia, "lmr_sync_req"))
 		return ret;
 	struct sync_args a = {to_cpu, segments, n};
 	return df_call(ia, "lmr_sync", pack_sync, &a, NULL);

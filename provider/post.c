@@ -68,7 +68,7 @@ static DAT_RETURN check_local(struct df_ep *ep, const struct post *p, uint64_t *
 			return DF_ERROR(DAT_PRIVILEGES_VIOLATION, 0);
 		if (lmr->pz != ep->pz)
 			return DF_ERROR(DAT_PROTECTION_VIOLATION, 0);
-		if (p->rule->need & ~lmr->privileges)
+		if (p->rule->need & ~lmr->granted)
 			return DF_ERROR(DAT_PRIVILEGES_VIOLATION, 0);
 		if (t->virtual_address < lmr->address ||
 		    t->segment_length > lmr->length ||
