@@ -216,7 +216,9 @@ DAT_RETURN df_evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event)
 		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	struct df_chan *ch = &evd->obj.ia->chan;
 	pthread_mutex_lock(&ch->lock);
-	DAT_RETURN ret = DF_ERROR(DAT_QUEUE_EMPTY, 0);
+	/* An empty queue is a status, not a failure: plain DAT_QUEUE_EMPTY, as OFED's dapl gives
+	 * and as polling loops compare it (Debian's dtest: "== DAT_QUEUE_EMPTY"). */
+	DAT_RETURN ret = DAT_QUEUE_EMPTY;
 	if (evd->waiting)
 		ret = DF_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
 	else if (df_evd_refill(evd) > 0 || catastrophic_pending(evd))

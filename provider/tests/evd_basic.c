@@ -62,7 +62,7 @@ static void check_software_events(DAT_EVD_HANDLE evd)
 	DAT_EVENT ev, se;
 	DAT_COUNT nmore = -1;
 	int marks[3];
-	CHECK_RET(dat_evd_dequeue(evd, &ev), ERR(DAT_QUEUE_EMPTY, 0));
+	CHECK_RET(dat_evd_dequeue(evd, &ev), DAT_QUEUE_EMPTY);
 	CHECK_RET(dat_evd_wait(evd, 20000, 1, &ev, &nmore), ERR(DAT_TIMEOUT_EXPIRED, 0));
 	CHECK(nmore == 0);
 	CHECK_RET(dat_evd_wait(evd, 0, 9, &ev, &nmore), ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
@@ -79,7 +79,7 @@ static void check_software_events(DAT_EVD_HANDLE evd)
 		CHECK_RET(dat_evd_dequeue(evd, &ev), DAT_SUCCESS);
 		CHECK(ev.event_data.software_event_data.pointer == &marks[i]);
 	}
-	CHECK_RET(dat_evd_dequeue(evd, &ev), ERR(DAT_QUEUE_EMPTY, 0));
+	CHECK_RET(dat_evd_dequeue(evd, &ev), DAT_QUEUE_EMPTY);
 	se = software_event(NULL);
 	se.event_number = DAT_DTO_COMPLETION_EVENT;
 	CHECK_RET(dat_evd_post_se(evd, &se), ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
@@ -172,11 +172,11 @@ static int daemon_dies(DAT_IA_HANDLE ia, DAT_EVD_HANDLE async_evd, DAT_EVD_HANDL
 	CHECK_RET(dat_evd_wait(evd, 30000000, 1, &ev, &nmore), ERR(DAT_ABORT, 0));
 	CHECK_RET(dat_evd_wait(async_evd, 1000000, 1, &ev, &nmore), DAT_SUCCESS);
 	CHECK(ev.event_number == DAT_ASYNC_ERROR_IA_CATASTROPHIC);
-	CHECK_RET(dat_evd_dequeue(async_evd, &ev), ERR(DAT_QUEUE_EMPTY, 0));
+	CHECK_RET(dat_evd_dequeue(async_evd, &ev), DAT_QUEUE_EMPTY);
 	CHECK_RET(dat_evd_dequeue(queued, &ev), DAT_SUCCESS);
 	CHECK(ev.event_number == DAT_SOFTWARE_EVENT &&
 	      ev.event_data.software_event_data.pointer == &mark);
-	CHECK_RET(dat_evd_dequeue(queued, &ev), ERR(DAT_QUEUE_EMPTY, 0));
+	CHECK_RET(dat_evd_dequeue(queued, &ev), DAT_QUEUE_EMPTY);
 	DAT_PZ_HANDLE pz;
 	CHECK_RET(dat_pz_create(ia, &pz), ERR(DAT_ABORT, 0));
 	CHECK_RET(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);

@@ -35,6 +35,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+DTEST_READY = "waiting for client connection"  # dtest's server sends its address over TCP
+
+
 def free_port(*hosts: str) -> int:
     """A TCP port free on every one of ``hosts``."""
     for _ in range(50):
@@ -52,17 +55,28 @@ def free_port(*hosts: str) -> int:
 
 
 def run_pair(
-    server: list[str], client: list[str], envs: tuple[dict[str, str], dict[str, str]]
+    server: list[str],
+    client: list[str],
+    envs: tuple[dict[str, str], dict[str, str]],
+    ready_line: str = "",
 ) -> tuple[str, str]:
-    """Start the server, then the client; both must exit 0. Their outputs."""
+    """Start the server, then (once it printed ``ready_line``) the client; both must exit 0.
+    Their outputs."""
     srv = subprocess.Popen(
         server, env=envs[0], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    seen = []
     try:
+        assert srv.stdout is not None
+        while ready_line and not any(ready_line in line for line in seen):
+            line = srv.stdout.readline()
+            assert line, "the server exited:\n" + "".join(seen)
+            seen.append(line)
         cli = subprocess.run(
             client, env=envs[1], capture_output=True, text=True, timeout=120, check=False
         )
-        srv_out, _ = srv.communicate(timeout=60)
+        rest, _ = srv.communicate(timeout=60)
+        srv_out = "".join(seen) + rest
     finally:
         if srv.poll() is None:
             srv.kill()
@@ -99,6 +113,7 @@ def test_dtest_on_loopback(
             ["dtest", "-P", "df", "-s", *options],
             ["dtest", "-P", "df", "-h", server_host, *options],
             (envs[0], envs[1]),
+            DTEST_READY,
         )
     for out in (srv, cli):
         assert "DAPL Test Complete. PASSED" in out, out
@@ -117,6 +132,7 @@ def test_dtest_across_network_namespaces(build: Path, start: StartNode, tmp_path
             [*exec_in[0], "dtest", "-P", "df", "-s"],
             [*exec_in[1], "dtest", "-P", "df", "-h", hosts.addr[0]],
             (envs[0], envs[1]),
+            DTEST_READY,
         )
     for out in (srv, cli):
         assert "DAPL Test Complete. PASSED" in out, out
