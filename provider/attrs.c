@@ -29,7 +29,12 @@ static DAT_COUNT count(uint64_t v)
 	return v > INT32_MAX ? INT32_MAX : (DAT_COUNT)v;
 }
 
-/* The node's "host:port" as the IA address (an IPv4 sockaddr; 0.0.0.0 if not numeric). */
+/* A DAT_SEG_LENGTH is 32 bits: a larger limit reads as its maximum. */
+static DAT_SEG_LENGTH seg_length(uint64_t v)
+{
+	return v > UINT32_MAX ? UINT32_MAX : (DAT_SEG_LENGTH)v;
+}
+
 /* A "host:port" string the daemon gives (a node's address) as a sockaddr_in; an address
  * that is not an IPv4 literal reads as loopback. */
 void df_parse_address(const msgpack_object *o, DAT_SOCK_ADDR6 *out)
@@ -64,11 +69,11 @@ static void fill_ia_attr(struct df_ia *ia, const msgpack_object *a, DAT_IA_ATTR 
 	attr->max_evd_qlen = count(attr_u64(a, "max_evd_qlen"));
 	attr->max_iov_segments_per_dto = count(attr_u64(a, "max_iov_segments_per_dto"));
 	attr->max_lmrs = count(attr_u64(a, "max_lmrs"));
-	attr->max_lmr_block_size = attr_u64(a, "max_lmr_block_size");
+	attr->max_lmr_block_size = seg_length(attr_u64(a, "max_lmr_block_size"));
 	attr->max_lmr_virtual_address = UINT64_MAX;
 	attr->max_pzs = count(attr_u64(a, "max_pzs"));
-	attr->max_message_size = attr_u64(a, "max_message_size");
-	attr->max_rdma_size = attr_u64(a, "max_rdma_size");
+	attr->max_message_size = seg_length(attr_u64(a, "max_message_size"));
+	attr->max_rdma_size = seg_length(attr_u64(a, "max_rdma_size"));
 	attr->max_rmrs = count(attr_u64(a, "max_rmrs"));
 	attr->max_rmr_target_address = UINT64_MAX;
 	attr->max_iov_segments_per_rdma_read = attr->max_iov_segments_per_dto;

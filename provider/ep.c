@@ -57,8 +57,8 @@ static void attr_set(DAT_EP_ATTR *a, size_t i, uint64_t v)
 	uint8_t *p = (uint8_t *)a + attr_fields[i].offset;
 	if (attr_fields[i].size == 8) {
 		memcpy(p, &v, 8);
-	} else {
-		uint32_t w = (uint32_t)v;
+	} else { /* a DAT_SEG_LENGTH (32 bits): a larger limit reads as its maximum */
+		uint32_t w = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 		memcpy(p, &w, 4);
 	}
 }
