@@ -65,7 +65,7 @@ def run_pair(
     srv = subprocess.Popen(
         server, env=envs[0], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    seen = []
+    seen: list[str] = []
     try:
         assert srv.stdout is not None
         while ready_line and not any(ready_line in line for line in seen):
