@@ -140,7 +140,7 @@ def test_dtest_across_network_namespaces(build: Path, start: StartNode, tmp_path
 
 def test_dtestcm_connections(build: Path, start: StartNode, tmp_path: Path) -> None:
     """dtestcm connects and disconnects many endpoints; its CPS figure is printed."""
-    count = "200"
+    count = "1000"
     with loopback_pair(start, tmp_path) as (a, b, server_host):
         envs = envs_for(tmp_path, build, a, b)
         _, cli = run_pair(
