@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 
 from bench.compare import RunError
 from bench.report import bench
-from fabricd.launch import Node, start_node
+from fabricd.launch import Node, free_port, start_node
 from tools.datconf import LIBRARY, lines
 
 
@@ -63,21 +62,6 @@ def python_ops(case: Case) -> float:
     return float(row["msg_rate"]) * 1e6
 
 
-def free_port() -> int:
-    """A port free on both 127.0.0.1 and 127.0.0.2."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port: int = s.getsockname()[1]
-        try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.2", port))
-        except OSError:
-            continue
-        return port
-    raise RunError("no free port")
-
-
 def environment(tmp: str, node: Node, tag: str) -> dict[str, str]:
     """A C program's environment naming IA ``df`` on ``node``."""
     path = os.path.join(tmp, f"{tag}.conf")
@@ -92,7 +76,7 @@ def main() -> int:
         return 2
     rows = []
     with tempfile.TemporaryDirectory(prefix="datfabric-dapl-") as tmp:
-        port = free_port()
+        port = free_port("127.0.0.1", "127.0.0.2")
         nodes = [
             start_node("dapl-a", os.path.join(tmp, "a.sock"), "127.0.0.1", port),
             start_node("dapl-b", os.path.join(tmp, "b.sock"), "127.0.0.2", port),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -103,3 +104,20 @@ def start_node(
     bound_host, _, bound_port = peer.rpartition(":")
     shown_host = host if host != "0.0.0.0" else bound_host
     return Node(name, shown_host, int(bound_port), socket_path, proc, netns, log_path)
+
+
+def free_port(*hosts: str) -> int:
+    """A TCP port free on every one of ``hosts`` (nodes at several loopback addresses share one
+    port: a C program names a peer by address alone, and the provider takes its own port)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind((hosts[0], 0))
+            port: int = s.getsockname()[1]
+        try:
+            for host in hosts[1:]:
+                with socket.socket() as s:
+                    s.bind((host, port))
+        except OSError:
+            continue
+        return port
+    raise OSError("no port is free on all of " + ", ".join(hosts))

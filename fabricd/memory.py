@@ -197,21 +197,19 @@ class MemoryRegistry:
     def fetch(self, spans: Sequence[Span]) -> bool:
         """Bring the process's current bytes of ``spans`` into their mirrors (before they are
         sent or served); False if a process's memory could not be read."""
-        try:
-            for lmr, address, length in spans:
-                if lmr.pid:
-                    self._process.read(lmr.pid, address, lmr.local(address, length))
-        except OSError:
-            return False
-        return True
+        return self._through(spans, self._process.read)
 
     def store(self, spans: Sequence[Span]) -> bool:
         """Put the mirrors' bytes of ``spans`` into the process (after they landed, before
         anyone is told); False if a process's memory could not be written."""
+        return self._through(spans, self._process.write)
+
+    @staticmethod
+    def _through(spans: Sequence[Span], move: Callable[[int, int, memoryview], None]) -> bool:
         try:
             for lmr, address, length in spans:
                 if lmr.pid:
-                    self._process.write(lmr.pid, address, lmr.local(address, length))
+                    move(lmr.pid, address, lmr.local(address, length))
         except OSError:
             return False
         return True

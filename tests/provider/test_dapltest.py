@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fabricd.launch import Node, start_node
-from tests.provider.test_dtest import envs_for, free_port
+from fabricd.launch import Node, free_port, start_node
+from tests.provider.support import envs_for
 from tests.provider.test_provider import build
 
 __all__ = ["build"]
