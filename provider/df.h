@@ -227,6 +227,7 @@ void df_obj_release(struct df_obj *obj);
 void df_obj_release_locked(struct df_obj *obj);
 void *df_obj_check(const void *handle, DAT_HANDLE_TYPE type);
 void df_pack_handle(msgpack_packer *pk, const void *handle);
+DAT_RETURN df_free_object(struct df_obj *obj, const char *method);
 
 /* ep.c */
 DAT_RETURN df_ep_create(DAT_IA_HANDLE, DAT_PZ_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE,

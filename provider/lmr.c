@@ -165,11 +165,7 @@ DAT_RETURN df_lmr_free(DAT_LMR_HANDLE handle)
 	struct df_lmr *lmr = df_obj_check(handle, DAT_HANDLE_TYPE_LMR);
 	if (!lmr)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR);
-	DAT_RETURN ret = df_call(lmr->obj.ia, "lmr_free", df_pack_handle, lmr, NULL);
-	if (ret != DAT_SUCCESS && DAT_GET_TYPE(ret) != DAT_ABORT)
-		return ret;
-	df_obj_release(&lmr->obj);
-	return DAT_SUCCESS;
+	return df_free_object(&lmr->obj, "lmr_free");
 }
 
 struct sync_args {

@@ -60,6 +60,17 @@ void *df_obj_check(const void *handle, DAT_HANDLE_TYPE type)
 	return (void *)obj;
 }
 
+/* Free an object the daemon holds too: the call ``method`` [handle], then the handle. A dead
+ * daemon frees nothing any more: the handle goes all the same. */
+DAT_RETURN df_free_object(struct df_obj *obj, const char *method)
+{
+	DAT_RETURN ret = df_call(obj->ia, method, df_pack_handle, obj, NULL);
+	if (ret != DAT_SUCCESS && DAT_GET_TYPE(ret) != DAT_ABORT)
+		return ret;
+	df_obj_release(obj);
+	return DAT_SUCCESS;
+}
+
 /* [handle]: the arguments of the calls that name one object. */
 void df_pack_handle(msgpack_packer *pk, const void *obj)
 {

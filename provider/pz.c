@@ -30,11 +30,7 @@ DAT_RETURN df_pz_free(DAT_PZ_HANDLE handle)
 	struct df_pz *pz = df_obj_check(handle, DAT_HANDLE_TYPE_PZ);
 	if (!pz)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
-	DAT_RETURN ret = df_call(pz->obj.ia, "pz_free", df_pack_handle, pz, NULL);
-	if (ret != DAT_SUCCESS && DAT_GET_TYPE(ret) != DAT_ABORT)
-		return ret;
-	df_obj_release(&pz->obj);
-	return DAT_SUCCESS;
+	return df_free_object(&pz->obj, "pz_free");
 }
 
 DAT_RETURN df_pz_query(DAT_PZ_HANDLE handle, DAT_PZ_PARAM_MASK mask, DAT_PZ_PARAM *param)

@@ -151,9 +151,5 @@ DAT_RETURN df_rmr_free(DAT_RMR_HANDLE handle)
 	struct df_rmr *rmr = df_obj_check(handle, DAT_HANDLE_TYPE_RMR);
 	if (!rmr)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RMR);
-	DAT_RETURN ret = df_call(rmr->obj.ia, "rmr_free", df_pack_handle, rmr, NULL);
-	if (ret != DAT_SUCCESS && DAT_GET_TYPE(ret) != DAT_ABORT)
-		return ret;
-	df_obj_release(&rmr->obj);
-	return DAT_SUCCESS;
+	return df_free_object(&rmr->obj, "rmr_free");
 }

@@ -119,23 +119,12 @@ DAT_RETURN df_psp_create_any(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL *conn_qual,
 	return DF_ERROR(DAT_CONN_QUAL_UNAVAILABLE, 0);
 }
 
-/* The daemon's answer to psp_free / rsp_free: [ep, state] of an RSP's EP set free. */
-static DAT_RETURN free_sp(struct df_sp *sp, const char *method)
-{
-	struct df_ia *ia = sp->obj.ia;
-	DAT_RETURN ret = df_call(ia, method, df_pack_handle, sp, NULL);
-	if (ret != DAT_SUCCESS && DAT_GET_TYPE(ret) != DAT_ABORT)
-		return ret;
-	df_obj_release(&sp->obj);
-	return DAT_SUCCESS;
-}
-
 DAT_RETURN df_psp_free(DAT_PSP_HANDLE handle)
 {
 	struct df_sp *sp = df_obj_check(handle, DAT_HANDLE_TYPE_PSP);
 	if (!sp)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PSP);
-	return free_sp(sp, "psp_free");
+	return df_free_object(&sp->obj, "psp_free");
 }
 
 DAT_RETURN df_psp_query(DAT_PSP_HANDLE handle, DAT_PSP_PARAM_MASK mask, DAT_PSP_PARAM *p)
@@ -178,7 +167,7 @@ DAT_RETURN df_rsp_free(DAT_RSP_HANDLE handle)
 	struct df_sp *sp = df_obj_check(handle, DAT_HANDLE_TYPE_RSP);
 	if (!sp)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RSP);
-	return free_sp(sp, "rsp_free");
+	return df_free_object(&sp->obj, "rsp_free");
 }
 
 DAT_RETURN df_rsp_query(DAT_RSP_HANDLE handle, DAT_RSP_PARAM_MASK mask, DAT_RSP_PARAM *p)
