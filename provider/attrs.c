@@ -102,7 +102,8 @@ static void fill_provider_attr(struct df_ia *ia, const msgpack_object *a, DAT_PR
 	p->provider_version_minor = 0;
 	p->dapl_version_major = DAT_VERSION_MAJOR;
 	p->dapl_version_minor = DAT_VERSION_MINOR;
-	p->lmr_mem_types_supported = DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR;
+	p->lmr_mem_types_supported =
+		DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR | DAT_MEM_TYPE_SHARED_VIRTUAL;
 	p->iov_ownership_on_return = DAT_IOV_CONSUMER;
 	p->dat_qos_supported = DAT_QOS_BEST_EFFORT;
 	p->completion_flags_supported = DAT_COMPLETION_DEFAULT_FLAG;

@@ -1,8 +1,9 @@
 /* Registered memory: dat_lmr_create, dat_lmr_query, dat_lmr_free, dat_lmr_sync_rdma_read and
  * dat_lmr_sync_rdma_write.
  *
- * VIRTUAL memory is the program's own (malloc, stack, static, any alignment): the daemon
- * reaches it with cross-memory attach, so the call names no segment (docs/provider.md). The
+ * VIRTUAL memory is the program's own (malloc, stack, static, any alignment), SHARED_VIRTUAL
+ * its own shared mapping named by a cookie: the daemon reaches either in place with cross-memory
+ * attach, so the call names no segment (docs/provider.md). The
  * driver keeps each LMR's range, PZ and privileges to check posts without a call. */
 #include <string.h>
 
@@ -10,7 +11,8 @@
 
 struct lmr_create_args {
 	DAT_MEM_TYPE mem_type;
-	uint64_t address; /* VIRTUAL */
+	uint64_t address; /* VIRTUAL, SHARED_VIRTUAL */
+	const char *cookie; /* SHARED_VIRTUAL: DAT_LMR_COOKIE_SIZE bytes */
 	uint32_t parent; /* LMR */
 	DAT_VLEN length;
 	uint32_t pz;
@@ -18,7 +20,7 @@ struct lmr_create_args {
 };
 
 /* proto.calls.LmrCreate: [mem_type, segment, offset, address, cookie, parent, length, pz,
- * privileges]; segment "" means the calling process's own memory. */
+ * privileges]; segment "" means the calling process's own memory (shared or not). */
 static void pack_lmr_create(msgpack_packer *pk, const void *arg)
 {
 	const struct lmr_create_args *a = arg;
@@ -28,7 +30,12 @@ static void pack_lmr_create(msgpack_packer *pk, const void *arg)
 	msgpack_pack_str_body(pk, "", 0);
 	msgpack_pack_unsigned_int(pk, 0);
 	msgpack_pack_uint64(pk, a->address);
-	msgpack_pack_nil(pk);
+	if (a->cookie) {
+		msgpack_pack_bin(pk, DAT_LMR_COOKIE_SIZE);
+		msgpack_pack_bin_body(pk, a->cookie, DAT_LMR_COOKIE_SIZE);
+	} else {
+		msgpack_pack_nil(pk);
+	}
 	msgpack_pack_unsigned_int(pk, a->parent);
 	msgpack_pack_uint64(pk, a->length);
 	msgpack_pack_unsigned_int(pk, a->pz);
@@ -74,8 +81,13 @@ static DAT_RETURN check_create(struct df_ia *ia, DAT_MEM_TYPE type, DAT_REGION_D
 		a->parent = parent->obj.handle;
 		return DAT_SUCCESS;
 	}
-	case DAT_MEM_TYPE_SHARED_VIRTUAL: /* a shared region of a cookie: not offered to C yet */
-		return DF_ERROR(DAT_NOT_IMPLEMENTED, 0);
+	case DAT_MEM_TYPE_SHARED_VIRTUAL: /* the program's own shared mapping, named by a cookie */
+		if (!region.for_shared_memory.virtual_address ||
+		    !region.for_shared_memory.shared_memory_id)
+			return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+		a->address = (uint64_t)(uintptr_t)region.for_shared_memory.virtual_address;
+		a->cookie = *region.for_shared_memory.shared_memory_id;
+		return DAT_SUCCESS;
 	default:
 		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	}

@@ -1,10 +1,10 @@
 """IA, PZ and LMR calls: registering the consumers' memory (dat_lmr_create and friends).
 
 VIRTUAL and SHARED_VIRTUAL memory is a range of a shared-memory segment the consumer and this
-daemon both map, or (VIRTUAL, segment "") the consumer process's own bytes, which the daemon
-reaches in place with cross-memory attach (docs/provider.md); SHARED_VIRTUAL's segment is the
-node's region of its 40-byte cookie (all 40 bytes compared); an LMR over an LMR shares its
-parent's bytes with its own PZ and privileges.
+daemon both map, or (segment "") the consumer process's own bytes, which the daemon reaches in
+place with cross-memory attach (docs/provider.md); a SHARED_VIRTUAL segment is the node's region
+of its 40-byte cookie (all 40 bytes compared), or the process's own shared mapping; an LMR over
+an LMR shares its parent's bytes with its own PZ and privileges.
 """
 
 from __future__ import annotations
@@ -99,13 +99,16 @@ class Registrations:
     ) -> Lmr:
         if a.length <= 0:
             raise DatLengthError(message="length must be positive")
-        if a.mem_type == MemType.VIRTUAL and a.segment == OWN_MEMORY:
-            return self._register_process(consumer, a, zone, privs)
         cookie = None
         if a.mem_type == MemType.SHARED_VIRTUAL:
             cookie = a.cookie
             if cookie is None or len(cookie) != LMR_COOKIE_SIZE:
                 raise DatInvalidParameter(Sub.INVALID_ARG3, "a DAT_LMR_COOKIE is 40 bytes")
+        if a.segment == OWN_MEMORY:  # shared or not, the process's own mapping is reached
+            lmr = self._register_process(consumer, a, zone, privs)
+            lmr.cookie = cookie
+            return lmr
+        if cookie is not None:
             self._check_shared(consumer, cookie, a.segment)
         view = self._map_range(a.segment, a.offset, a.length)
         region = Region(a.address, a.length, zone, privs)

@@ -2,13 +2,15 @@
  * one program connected over the fabric.
  *
  * usage: rdma_basic IA_NAME
- * The memory is the program's own: malloc'd at an odd address, on the stack and static. Prints
+ * The memory is the program's own: malloc'd at an odd address, on the stack, static, and a
+ * shared mapping registered SHARED_VIRTUAL. Prints
  * "PASSED" and exits 0 when every check holds; each failed check prints its line. */
 #define _GNU_SOURCE
 #include <dat2/udat.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "check.h"
 
@@ -31,6 +33,9 @@ struct side {
 	DAT_LMR_CONTEXT lmr_context;
 	DAT_RMR_CONTEXT rmr_context;
 	DAT_VADDR address;
+	char *shared; /* a shared mapping, registered SHARED_VIRTUAL */
+	DAT_LMR_HANDLE shared_lmr;
+	DAT_RMR_CONTEXT shared_rmr;
 };
 
 static void open_side(struct side *s, char *name, char *buf, DAT_VLEN len)
@@ -60,6 +65,10 @@ static void open_side(struct side *s, char *name, char *buf, DAT_VLEN len)
 
 static void close_side(struct side *s)
 {
+	if (s->shared_lmr)
+		CHECK_RET(dat_lmr_free(s->shared_lmr), DAT_SUCCESS);
+	if (s->shared)
+		munmap(s->shared, 4096);
 	CHECK_RET(dat_ep_free(s->ep), DAT_SUCCESS);
 	CHECK_RET(dat_lmr_free(s->lmr), DAT_SUCCESS);
 	CHECK_RET(dat_evd_free(s->dto_evd), DAT_SUCCESS);
@@ -130,10 +139,21 @@ static void check_lmrs(struct side *s)
 	CHECK_RET(dat_lmr_create(s->ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, s->pz, ALL_PRIVS,
 				 DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &size, &addr),
 		  ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
-	region.for_va = static_buf;
+	static char cookie[DAT_LMR_COOKIE_SIZE] = "rdma_basic's shared memory";
+	s->shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(s->shared != MAP_FAILED);
+	region.for_shared_memory.virtual_address = s->shared;
+	region.for_shared_memory.shared_memory_id = NULL;
 	CHECK_RET(dat_lmr_create(s->ia, DAT_MEM_TYPE_SHARED_VIRTUAL, region, 4096, s->pz, ALL_PRIVS,
 				 DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &size, &addr),
-		  ERR(DAT_NOT_IMPLEMENTED, 0));
+		  ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+	region.for_shared_memory.shared_memory_id = &cookie;
+	CHECK_RET(dat_lmr_create(s->ia, DAT_MEM_TYPE_SHARED_VIRTUAL, region, 4096, s->pz, ALL_PRIVS,
+				 DAT_VA_TYPE_VA, &s->shared_lmr, &lctx, &s->shared_rmr, &size, &addr),
+		  DAT_SUCCESS);
+	CHECK(addr == (DAT_VADDR)(uintptr_t)s->shared && size == 4096);
+	CHECK_RET(dat_lmr_query(s->shared_lmr, DAT_LMR_FIELD_ALL, &p), DAT_SUCCESS);
+	CHECK(p.mem_type == DAT_MEM_TYPE_SHARED_VIRTUAL);
 	DAT_LMR_TRIPLET t = {s->address, 16, s->lmr_context};
 	CHECK_RET(dat_lmr_sync_rdma_write(s->ia, &t, 1), DAT_SUCCESS);
 	t.segment_length = (DAT_SEG_LENGTH)s->len + 1;
@@ -238,6 +258,15 @@ static void check_traffic(struct side *a, struct side *b)
 		  DAT_SUCCESS);
 	wait_dto(b->dto_evd, DAT_DTO_SUCCESS, 0x67, 512);
 	CHECK(!memcmp(b->buf + 2048, a->buf + 1024, 512));
+
+	/* into a's shared mapping (SHARED_VIRTUAL), through the LMR's own rmr_context */
+	DAT_RMR_TRIPLET shared = {(DAT_VADDR)(uintptr_t)a->shared + 16, 100, a->shared_rmr};
+	src.segment_length = 100;
+	c.as_64 = 0x69;
+	CHECK_RET(dat_ep_post_rdma_write(b->ep, 1, &src, c, &shared, DAT_COMPLETION_DEFAULT_FLAG),
+		  DAT_SUCCESS);
+	wait_dto(b->dto_evd, DAT_DTO_SUCCESS, 0x69, 100);
+	CHECK(!memcmp(a->shared + 16, b->buf + 100, 100));
 
 	from.virtual_address = a->address; /* below the window: the target refuses, and the
 					    * connection breaks */
