@@ -108,8 +108,9 @@ def test_transactions(pair: Pair, args: list[str]) -> None:
         ["-i", "2000", "-p", "1", "-m", "p", "RW", "4", "1"],
         ["-i", "500", "-p", "16", "-m", "b", "RW", "65536", "1"],
         ["-i", "500", "-p", "16", "-m", "p", "RR", "65536", "1"],
+        ["-i", "1000", "-p", "4", "-m", "b", "RR", "4096", "2"],
     ],
-    ids=["lat-blocking", "lat-polling", "bw-rw", "bw-rr-polling"],
+    ids=["lat-blocking", "lat-polling", "bw-rw", "bw-rr-polling", "rr-blocking-2seg"],
 )
 def test_performance(pair: Pair, args: list[str]) -> None:
     """dapltest -T P: RDMA Write and Read, blocking and polling, latency and bandwidth."""
