@@ -33,20 +33,24 @@ for _name in ("process_vm_readv", "process_vm_writev"):
     _CALLS[_name] = _fn
 
 
+# One iovec each side, reused: the daemon's loop makes one transfer at a time.
+_LOCAL, _REMOTE = _Iovec(), _Iovec()
+_LOCAL_P, _REMOTE_P = ctypes.byref(_LOCAL), ctypes.byref(_REMOTE)
+
+
 def _transfer(name: str, pid: int, address: int, buf: memoryview) -> None:
     """Move all of ``buf`` between this process and [address, +len) of ``pid``; a short
     transfer continues where it stopped; OSError if the range is not mapped there."""
     length = len(buf)
     if not length:
         return
-    holder = (ctypes.c_char * length).from_buffer(buf)
-    base = ctypes.addressof(holder)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
     fn = _CALLS[name]
     done = 0
     while done < length:
-        local = _Iovec(base + done, length - done)
-        remote = _Iovec(address + done, length - done)
-        n = fn(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        _LOCAL.iov_base, _LOCAL.iov_len = base + done, length - done
+        _REMOTE.iov_base, _REMOTE.iov_len = address + done, length - done
+        n = fn(pid, _LOCAL_P, 1, _REMOTE_P, 1, 0)
         if n <= 0:
             err = ctypes.get_errno() if n < 0 else 14  # EFAULT: nothing moved
             raise OSError(err, f"{name} of {address + done:#x} in {pid}: {os.strerror(err)}")
