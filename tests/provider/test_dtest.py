@@ -7,8 +7,10 @@ takes its own node's port for it.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,31 @@ def test_dtestcm_connections(build: Path, start: StartNode, tmp_path: Path) -> N
     cps = re.search(r"CPS\s*[=:]?\s*([\d.]+)", cli)
     assert cps, cli
     print(f"dtestcm -c {count}: {cps.group(0)}")
+
+
+def test_dtest_with_the_sanitized_provider(build: Path, start: StartNode, tmp_path: Path) -> None:
+    """dtest on the provider built with AddressSanitizer and UndefinedBehaviorSanitizer (the
+    runtimes preloaded into Debian's uninstrumented dtest): both sides pass, nothing is
+    reported."""
+    runtimes = [
+        subprocess.run(
+            ["cc", f"-print-file-name={lib}"], capture_output=True, text=True
+        ).stdout.strip()
+        for lib in ("libasan.so", "libubsan.so")
+    ]
+    if not all(os.path.isabs(path) for path in runtimes):
+        pytest.skip("the compiler has no sanitizer runtimes to preload")
+    with loopback_pair(start, tmp_path) as (a, b, server_host):
+        envs = [
+            {**env, "LD_PRELOAD": " ".join(runtimes), "ASAN_OPTIONS": "detect_leaks=0"}
+            for env in envs_for(tmp_path, build / "asan", a, b)
+        ]
+        srv, cli = run_pair(
+            ["dtest", "-P", "df", "-s"],
+            ["dtest", "-P", "df", "-h", server_host],
+            (envs[0], envs[1]),
+            DTEST_READY,
+        )
+    for out in (srv, cli):
+        assert "DAPL Test Complete. PASSED" in out, out
+        assert "Sanitizer" not in out and "runtime error" not in out, out
