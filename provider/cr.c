@@ -8,7 +8,8 @@
  * private_data, ep] (lock held); a PSP with the PROVIDER flag made the EP it names. */
 struct df_cr *df_cr_from_request(struct df_ia *ia, const msgpack_object *f, struct df_sp **sp)
 {
-	if (f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER || f[2].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+	if (f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+	    f[2].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
 	    f[5].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
 	    (f[4].type != MSGPACK_OBJECT_BIN && f[4].type != MSGPACK_OBJECT_NIL) ||
 	    (f[4].type == MSGPACK_OBJECT_BIN && f[4].via.bin.size > DF_MAX_PRIVATE_DATA))

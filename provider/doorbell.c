@@ -65,7 +65,8 @@ void df_ia_kick(struct df_ia *ia)
 		if (!ep->wq || (ep->sq.mine == ep->kicked_sq && ep->rq.mine == ep->kicked_rq) ||
 		    in_flight(ep))
 			continue;
-		if (df_ring_space(&ep->sq) == ep->sq.entries && df_ring_space(&ep->rq) == ep->rq.entries)
+		if (df_ring_space(&ep->sq) == ep->sq.entries &&
+		    df_ring_space(&ep->rq) == ep->rq.entries)
 			continue; /* the daemon took everything */
 		ep->kicked_sq = ep->sq.mine;
 		ep->kicked_rq = ep->rq.mine;

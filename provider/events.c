@@ -63,7 +63,9 @@ static DAT_RETURN conn_request(struct df_ia *ia, const struct df_eqe *e, DAT_EVE
 	struct df_cr *cr = f ? df_cr_from_request(ia, f, &sp) : NULL;
 	if (cr) {
 		DAT_CR_ARRIVAL_EVENT_DATA *d = &event->event_data.cr_arrival_event_data;
-		d->sp_handle.psp_handle = sp && sp->obj.type == DAT_HANDLE_TYPE_PSP ? sp : DAT_HANDLE_NULL;
+		/* an RSP fires once and is gone: its requests name no service point */
+		bool psp = sp && sp->obj.type == DAT_HANDLE_TYPE_PSP;
+		d->sp_handle.psp_handle = psp ? sp : DAT_HANDLE_NULL;
 		d->local_ia_address_ptr = (DAT_IA_ADDRESS_PTR)&ia->address;
 		d->conn_qual = cr->conn_qual;
 		d->cr_handle = cr;
@@ -85,7 +87,8 @@ static DAT_RETURN connection(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT
 	const msgpack_object *pd = f ? &f[1] : NULL;
 	if (ep && (pd->type == MSGPACK_OBJECT_NIL ||
 		   (pd->type == MSGPACK_OBJECT_BIN && pd->via.bin.size <= DF_MAX_PRIVATE_DATA))) {
-		ep->private_data_size = pd->type == MSGPACK_OBJECT_BIN ? (DAT_COUNT)pd->via.bin.size : 0;
+		bool bin = pd->type == MSGPACK_OBJECT_BIN;
+		ep->private_data_size = bin ? (DAT_COUNT)pd->via.bin.size : 0;
 		if (ep->private_data_size)
 			memcpy(ep->private_data, pd->via.bin.ptr, pd->via.bin.size);
 		ep->known = (DAT_EP_STATE)as_u64(&f[2]);

@@ -16,15 +16,17 @@ struct post_rule {
 	bool receive, send, into_local;
 };
 
+#define READ DAT_MEM_PRIV_LOCAL_READ_FLAG
+#define WRITE DAT_MEM_PRIV_LOCAL_WRITE_FLAG
 static const struct post_rule rules[] = {
-	[DF_OP_SEND] = {DF_OP_SEND, DAT_MEM_PRIV_LOCAL_READ_FLAG, DAT_INVALID_ARG5, false, true, false},
-	[DF_OP_RDMA_WRITE] = {DF_OP_RDMA_WRITE, DAT_MEM_PRIV_LOCAL_READ_FLAG, DAT_INVALID_ARG6, false,
-			      false, false},
-	[DF_OP_RDMA_READ] = {DF_OP_RDMA_READ, DAT_MEM_PRIV_LOCAL_WRITE_FLAG, DAT_INVALID_ARG6, false,
-			     false, true},
-	[DF_OP_RECEIVE] = {DF_OP_RECEIVE, DAT_MEM_PRIV_LOCAL_WRITE_FLAG, DAT_INVALID_ARG5, true, false,
-			   false},
+	/*                   opcode            need   flags_arg         receive send   into_local */
+	[DF_OP_SEND] =       {DF_OP_SEND,       READ,  DAT_INVALID_ARG5, false,  true,  false},
+	[DF_OP_RDMA_WRITE] = {DF_OP_RDMA_WRITE, READ,  DAT_INVALID_ARG6, false,  false, false},
+	[DF_OP_RDMA_READ] =  {DF_OP_RDMA_READ,  WRITE, DAT_INVALID_ARG6, false,  false, true},
+	[DF_OP_RECEIVE] =    {DF_OP_RECEIVE,    WRITE, DAT_INVALID_ARG5, true,   false, false},
 };
+#undef READ
+#undef WRITE
 
 #define KNOWN_COMPLETION_FLAGS 0x3F
 
