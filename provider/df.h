@@ -229,7 +229,7 @@ void *df_obj_check(const void *handle, DAT_HANDLE_TYPE type);
 void df_pack_handle(msgpack_packer *pk, const void *handle);
 DAT_RETURN df_free_object(struct df_obj *obj, const char *method);
 
-/* ep.c */
+/* ep.c, ep_attr.c */
 DAT_RETURN df_ep_create(DAT_IA_HANDLE, DAT_PZ_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE,
 			const DAT_EP_ATTR *, DAT_EP_HANDLE *);
 DAT_RETURN df_ep_query(DAT_EP_HANDLE, DAT_EP_PARAM_MASK, DAT_EP_PARAM *);
@@ -245,6 +245,7 @@ uint32_t df_ep_requests(const struct df_ep *ep);
 uint32_t df_ep_recvs(const struct df_ep *ep);
 void df_pack_ep_attr(msgpack_packer *pk, const struct df_ia *ia, const DAT_EP_ATTR *a);
 DAT_RETURN df_read_ep_attr(const msgpack_object *map, DAT_EP_ATTR *out);
+void df_merge_ep_attr(DAT_EP_ATTR *into, const DAT_EP_ATTR *from, DAT_EP_PARAM_MASK mask);
 
 /* lmr.c, rmr.c */
 DAT_RETURN df_lmr_create(DAT_IA_HANDLE, DAT_MEM_TYPE, DAT_REGION_DESCRIPTION, DAT_VLEN,
