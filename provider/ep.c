@@ -185,9 +185,15 @@ uint32_t df_ep_recvs(const struct df_ep *ep)
 /* Forget an EP: unmap its queues and release the handle. */
 void df_ep_destroy(struct df_ep *ep)
 {
-	df_shm_unmap(ep->wq, ep->wq_len);
-	ep->wq = NULL;
-	df_obj_release(&ep->obj);
+	/* Unlisted before its queues go: another thread's kick walks the IA's EPs under the lock
+	 * and reads their queue words. */
+	struct df_ia *ia = ep->obj.ia;
+	pthread_mutex_lock(&ia->chan.lock);
+	void *wq = ep->wq;
+	size_t len = ep->wq_len;
+	df_obj_release_locked(&ep->obj);
+	pthread_mutex_unlock(&ia->chan.lock);
+	df_shm_unmap(wq, len);
 }
 
 DAT_RETURN df_ep_free(DAT_EP_HANDLE handle)

@@ -78,8 +78,15 @@ DAT_RETURN df_evd_make(struct df_ia *ia, DAT_COUNT qlen, DAT_EVD_FLAGS flags, ui
 /* Forget an EVD on the driver's side (its queue is the daemon's to remove). */
 void df_evd_destroy(struct df_evd *evd)
 {
-	unmap_queue(evd);
-	df_obj_release(&evd->obj);
+	/* Unlisted before its queue goes: another thread's dat_cno_wait walks the IA's EVDs
+	 * under the lock and reads their rings. */
+	struct df_ia *ia = evd->obj.ia;
+	pthread_mutex_lock(&ia->chan.lock);
+	void *hdr = evd->ring.hdr;
+	size_t len = evd->map_len;
+	df_obj_release_locked(&evd->obj);
+	pthread_mutex_unlock(&ia->chan.lock);
+	df_shm_unmap(hdr, len);
 }
 
 /* Entries in the queue, counting the flags of the ones not seen before (lock held); -1 when

@@ -87,7 +87,7 @@ def pair(build: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair
          "server", "SR", "256"],
         ["-i", "100", "-V", "client", "RR", "8192", "1", "server", "RW", "2048", "4",
          "client", "SR", "512", "-f", "server", "SR", "512", "-f"],
-        ["-i", "50", "-t", "2", "-w", "2", "-V", "client", "SR", "1024", "server", "SR", "1024",
+        ["-i", "50", "-t", "3", "-w", "2", "-V", "client", "SR", "1024", "server", "SR", "1024",
          "client", "RW", "4096", "server", "RR", "4096"],
         ["-i", "100", "-P", "-V", "client", "SR", "64", "server", "SR", "64",
          "client", "RW", "65536"],
