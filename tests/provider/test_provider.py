@@ -92,9 +92,7 @@ def test_memory_windows_and_posts(
 
 
 @pytest.mark.parametrize("variant", ["plain", "asan"])
-def test_connection_management(
-    build: Path, start: StartNode, tmp_path: Path, variant: str
-) -> None:
+def test_connection_management(build: Path, start: StartNode, tmp_path: Path, variant: str) -> None:
     """Two IAs of one C program on two nodes at 127.0.0.1 and 127.0.0.2 sharing a port (the
     connects name the peer with port 0, as dtest does): PSP accept with private data both ways,
     reject with private data, no listener (NON_PEER_REJECTED), no daemon (UNREACHABLE), psp_free
