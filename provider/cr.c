@@ -37,6 +37,9 @@ struct df_cr *df_cr_from_request(struct df_ia *ia, const msgpack_object *f, stru
 			if (cr->ep) {
 				cr->ep->known = DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING;
 				cr->ep->provided = true;
+				/* mapped now: its state is the STATE word from here on (the
+				 * accept's COMPLETION_PENDING included), as for any EP */
+				df_ep_queues(cr->ep);
 			}
 		}
 	}

@@ -76,26 +76,34 @@ static DAT_RETURN conn_request(struct df_ia *ia, const struct df_eqe *e, DAT_EVE
 }
 
 /* A connection event: [ep, private_data, state]; the private data is kept in the EP, so the
- * pointer the event carries stays valid until the EP's next connection event. */
+ * pointer the event carries stays valid until the EP's next connection event that carries
+ * some (ESTABLISHED's, until dat_ep_reset or dat_ep_free). An EP the program freed while its
+ * event was queued (dat_ep_disconnect, then dat_ep_free) is no error: the event names none. */
 static DAT_RETURN connection(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT *event)
 {
 	msgpack_unpacked u;
 	msgpack_unpacked_init(&u);
 	const msgpack_object *f = body_fields(e, &u, 3);
 	DAT_RETURN ret = DF_ERROR(DAT_INTERNAL_ERROR, 0);
-	struct df_ep *ep = f ? df_ia_find(ia, DAT_HANDLE_TYPE_EP, as_u64(&f[0])) : NULL;
 	const msgpack_object *pd = f ? &f[1] : NULL;
-	if (ep && (pd->type == MSGPACK_OBJECT_NIL ||
-		   (pd->type == MSGPACK_OBJECT_BIN && pd->via.bin.size <= DF_MAX_PRIVATE_DATA))) {
-		bool bin = pd->type == MSGPACK_OBJECT_BIN;
-		ep->private_data_size = bin ? (DAT_COUNT)pd->via.bin.size : 0;
-		if (ep->private_data_size)
-			memcpy(ep->private_data, pd->via.bin.ptr, pd->via.bin.size);
-		ep->known = (DAT_EP_STATE)as_u64(&f[2]);
+	if (f && f[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+	    (pd->type == MSGPACK_OBJECT_NIL ||
+	     (pd->type == MSGPACK_OBJECT_BIN && pd->via.bin.size <= DF_MAX_PRIVATE_DATA))) {
+		struct df_ep *ep = df_ia_find(ia, DAT_HANDLE_TYPE_EP, f[0].via.u64);
 		DAT_CONNECTION_EVENT_DATA *d = &event->event_data.connect_event_data;
+		uint32_t size = pd->type == MSGPACK_OBJECT_BIN ? pd->via.bin.size : 0;
 		d->ep_handle = ep;
-		d->private_data_size = ep->private_data_size;
-		d->private_data = ep->private_data_size ? ep->private_data : NULL;
+		d->private_data_size = 0;
+		d->private_data = NULL;
+		if (ep) {
+			if (size) {
+				memcpy(ep->private_data, pd->via.bin.ptr, size);
+				ep->private_data_size = (DAT_COUNT)size;
+				d->private_data_size = (DAT_COUNT)size;
+				d->private_data = ep->private_data;
+			}
+			ep->known = (DAT_EP_STATE)as_u64(&f[2]);
+		}
 		ret = DAT_SUCCESS;
 	}
 	msgpack_unpacked_destroy(&u);

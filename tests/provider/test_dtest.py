@@ -68,16 +68,21 @@ def test_dtest_across_network_namespaces(build: Path, start: StartNode, tmp_path
 
 
 def test_dtestcm_connections(build: Path, start: StartNode, tmp_path: Path) -> None:
-    """dtestcm connects and disconnects many endpoints; its CPS figure is printed."""
+    """dtestcm connects and disconnects many endpoints; its CPS figure is printed. The client
+    starts once the server's PSP listens (dtestcm's stdout is a pipe here: line-buffered by
+    stdbuf, or its ready line would come at exit; both sides create 1000 EPs first, and a
+    client connecting before the PSP exists would see NON_PEER_REJECTED)."""
     count = "1000"
     with loopback_pair(start, tmp_path) as (a, b, server_host):
         envs = envs_for(tmp_path, build, a, b)
-        _, cli = run_pair(
-            ["dtestcm", "-P", "df", "-s", "-c", count],
+        srv, cli = run_pair(
+            ["stdbuf", "-oL", "dtestcm", "-P", "df", "-s", "-c", count],
             ["dtestcm", "-P", "df", "-h", server_host, "-c", count],
             (envs[0], envs[1]),
+            "Server ready on port",
         )
-    assert f"ALL {count} CONNECTED" in cli or f"{count} CONNECTED" in cli, cli
+    assert f"ALL {count} CONNECTED on Server" in srv, srv
+    assert f"ALL {count} CONNECTED on Client" in cli, cli
     cps = re.search(r"CPS\s*[=:]?\s*([\d.]+)", cli)
     assert cps, cli
     print(f"dtestcm -c {count}: {cps.group(0)}")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fabricd.launch import free_port
 from tests.conftest import StartNode
 from tools.datconf import ROOT, lines
 
@@ -86,6 +87,32 @@ def test_memory_windows_and_posts(
         text=True,
     )
     out, _ = prog.communicate(timeout=120)
+    assert prog.returncode == 0 and out.strip().endswith("PASSED"), out
+    assert segments_of(prog.pid) == []
+
+
+@pytest.mark.parametrize("variant", ["plain", "asan"])
+def test_connection_management(build: Path, start: StartNode, tmp_path: Path, variant: str) -> None:
+    """Two IAs of one C program on two nodes at 127.0.0.1 and 127.0.0.2 sharing a port (the
+    connects name the peer with port 0, as dtest does): PSP accept with private data both ways,
+    reject with private data, no listener (NON_PEER_REJECTED), no daemon (UNREACHABLE), psp_free
+    with a request pending, RSP, a PROVIDER PSP's EP, psp_create_any, an EP freed with its event
+    queued, every call's argument errors, and four threads connecting at once."""
+    port = free_port("127.0.0.1", "127.0.0.2")
+    a = start("cm-a", host="127.0.0.1", port=port)
+    b = start("cm-b", host="127.0.0.2", port=port)
+    where = build if variant == "plain" else build / "asan"
+    library = where / "libdatfabric.so"
+    path = tmp_path / "dat.conf"
+    path.write_text(lines("dfa", a.socket, library) + lines("dfb", b.socket, library))
+    prog = subprocess.Popen(
+        [str(where / "cm_basic"), "dfa", "dfb"],
+        env={**os.environ, "DAT_OVERRIDE": str(path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    out, _ = prog.communicate(timeout=180)
     assert prog.returncode == 0 and out.strip().endswith("PASSED"), out
     assert segments_of(prog.pid) == []
 
