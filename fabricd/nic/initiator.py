@@ -29,6 +29,7 @@ from proto.errors import DatError, DatInvalidParameter, MalformedFrame
 from proto.frames import FrameType
 
 log = logging.getLogger("fabricd")
+_FENCE = int(CompletionFlags.BARRIER_FENCE)
 
 ANSWERED = frozenset({Dtos.RDMA_READ, Dtos.BIND_MW})  # done by an answer, not by an ACK
 
@@ -112,6 +113,14 @@ class Initiator:
             or (op.kind == Dtos.RDMA_READ and ep.reads_out >= ep.attr.max_rdma_read_out)
         )
 
+    def _refresh(self, op: Op) -> None:
+        """A fenced Write or Send from a process's own memory is read from the process again
+        as it starts: the Reads it waited for may have written there since it was posted,
+        through another LMR's mirror. (Unfenced, the bytes read at post are the ones to send.)"""
+        fenced = op.flags & _FENCE
+        if fenced and op.spans and op.kind != Dtos.RDMA_READ and not self.memory.fetch(op.spans):
+            log.info("a fenced DTO's buffer is gone from its process: its posted bytes are sent")
+
     def transmit(self, ep: Ep) -> None:
         """Start held requests in order, as far as fences and read credits allow."""
         link = ep.link
@@ -119,6 +128,7 @@ class Initiator:
             op = ep.held[0]
             if self._blocked(ep, op):
                 break
+            self._refresh(op)
             if op.kind == Dtos.RDMA_WRITE and op.length <= MAX_OP_BYTES and not self.faults.active:
                 self._start_writes(ep, link)
                 continue
@@ -148,6 +158,7 @@ class Initiator:
                 or self._blocked(ep, op)
             ):
                 break
+            self._refresh(op)
             batch.append(held.popleft())
             total += op.length
         if len(batch) == 1:

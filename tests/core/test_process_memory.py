@@ -12,8 +12,15 @@ import pytest
 from client.core import Call
 from proto import calls
 from proto.checks import Region
+from proto.constants import (
+    CompletionFlags,
+    DtoCompletionStatus,
+    Dtos,
+    EventNumber,
+    MemPriv,
+    MemType,
+)
 from proto.constants import DatReturnSubtype as Sub
-from proto.constants import DtoCompletionStatus, Dtos, EventNumber, MemPriv, MemType
 from proto.errors import DatInvalidParameter
 from tests.core.flows import Side, pair
 
@@ -93,3 +100,22 @@ def test_registering_memory_the_process_does_not_have() -> None:
     with pytest.raises(DatInvalidParameter) as err:
         own_lmr(a, BASE, 4096)  # nothing placed there
     assert err.value.subtype == Sub.INVALID_ARG3
+
+
+def test_a_fenced_write_sends_what_the_read_before_it_brought() -> None:
+    """BARRIER_FENCE: a Write from the process's memory, fenced behind an RDMA Read into the
+    same bytes through another LMR, sends what the Read wrote there, not what the buffer held
+    when it was posted."""
+    fabric, a, b = pair()
+    fabric.processes.place(a.c.pid, BASE, b"old bytes, stale" + bytes(16))
+    into, _ = own_lmr(a, BASE, 32)
+    out_of, _ = own_lmr(a, BASE, 32)  # a second registration of the same bytes: its own mirror
+    b.memory(0, 16)[:] = b"what Read brings"
+    core = a.c.core  # both WQEs written before the doorbell: the daemon takes them together
+    bells = core.post(Dtos.RDMA_READ, a.ep, [[BASE, 16, into]], 1, b.rmr(0, 16), 0)
+    fence = int(CompletionFlags.BARRIER_FENCE)
+    bells += core.post(Dtos.RDMA_WRITE, a.ep, [[BASE, 16, out_of]], 2, b.rmr(200, 16), fence)
+    a.c.send(bells)
+    fabric.run()
+    assert [e.status for e in a.events()] == [DtoCompletionStatus.DTO_SUCCESS] * 2
+    assert bytes(b.memory(200, 16)) == b"what Read brings"
