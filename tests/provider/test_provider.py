@@ -51,6 +51,16 @@ def conf(tmp_path: Path, socket: str, library: Path) -> dict[str, str]:
     return {**os.environ, "DAT_OVERRIDE": str(path)}
 
 
+def passes(args: list[str], env: dict[str, str], timeout: float = 180) -> None:
+    """Run a C test program: it prints PASSED, exits 0 and leaves no queue segment behind."""
+    prog = subprocess.Popen(
+        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    out, _ = prog.communicate(timeout=timeout)
+    assert prog.returncode == 0 and out.strip().endswith("PASSED"), out
+    assert segments_of(prog.pid) == []
+
+
 def segments_of(pid: int) -> list[str]:
     return [n for n in os.listdir("/dev/shm") if n.startswith(f"datfabric-{pid}-")]
 
@@ -61,12 +71,7 @@ def test_ia_pz_evd_calls(build: Path, start: StartNode, tmp_path: Path, variant:
     node = start("c1")
     where = build if variant == "plain" else build / "asan"
     env = conf(tmp_path, node.socket, where / "libdatfabric.so")
-    done = subprocess.run(
-        [str(where / "evd_basic"), "df"], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0 and done.stdout.strip().endswith("PASSED"), (
-        done.stdout + done.stderr
-    )
+    passes([str(where / "evd_basic"), "df"], env, timeout=60)
 
 
 @pytest.mark.parametrize("variant", ["plain", "asan"])
@@ -79,20 +84,14 @@ def test_memory_windows_and_posts(
     node = start("c1")
     where = build if variant == "plain" else build / "asan"
     env = conf(tmp_path, node.socket, where / "libdatfabric.so")
-    prog = subprocess.Popen(
-        [str(where / "rdma_basic"), "df"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    out, _ = prog.communicate(timeout=120)
-    assert prog.returncode == 0 and out.strip().endswith("PASSED"), out
-    assert segments_of(prog.pid) == []
+    passes([str(where / "rdma_basic"), "df"], env)
 
 
+@pytest.mark.parametrize("program", ["cm_basic", "cm_errors"])
 @pytest.mark.parametrize("variant", ["plain", "asan"])
-def test_connection_management(build: Path, start: StartNode, tmp_path: Path, variant: str) -> None:
+def test_connection_management(
+    build: Path, start: StartNode, tmp_path: Path, variant: str, program: str
+) -> None:
     """Two IAs of one C program on two nodes at 127.0.0.1 and 127.0.0.2 sharing a port (the
     connects name the peer with port 0, as dtest does): PSP accept with private data both ways,
     reject with private data, no listener (NON_PEER_REJECTED), no daemon (UNREACHABLE), psp_free
@@ -105,16 +104,7 @@ def test_connection_management(build: Path, start: StartNode, tmp_path: Path, va
     library = where / "libdatfabric.so"
     path = tmp_path / "dat.conf"
     path.write_text(lines("dfa", a.socket, library) + lines("dfb", b.socket, library))
-    prog = subprocess.Popen(
-        [str(where / "cm_basic"), "dfa", "dfb"],
-        env={**os.environ, "DAT_OVERRIDE": str(path)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    out, _ = prog.communicate(timeout=180)
-    assert prog.returncode == 0 and out.strip().endswith("PASSED"), out
-    assert segments_of(prog.pid) == []
+    passes([str(where / program), "dfa", "dfb"], {**os.environ, "DAT_OVERRIDE": str(path)})
 
 
 def test_no_daemon_at_the_socket_is_provider_not_found(build: Path, tmp_path: Path) -> None:
