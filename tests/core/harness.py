@@ -25,6 +25,7 @@ from fabricd.nic import Consumer, Nic, PeerLink
 from proto.codec import Frame, FrameReader, decode_header, encode, hello
 from proto.errors import ProtocolError
 from proto.frames import ROLE_CONSUMER, FrameType
+from tests.core.processes import Processes
 
 SEGMENT_BASE = 0x7F00_0000_0000
 """Where the first consumer segment lives in its (simulated) address space."""
@@ -38,33 +39,6 @@ class Timer:
 
     def cancel(self) -> None:
         self.cancelled = True
-
-
-class Processes:
-    """The consumers' own memory, by pid: buffers at addresses (a ProcessMemory)."""
-
-    def __init__(self) -> None:
-        self.buffers: dict[int, dict[int, bytearray]] = {}  # pid -> address -> bytes
-
-    def place(self, pid: int, address: int, data: bytes) -> None:
-        """Put a buffer of process ``pid`` at ``address`` (its malloc, say)."""
-        self.buffers.setdefault(pid, {})[address] = bytearray(data)
-
-    def remove(self, pid: int, address: int) -> None:
-        """The process freed (unmapped) the buffer at ``address``."""
-        del self.buffers[pid][address]
-
-    def _range(self, pid: int, address: int, length: int) -> memoryview:
-        for base, buf in self.buffers.get(pid, {}).items():
-            if base <= address and address + length <= base + len(buf):
-                return memoryview(buf)[address - base : address - base + length]
-        raise OSError(14, f"{address:#x}+{length} is not mapped in {pid}")
-
-    def read(self, pid: int, address: int, into: memoryview) -> None:
-        into[:] = self._range(pid, address, len(into))
-
-    def write(self, pid: int, address: int, data: memoryview) -> None:
-        self._range(pid, address, len(data))[:] = data
 
 
 class Memory:

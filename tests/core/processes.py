@@ -1,0 +1,30 @@
+"""The consumers' own memory in the in-memory fabric: what cross-memory attach reaches."""
+
+from __future__ import annotations
+
+
+class Processes:
+    """The consumers' own memory, by pid: buffers at addresses (a ProcessMemory)."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, dict[int, bytearray]] = {}  # pid -> address -> bytes
+
+    def place(self, pid: int, address: int, data: bytes) -> None:
+        """Put a buffer of process ``pid`` at ``address`` (its malloc, say)."""
+        self.buffers.setdefault(pid, {})[address] = bytearray(data)
+
+    def remove(self, pid: int, address: int) -> None:
+        """The process freed (unmapped) the buffer at ``address``."""
+        del self.buffers[pid][address]
+
+    def _range(self, pid: int, address: int, length: int) -> memoryview:
+        for base, buf in self.buffers.get(pid, {}).items():
+            if base <= address and address + length <= base + len(buf):
+                return memoryview(buf)[address - base : address - base + length]
+        raise OSError(14, f"{address:#x}+{length} is not mapped in {pid}")
+
+    def read(self, pid: int, address: int, into: memoryview) -> None:
+        into[:] = self._range(pid, address, len(into))
+
+    def write(self, pid: int, address: int, data: memoryview) -> None:
+        self._range(pid, address, len(data))[:] = data
