@@ -35,6 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="HOST:PORT for peer daemons (port 0 picks a free one)",
     )
     p.add_argument(
+        "--advertise",
+        default="",
+        help="the address dat_ia_query and peers are given (default: the listen host, or for "
+        "0.0.0.0 the address of this host's name)",
+    )
+    p.add_argument(
         "--socket",
         default="/tmp/datfabric/fabricd.sock",
         help="unix socket path for local consumers",
@@ -76,6 +82,7 @@ async def run(args: argparse.Namespace) -> None:
         seed=args.seed,
         coherent=args.coherency == "coherent",
         heartbeat=(args.heartbeat_interval, args.heartbeat_timeout),
+        advertise=args.advertise,
     )
     await daemon.start()
     print(

@@ -234,6 +234,26 @@ class PeerStream(_Stream):
             self.nic.link_lost(self.link, reason)
 
 
+WILDCARDS = ("", "0.0.0.0", "::")
+
+
+def advertised(host: str) -> str:
+    """The address a node listening on ``host`` gives (dat_ia_query, the peer HELLO). A wildcard
+    names no host: then the address of this host's name (a container's own address on its
+    network), unless that is a loopback (Debian's /etc/hosts gives 127.0.1.1), then the source
+    address of the default route, else the loopback."""
+    if host not in WILDCARDS:
+        return host
+    with contextlib.suppress(OSError):
+        named = socket.gethostbyname(socket.gethostname())
+        if not named.startswith("127."):
+            return named
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # TEST-NET-1; a UDP connect sends nothing
+        return str(probe.getsockname()[0])
+    return "127.0.0.1"
+
+
 class Daemon:
     """One fabricd node: the NIC core plus its sockets (also the core's Shell)."""
 
@@ -247,9 +267,11 @@ class Daemon:
         seed: int | None = None,
         coherent: bool = True,
         heartbeat: tuple[float, float] = (1.0, 3.0),
+        advertise: str = "",
     ) -> None:
         self.name = name
         self.host = host
+        self.advertise = advertise or advertised(host)
         self.port = port
         self.socket_path = socket_path
         self.mapper = ShmMapper()
@@ -282,7 +304,7 @@ class Daemon:
             backlog=4096,
         )
         self.port = tcp.sockets[0].getsockname()[1]
-        self.nic.address = (self.host, self.port)
+        self.nic.address = (self.advertise, self.port)
         os.makedirs(os.path.dirname(self.socket_path) or ".", exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket_path)

@@ -28,69 +28,23 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.context import build_context, python_version
+from tools.steps import Missing, cache_dir, run, say, step
+
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
-WHEEL_DIR = ROOT / "build" / "wheels"  # the build context's only content (.dockerignore)
 IMAGE = "datfabric:local"
 PROJECT = "datfabric"
 SOCKET_DIR = "/run/datfabric"
 DEBIAN_SUITES = {(3, 11): "bookworm", (3, 13): "trixie"}  # Debian's python3 is what the wheels need
 DEBIAN_PACKAGES = ["python3", "python3-venv", "iproute2"]
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-REPRODUCIBLE = "315532800"  # SOURCE_DATE_EPOCH: same sources, same wheel, a cached image layer
 PROJECT_LABEL = "com.docker.compose.project"
 WORKLOAD_LABEL = "org.datfabric.project"  # on workload containers started beside a topology
-
-
-class Missing(RuntimeError):
-    """Something this machine lacks for running containers, said so a person can act on it."""
-
-
-def cache_dir() -> Path:
-    """Where wheels, the Debian base tarball, logs and state are kept between runs."""
-    if "DATFABRIC_CACHE" in os.environ:
-        return Path(os.environ["DATFABRIC_CACHE"])
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "datfabric"
-
-
-def say(text: str) -> None:
-    print(f"containers: {text}", flush=True)
-
-
-@contextlib.contextmanager
-def step(what: str) -> Iterator[None]:
-    """Print a step's name and, when it ends, how long it took."""
-    say(f"{what} ...")
-    started = time.monotonic()
-    yield
-    say(f"{what}: {time.monotonic() - started:.1f} s")
-
-
-def run(
-    argv: Sequence[str],
-    *,
-    check: bool = True,
-    timeout: float = 600,
-    env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run a command, capturing its output; a failure raises with what it printed."""
-    proc = subprocess.run(
-        list(argv),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=None if env is None else {**os.environ, **env},
-        stdin=subprocess.DEVNULL,
-    )
-    if check and proc.returncode != 0:
-        raise subprocess.CalledProcessError(proc.returncode, argv, proc.stdout, proc.stderr)
-    return proc
 
 
 def _works(argv: Sequence[str], timeout: float = 30) -> bool:
@@ -268,10 +222,6 @@ def find_engine(start: bool = True) -> Engine:
 # --- the image -------------------------------------------------------------------------------
 
 
-def python_version() -> tuple[int, int]:
-    return sys.version_info[0], sys.version_info[1]
-
-
 def stock_base() -> str:
     major, minor = python_version()
     return f"python:{major}.{minor}-slim"
@@ -361,30 +311,6 @@ def ensure_base(engine: Engine) -> str:
     return local
 
 
-def _dependencies() -> list[str]:
-    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    deps: list[str] = meta["project"]["dependencies"]
-    build: list[str] = meta["build-system"]["requires"]
-    return [*deps, *build, "wheel"]
-
-
-def build_wheels() -> list[Path]:
-    """The project's wheel and its dependencies' in build/wheels (dependencies cached)."""
-    cache = cache_dir() / "wheels" / "cp{}{}".format(*python_version())
-    cache.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(WHEEL_DIR, ignore_errors=True)
-    WHEEL_DIR.mkdir(parents=True)
-    shutil.rmtree(ROOT / "build" / "lib", ignore_errors=True)  # no stale modules in the wheel
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    offline = [*pip, "wheel", "--no-index", "--find-links", str(cache), "-w", str(WHEEL_DIR)]
-    env = {"SOURCE_DATE_EPOCH": REPRODUCIBLE}
-    if run([*offline, str(ROOT)], check=False, env=env).returncode != 0:
-        with step("pip wheel: the dependencies, into the cache"):
-            run([*pip, "wheel", "-w", str(cache), *_dependencies()], timeout=900)
-        run([*offline, str(ROOT)], env=env)
-    return sorted(WHEEL_DIR.glob("*.whl"))
-
-
 def image_id(engine: Engine, name: str) -> str | None:
     """The id of image ``name``, None when the engine has none by that name."""
     found = engine("image", "inspect", "--format", "{{.Id}}", name, check=False, timeout=60)
@@ -394,13 +320,13 @@ def image_id(engine: Engine, name: str) -> str | None:
 
 
 def build_image(engine: Engine, base: str) -> None:
-    """datfabric:local from build/wheels on ``base`` (no network inside the build).
+    """datfabric:local from the build context (tools.context) on ``base``, no network inside.
 
     The image it replaces (the sources changed) is removed: untagged, it would stay in the
     engine's store, one per change, until pruned. A container still using it keeps it.
     """
     with step(f"build {IMAGE} on {base}"):
-        build_wheels()
+        build_context()
         previous = image_id(engine, IMAGE)
         engine("build", "--network", "none", "--build-arg", f"BASE={base}", "-t", IMAGE, str(ROOT))
         if previous is not None and previous != image_id(engine, IMAGE):

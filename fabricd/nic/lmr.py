@@ -9,6 +9,8 @@ an LMR shares its parent's bytes with its own PZ and privileges.
 
 from __future__ import annotations
 
+import errno
+import logging
 from collections.abc import Callable
 
 from fabricd.memory import Lmr, MemoryRegistry
@@ -28,6 +30,12 @@ from proto.errors import (
 )
 from proto.schema import Empty
 from proto.segments import OWN_MEMORY, SHARED_PREFIX, shared_segment_name
+
+log = logging.getLogger("fabricd")
+NO_PTRACE = (
+    "the daemon needs ptrace permission over its consumers (the same user, or CAP_SYS_PTRACE "
+    "as docker-compose.yml grants its nodes)"
+)
 
 
 def pz(consumer: Consumer, handle: object) -> int:
@@ -133,6 +141,8 @@ class Registrations:
             )
         except OSError as err:
             msg = f"cannot reach {a.address:#x}+{a.length} of process {consumer.pid}: {err}"
+            if err.errno == errno.EPERM:  # the node's set-up, not the program: say so where seen
+                log.warning("%s: %s", msg, NO_PTRACE)
             raise DatInvalidParameter(Sub.INVALID_ARG3, msg) from None
 
     def _register_alias(

@@ -25,7 +25,7 @@ from fabricd.cli import build_parser as fabricd_parser
 from fabricd.launch import Node
 from tests.conftest import StartNode
 from tests.integration.netns import two_hosts, unavailable
-from tools.containers import WHEEL_DIR
+from tools.context import DEB_DIR, PROVIDER_DIR, WHEEL_DIR
 from tools.ctl import build_parser as ctl_parser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,7 +131,7 @@ def test_every_service_has_a_command() -> None:
     assert services
     for svc in services.values():
         assert svc.argv, f"{svc.name} has no command"
-        assert svc.program in {"fabricd", "fabricctl"}, f"{svc.name} runs {svc.program}"
+        assert svc.program in {"fabricd", "fabricctl", "dtest"}, f"{svc.name} runs {svc.program}"
 
 
 def test_nodes_parse_and_fit_their_volume() -> None:
@@ -195,6 +195,41 @@ def test_client_and_server_agree() -> None:
     assert peer_host == ipc_node(server), "the client must connect to the server's node"
     assert ipc_node(client) != peer_host, "client and server should be on different nodes"
     assert "demo-server" in client.depends_on
+
+
+def c_programs_of(services: dict[str, Service]) -> dict[str, Service]:
+    return {n: s for n, s in services.items() if s.argv and s.program == "dtest"}
+
+
+def test_the_dtest_pair_reaches_its_nodes_and_each_other() -> None:
+    """Debian's dtest in two workload containers: each a consumer of its node (IPC, socket), in
+    its node's network namespace (dtest's client asks the server's node for its address), the
+    client naming the server's node and starting once the server listens."""
+    _, services = load_compose()
+    nodes = nodes_of(services)
+    dtests = c_programs_of(services)
+    assert set(dtests) == {"dtest-server", "dtest-client"}
+    for name, svc in dtests.items():
+        node = ipc_node(svc)
+        assert svc.raw.get("network_mode") == f"service:{node}", f"{name}: not in {node}'s network"
+        assert svc.mounts.get(SOCKET_DIR) == nodes[node].mounts[SOCKET_DIR], name
+        assert svc.argv[1:3] == ["-P", "datfabric"], f"{name}: IA of the image's dat.conf"
+        assert svc.raw.get("profiles") == ["dtest"], f"{name}: started only when named"
+        assert node in svc.depends_on
+    server, client = dtests["dtest-server"], dtests["dtest-client"]
+    assert "-s" in server.argv
+    assert client.argv[client.argv.index("-h") + 1] == ipc_node(server)
+    assert ipc_node(client) != ipc_node(server)
+    assert client.raw["depends_on"]["dtest-server"] == {"condition": "service_healthy"}
+
+
+def test_nodes_may_reach_their_consumers_memory() -> None:
+    """A C program's registered memory is its own: the daemon reads and writes it by pid, so it
+    sees its consumers' processes and holds the capability to reach them."""
+    _, services = load_compose()
+    for name, svc in nodes_of(services).items():
+        assert svc.raw.get("pid") == "host", name
+        assert "SYS_PTRACE" in svc.raw.get("cap_add", []), name
 
 
 # --- the Dockerfile ----------------------------------------------------------------------------
@@ -276,17 +311,32 @@ def test_dockerfile_installs_wheels_only() -> None:
         for word, rest in instr
         if word in {"COPY", "ADD"}
     ]
-    assert copied == [["build/wheels"]], f"only the wheels go in, not {copied}"
+    made_here = [["build/debs"], ["build/wheels"], ["build/provider/libdatfabric.so"]]
+    assert copied == made_here, f"only what tools.context made goes in, not {copied}"
+    assert any(a.startswith("dpkg -i /tmp/debs/*.deb") for a in runs), "Debian's packages"
 
 
-def test_the_build_context_is_the_wheels() -> None:
+def test_c_programs_find_the_provider() -> None:
+    """The image's dat.conf, named by DAT_OVERRIDE, is what `fabricctl dat-conf` writes for the
+    node socket every container mounts, with the library where the image puts it."""
+    instr = dockerfile_instructions()
+    envs = dict(a.split("=", 1) for w, a in instr if w == "ENV")
+    runs = [shlex.split(a) for w, a in instr if w == "RUN" and a.startswith("fabricctl dat-conf")]
+    assert len(runs) == 1
+    args = ctl_args(Service("image", {}, runs[0]))
+    library = next(a.split()[-1] for w, a in instr if w == "COPY" and "libdatfabric.so" in a)
+    assert args.library == library and args.socket == f"{SOCKET_DIR}/fabricd.sock"
+    assert envs["DAT_OVERRIDE"] == args.output
+
+
+def test_the_build_context_is_what_tools_context_makes() -> None:
     ignore = [
         line.strip()
         for line in (ROOT / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
-    assert ignore == ["*", "!build/wheels/"]
-    assert WHEEL_DIR == ROOT / "build" / "wheels", "where tools.containers puts the wheels"
+    made = [WHEEL_DIR, DEB_DIR, PROVIDER_DIR]
+    assert ignore == ["*", *(f"!{d.relative_to(ROOT)}/" for d in made)]
 
 
 # --- the same topology, for real -----------------------------------------------------------------

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tools import containers
+from tools import containers, context
 from tools.containers import IMAGE, Engine
+from tools.steps import Missing
 
 
 class ScriptedEngine(Engine):
@@ -36,7 +37,7 @@ class ScriptedEngine(Engine):
 
 @pytest.fixture(autouse=True)
 def no_wheels(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(containers, "build_wheels", lambda: [])
+    monkeypatch.setattr(containers, "build_context", lambda: None)
 
 
 def removed(engine: ScriptedEngine) -> list[tuple[str, ...]]:
@@ -75,3 +76,14 @@ def test_the_debian_mirror_is_one_apt_reads(
     assert containers.debian_mirror(tmp_path) == "http://mirror.example/debian"
     (parts / "debian.sources").unlink()
     assert containers.debian_mirror(tmp_path) == containers.DEFAULT_MIRROR
+
+
+def test_the_debian_release_is_the_hosts(tmp_path: Path) -> None:
+    release = tmp_path / "os-release"
+    release.write_text('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nVERSION_CODENAME=bookworm\n')
+    assert context.host_suite(release) == "bookworm"
+    release.write_text('NAME="Alpine Linux"\n')
+    with pytest.raises(Missing, match="names no release"):
+        context.host_suite(release)
+    with pytest.raises(Missing):
+        context.host_suite(tmp_path / "absent")
