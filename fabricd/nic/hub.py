@@ -32,7 +32,15 @@ from fabricd.nic.objects import (
     SharedRegion,
     Shell,
 )
-from fabricd.nic.queues import RQ_OPCODES, SQ_OPCODES, Queues, doorbell, set_polling, take
+from fabricd.nic.queues import (
+    RQ_OPCODES,
+    SQ_OPCODES,
+    Queues,
+    doorbell,
+    set_polling,
+    take,
+    watch,
+)
 from fabricd.nic.rmr import Windows
 from fabricd.nic.target import Target
 from fabricd.nic.wire import Wire
@@ -213,7 +221,7 @@ class Nic:
         elif frame.type == FrameType.DOORBELL:
             self._doorbell(consumer, frame.fields[0])
         elif frame.type == FrameType.CALL:
-            for ep in list(consumer.eps.values()):  # a call never overtakes a post
+            for ep in list(consumer.polled.values()):  # a call never overtakes a post
                 self._drain(ep)
             self._call(consumer, frame.fields)
         else:
@@ -244,13 +252,15 @@ class Nic:
             log.info("consumer %s rang the doorbell of no EP %r", consumer.name, handle)
             return
         doorbell(ep)
+        self.memory.fence()  # HEARD, then the look: a driver that saw HEARD old rang nothing
         self._drain(ep)
 
     def _drain(self, ep: Ep) -> None:
         """Take every WQE the driver published on the EP's queues, in order. Having taken
         some, the daemon polls the EP (POLL 1, so posts ring no doorbell) until a look at the
         end of a loop turn finds nothing new; then it clears POLL, fences, and looks once more
-        (a driver that still saw POLL 1 rang no doorbell)."""
+        (a driver that still saw POLL 1 rang no doorbell). The same last look takes an EP whose
+        POLL was cleared without one (it left CONNECTED) out of the consumer's polled EPs."""
         q = ep.queues
         while q is not None:
             taken = 0
@@ -266,15 +276,17 @@ class Nic:
                 self.target.post_recv(ep, wqe.cookie, wqe.flags, wqe.segments)
                 taken += 1
             if taken:
-                set_polling(q, True)
+                watch(ep, q)
                 if not q.repoll:
                     q.repoll = True
                     self.shell.call_soon(lambda: self._poll(ep))
                 return
-            if not set_polling(q, False):
-                return
+            set_polling(q, False)
+            if ep.handle not in ep.consumer.polled:
+                return  # not polled: a doorbell covers every post since its last empty look
             self.memory.fence()
             if not (q.sq.available() or q.rq.available()):
+                del ep.consumer.polled[ep.handle]
                 return
             q = ep.queues
 

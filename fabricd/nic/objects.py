@@ -74,6 +74,7 @@ class Consumer:
     psps: dict[int, Listener] = field(default_factory=dict)
     crs: dict[int, Cr] = field(default_factory=dict)
     evds: dict[int, EventQueue] = field(default_factory=dict)
+    polled: dict[int, Ep] = field(default_factory=dict)  # looked at before each call
     closed: bool = False
     pid: int = 0  # the process that opened the IA (its own memory can be registered)
 

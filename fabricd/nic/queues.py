@@ -1,10 +1,10 @@
 """The work queues of the host interface (docs/host-interface.md): an EP's send and receive
 queue in a shared-memory segment the daemon creates with the EP and the driver maps.
 
-The daemon is the consumer of both rings: it takes WQEs on a doorbell (or before any call of
-the IA, so a call never overtakes a post), publishes how many completed and the EP's state, and
-trusts nothing it reads: a ring index or WQE that breaks the rules is a RingError, which closes
-that IA.
+The daemon is the consumer of both rings: it takes WQEs on a doorbell (and, before any call of
+the IA, from the EPs it polls, so a call never overtakes a post), publishes how many completed
+and the EP's state, and trusts nothing it reads: a ring index or WQE that breaks the rules is a
+RingError, which closes that IA.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ class Queues:
     def detach(self, ep: Ep) -> None:
         """The EP is gone: unmap and remove its segment."""
         queues, ep.queues = ep.queues, None
+        ep.consumer.polled.pop(ep.handle, None)
         if queues is not None:
             self.memory.unmap_segment(queues.segment)
             self.memory.remove_segment(queues.segment)
@@ -76,6 +77,15 @@ def publish_state(ep: Ep) -> None:
         ep.queues.sq.set_word(Word.STATE, ep.state)
         if ep.state != S.CONNECTED:
             set_polling(ep.queues, False)
+
+
+def watch(ep: Ep, q: WorkQueues) -> None:
+    """WQEs of the EP were taken: POLL 1, and the EP joins its consumer's polled EPs. Only
+    those can hold WQEs no doorbell announced (a driver skips it when it sees POLL 1; one in
+    flight is handled before any later frame), so a call drains just them. An EP leaves the set
+    when a look after POLL 0 and the full barrier finds nothing, or with its queues."""
+    set_polling(q, True)
+    ep.consumer.polled[ep.handle] = ep
 
 
 def set_polling(q: WorkQueues, on: bool) -> bool:

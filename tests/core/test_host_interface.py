@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from fabricd.nic.objects import Ep
 from proto.codec import encode
 from proto.constants import CloseFlags, Dtos, EpState
 from proto.constants import DtoCompletionStatus as St
@@ -81,13 +82,76 @@ def test_a_doorbell_in_flight_is_not_kicked_again() -> None:
     assert a.log() == [(DTO, 1, OK, 64)]
 
 
+def _polled(s: Side, peer: Side) -> Ring:
+    """Post a write and let the daemon take its doorbell, not yet its end-of-turn look: it
+    polls the EP (POLL 1). Returns the SQ."""
+    sq, _ = _rings(s)
+    s.c.send(_write(s, peer, 1))
+    assert sq.word(Word.POLL) == 1
+    return sq
+
+
 def test_a_call_never_overtakes_a_post() -> None:
+    """A post while the daemon polls the EP rings no doorbell; a call right behind it still
+    finds the WQE taken first."""
     fabric, a, b = pair()
-    _write(a, b, 1)  # no doorbell sent
+    sq = _polled(a, b)
+    assert _write(a, b, 2) == b"", "POLL 1: no doorbell"
+    assert sq.space() == sq.entries - 1
     # graceful: it waits for what was posted before it, so the write must have been taken first
-    a.c.call(a.c.core.ep_disconnect(a.ep, CloseFlags.GRACEFUL))
+    a.c.call(a.c.core.ep_disconnect(a.ep, CloseFlags.GRACEFUL), run=False)
+    assert sq.space() == sq.entries, "taken before the call ran"
     fabric.run()
-    assert a.log() == [(DTO, 1, OK, 64), (E.CONNECTION_EVENT_DISCONNECTED, b"")]
+    assert a.log() == [(DTO, 1, OK, 64), (DTO, 2, OK, 64), (E.CONNECTION_EVENT_DISCONNECTED, b"")]
+
+
+def test_an_ep_that_stops_being_polled_without_a_look_is_drained_by_the_next_call() -> None:
+    """The EP left CONNECTED (POLL 0, stored with no look after it) just as the driver, having
+    seen CONNECTED and POLL 1, published a WQE and rang nothing: the next call takes it."""
+    fabric, a, b = pair()
+    sq = _polled(a, b)
+    nic, consumer = a.c.node.nic, a.c.state
+    assert consumer is not None and a.ep in consumer.polled
+    nic.eps.broken(consumer.eps[a.ep])
+    assert sq.word(Word.POLL) == 0
+    local, remote = (a.address, 64, a.lmr.lmr_context), (b.address, 64, b.lmr.rmr_context)
+    write_wqe(sq, Opcode.RDMA_WRITE, 0, 2, [local], remote)
+    sq.publish()
+    a.c.call(a.c.core.pz_create(), run=False)
+    assert sq.space() == sq.entries, "the call took it first"
+    fabric.run()
+    assert (DTO, 2, St.DTO_ERR_FLUSHED, 0) in a.log()
+    a.c.call(a.c.core.pz_create())
+    assert a.ep not in consumer.polled, "an empty look after POLL 0 ends its place"
+
+
+def _drains_for_one_call(idle: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many EPs the daemon looks at before one call of an IA with ``idle`` idle EPs
+    besides one it polls."""
+    _, a, b = pair()
+    for _ in range(idle):
+        a.c.call(a.c.core.ep_create(a.pz, a.evd, a.evd, a.evd, None))
+    _polled(a, b)
+    nic, looked = a.c.node.nic, list[int]()
+    drain = nic._drain
+
+    def counted(ep: Ep) -> None:
+        looked.append(ep.handle)
+        drain(ep)
+
+    monkeypatch.setattr(nic, "_drain", counted)
+    a.c.call(a.c.core.pz_create(), run=False)
+    monkeypatch.undo()
+    return len(looked)
+
+
+def test_a_call_looks_at_the_eps_the_daemon_polls_not_the_idle_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every other EP's posts rang a doorbell (or rode one in flight) that came before the
+    call: a call costs nothing per idle EP (dtestcm -c 1000 opens 1000 in one IA)."""
+    assert _drains_for_one_call(0, monkeypatch) == 1
+    assert _drains_for_one_call(64, monkeypatch) == 1
 
 
 def test_the_daemon_publishes_state_completions_and_doorbells() -> None:
