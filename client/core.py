@@ -953,9 +953,9 @@ class ClientCore:
 
     def kick(self) -> bytes:
         """Doorbells for every EP whose queues hold WQEs the daemon has not taken although it
-        has taken every doorbell (so none is coming), at most one per new WQE: a driver sends
-        these before it blocks or finds an EVD empty, so a doorbell skipped in a race of the two
-        sides' stores is always made good."""
+        has taken every doorbell (so none is coming) and does not poll it, at most one per new
+        WQE: a driver sends these before it blocks or finds an EVD empty, so a doorbell skipped
+        in a race of the two sides' stores is always made good."""
         out = []
         for ep in self.eps.values():
             if ep.sq is None or ep.rq is None:
@@ -965,6 +965,7 @@ class ClientCore:
             if (
                 mark != ep.kicked
                 and not in_flight
+                and not ep.sq.word(Word.POLL)  # a polling daemon looks again without one
                 and (ep.sq.space() < ep.sq.entries or ep.rq.space() < ep.rq.entries)
             ):
                 ep.kicked = mark

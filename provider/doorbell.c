@@ -52,8 +52,9 @@ void df_ep_ring(struct df_ep *ep)
 }
 
 /* Before a wait, or when an EVD is found empty: one doorbell for each EP whose queues hold
- * WQEs the daemon has not taken although no doorbell is in flight, at most once per new
- * producer index. */
+ * WQEs the daemon has not taken although no doorbell is in flight and it does not poll the EP,
+ * at most once per new producer index. (A daemon that polls looks again without one: it
+ * clears POLL only before a last look behind a full barrier.) */
 void df_ia_kick(struct df_ia *ia)
 {
 	if (ia->chan.dead || ia->broken)
@@ -63,7 +64,8 @@ void df_ia_kick(struct df_ia *ia)
 			continue;
 		struct df_ep *ep = (struct df_ep *)o;
 		if (!ep->wq || (ep->sq.mine == ep->kicked_sq && ep->rq.mine == ep->kicked_rq) ||
-		    in_flight(ep))
+		    in_flight(ep) ||
+		    atomic_load_explicit(&ep->sq.hdr->cons_words[DF_WQ_POLL], memory_order_acquire))
 			continue;
 		if (df_ring_space(&ep->sq) == ep->sq.entries &&
 		    df_ring_space(&ep->rq) == ep->rq.entries)

@@ -3,6 +3,7 @@
  * The driver-side state of every EVD of an IA is guarded by the IA's channel lock. Entries keep
  * their slots until the program takes them (dat_evd_dequeue, dat_evd_wait), so the ring holds
  * exactly the events not yet handed out; ``scanned`` counts how far their flags were read. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -233,6 +234,8 @@ DAT_RETURN df_evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event)
 	else
 		df_ia_kick(evd->obj.ia); /* empty: no post of ours may be stranded (section 5) */
 	pthread_mutex_unlock(&ch->lock);
+	if (ret == DAT_QUEUE_EMPTY)
+		sched_yield(); /* a program polling us holds a CPU the daemons (the NIC) may need */
 	return ret;
 }
 

@@ -251,9 +251,12 @@ class Nic:
         if ep is None:  # freed since: its queues went with it
             log.info("consumer %s rang the doorbell of no EP %r", consumer.name, handle)
             return
+        self._drain(ep)  # first what it announced: a driver that sees HEARD sees them taken
         doorbell(ep)
-        self.memory.fence()  # HEARD, then the look: a driver that saw HEARD old rang nothing
-        self._drain(ep)
+        self.memory.fence()  # HEARD, then a look: a driver that saw HEARD old rang nothing
+        q = ep.queues
+        if q is not None and (q.sq.available() or q.rq.available()):
+            self._drain(ep)
 
     def _drain(self, ep: Ep) -> None:
         """Take every WQE the driver published on the EP's queues, in order. Having taken

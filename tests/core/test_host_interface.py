@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from fabricd.nic import hub
 from fabricd.nic.objects import Ep
+from fabricd.nic.queues import doorbell as heard
 from proto.codec import encode
 from proto.constants import CloseFlags, Dtos, EpState
 from proto.constants import DtoCompletionStatus as St
@@ -89,6 +91,41 @@ def _polled(s: Side, peer: Side) -> Ring:
     s.c.send(_write(s, peer, 1))
     assert sq.word(Word.POLL) == 1
     return sq
+
+
+def test_a_doorbell_is_counted_heard_once_what_it_announced_is_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HEARD moves after the WQEs before the doorbell are taken: a driver that sees the doorbell
+    heard never finds its posts untaken (and kicks for nothing, as a polling program would on
+    every empty dequeue in between)."""
+    fabric, a, b = pair()
+    sq, _ = _rings(a)
+    seen: list[int] = []
+
+    def counting(ep: Ep) -> None:
+        seen.append(sq.space())
+        heard(ep)
+
+    monkeypatch.setattr(hub, "doorbell", counting)
+    doorbell = _write(a, b, 1)
+    doorbell += b"".join(_write(a, b, cookie, at=64 * cookie) for cookie in (2, 3))
+    a.c.send(doorbell)
+    assert seen == [sq.entries], "all three taken before HEARD"
+    assert a.c.core.kick() == b""
+    fabric.run()
+    assert a.log() == [(DTO, cookie, OK, 64) for cookie in (1, 2, 3)]
+
+
+def test_no_kick_while_the_daemon_polls_the_ep() -> None:
+    """A post while POLL is 1 rings nothing, and the kick before a wait adds nothing either:
+    the daemon looks again by itself."""
+    fabric, a, b = pair()
+    _polled(a, b)
+    assert _write(a, b, 2) == b""
+    assert a.c.core.kick() == b"", "the daemon polls: no doorbell needed"
+    fabric.run()
+    assert a.log() == [(DTO, 1, OK, 64), (DTO, 2, OK, 64)]
 
 
 def test_a_call_never_overtakes_a_post() -> None:
