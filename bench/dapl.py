@@ -38,7 +38,7 @@ class Case:
 
 CASES = (
     Case("RW 4 B, pipeline 1", 4, 1, 3000, ("--mode", "lat", "--size", "4")),
-    Case("RW 64 KiB, pipeline 16", 65536, 16, 1000, ("--mode", "bw", "--size", "65536")),
+    Case("RW 64 KiB, pipeline 16", 65536, 16, 20000, ("--mode", "bw", "--size", "65536")),
 )
 
 
