@@ -47,10 +47,10 @@ container-deps:
 	  else echo "container-deps: not root or no apt-get ($$pkgs missing); container tests will skip"; fi; \
 	fi
 
-containers: $(STAMP) container-deps
+containers: $(STAMP) system-deps container-deps
 	$(VENV)/bin/python -m tools.containers demo
 
-containers-up: $(STAMP) container-deps
+containers-up: $(STAMP) system-deps container-deps
 	$(VENV)/bin/python -m tools.containers up
 
 containers-down: $(STAMP)
