@@ -44,6 +44,8 @@ def _transfer(name: str, pid: int, address: int, buf: memoryview) -> None:
     length = len(buf)
     if not length:
         return
+    if buf.readonly:  # only written from: ctypes takes the address of writable buffers alone
+        buf = memoryview(bytearray(buf))
     base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
     fn = _CALLS[name]
     done = 0

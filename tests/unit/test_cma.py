@@ -1,0 +1,99 @@
+"""fabricd.cma (CrossMemory): process_vm_readv/writev through ctypes, on this process and a
+child: every byte moved, partial transfers, a process that is gone."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fabricd.cma import CrossMemory
+
+PAGE = mmap.PAGESIZE
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+    libc.mmap.argtypes += [ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return libc
+
+
+def test_read_and_write_move_every_byte() -> None:
+    source = ctypes.create_string_buffer(bytes(range(256)) * 64)
+    mirror = memoryview(bytearray(len(source.raw)))
+    cma = CrossMemory()
+    cma.read(os.getpid(), ctypes.addressof(source), mirror)
+    assert bytes(mirror) == source.raw
+    mirror[:] = b"\x5a" * len(mirror)
+    cma.write(os.getpid(), ctypes.addressof(source) + 100, mirror[100:200])
+    assert source.raw[100:200] == b"\x5a" * 100 and source.raw[99] == 99
+
+
+def test_a_read_only_buffer_can_be_written_from() -> None:
+    target = ctypes.create_string_buffer(8)
+    CrossMemory().write(os.getpid(), ctypes.addressof(target), memoryview(b"readonly"))
+    assert target.raw == b"readonly"
+
+
+def test_a_range_running_into_an_unmapped_page_is_efault_after_the_part_that_moved() -> None:
+    """The kernel moves the mapped part and stops (a partial transfer); the rest is asked for
+    again and fails: EFAULT, with the mapped part already copied."""
+    libc = _libc()
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    base = libc.mmap(None, 2 * PAGE, mmap.PROT_READ | mmap.PROT_WRITE, flags, -1, 0)
+    assert base not in (None, ctypes.c_void_p(-1).value)
+    try:
+        assert libc.munmap(base + PAGE, PAGE) == 0
+        ctypes.memset(base + PAGE - 16, 0x77, 16)
+        mirror = memoryview(bytearray(32))
+        with pytest.raises(OSError) as fault:
+            CrossMemory().read(os.getpid(), base + PAGE - 16, mirror)
+        assert fault.value.errno == errno.EFAULT
+        assert bytes(mirror) == b"\x77" * 16 + bytes(16)
+        with pytest.raises(OSError) as fault:
+            CrossMemory().write(os.getpid(), base + PAGE, memoryview(bytearray(1)))
+        assert fault.value.errno == errno.EFAULT
+    finally:
+        libc.munmap(base, PAGE)
+
+
+def test_a_process_that_is_gone_is_esrch() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    with pytest.raises(OSError) as gone:
+        CrossMemory().read(child.pid, 0x1000, memoryview(bytearray(1)))
+    assert gone.value.errno == errno.ESRCH
+
+
+def test_another_process_is_reached() -> None:
+    """A child prints the address of its buffer; we change it, it prints what it holds."""
+    code = (
+        "import ctypes,sys; b=ctypes.create_string_buffer(b'before', 16);"
+        "print(ctypes.addressof(b), flush=True); sys.stdin.readline(); print(b.value.decode())"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None and child.stdin is not None
+    try:
+        address = int(child.stdout.readline())
+        seen = memoryview(bytearray(6))
+        CrossMemory().read(child.pid, address, seen)
+        assert bytes(seen) == b"before"
+        CrossMemory().write(child.pid, address, memoryview(b"after\0"))
+        child.stdin.write("\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "after"
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+        child.stdin.close()
