@@ -1,6 +1,6 @@
 """Run the compose topology (docker-compose.yml) on whatever container engine this machine has.
 
-    python -m tools.containers demo   # image, topology, the demo across it, down (make containers)
+    python -m tools.containers demo   # image, topology, the demo and dtest, down (make containers)
     python -m tools.containers up     # image and topology, left running (make containers-up)
     python -m tools.containers down   # the topology gone, the engine stopped if started here
     python -m tools.containers image  # only the image (datfabric:local)
@@ -10,7 +10,8 @@ again when done, by `demo` and `down`); else podman. Compose: `docker compose`, 
 `podman compose` or `podman-compose`. When none fits, it says what is missing and exits 2.
 
 The image builds with nothing fetched inside the build: the project and its dependencies are
-wheels made here on the host (`pip wheel`, kept in a cache directory between runs), and the base
+wheels made here on the host, Debian's C DAT programs .deb files fetched here, the C provider
+built here (tools/context.py; the downloads kept in a cache directory between runs), and the base
 image is the stock Python image when a registry gives it, else one made from Debian's archive
 with debootstrap and `docker import` (also kept, as a tarball, for when the engine's store is
 wiped). Every step prints how long it took.
