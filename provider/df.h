@@ -67,6 +67,7 @@ struct df_ia {
 	struct df_obj *children;
 	bool catastrophic_told; /* IA_CATASTROPHIC was handed out on the async EVD */
 	bool broken; /* the daemon broke a ring or an entry: no ring of it is read again */
+	bool unkicked; /* posted to since a kick found every queue taken (doorbell.c) */
 	DAT_SOCK_ADDR6 address; /* the node's TCP address, as dat_ia_query reports it */
 	struct df_reply *attrs; /* the daemon's ia_query reply, asked at dat_ia_open */
 };
