@@ -19,8 +19,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from bench.compare import RunError
 from bench.report import bench
+from bench.ucx import RunError
 from fabricd.launch import Node, free_port, start_node
 from tools.datconf import LIBRARY, lines
 

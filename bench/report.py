@@ -14,8 +14,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from bench.compare import RunError, run_ucx
 from bench.limits import measure
+from bench.ucx import RunError, run_ucx
 
 MiB = 1 << 20
 

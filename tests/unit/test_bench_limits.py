@@ -1,4 +1,4 @@
-"""Smoke tests of bench.limits (real helper processes) and of bench.compare's ucx parser."""
+"""Smoke tests of bench.limits (real helper processes) and of bench.ucx's parser."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from bench.compare import UCX_MB, parse_ucx, run_ucx
 from bench.limits import Limits, measure
+from bench.ucx import UCX_MB, parse_ucx, run_ucx
 
 # Captured on this machine (UCX 1.13, UCX_TLS=tcp UCX_NET_DEVICES=lo):
 # `ucx_perftest 127.0.0.1 -p P -t ucp_get -s 4096 -n 1000` (no -f: a progress row, then Final).
