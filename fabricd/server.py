@@ -279,7 +279,7 @@ class Daemon:
         rng = random.Random(seed if seed is not None else int.from_bytes(os.urandom(8), "big"))
         self.nic = Nic(
             name,
-            (host, port),
+            (self.advertise, port),
             self,
             self.mapper,
             lambda: rng.getrandbits(32),

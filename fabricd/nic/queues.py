@@ -88,14 +88,11 @@ def watch(ep: Ep, q: WorkQueues) -> None:
     ep.consumer.polled[ep.handle] = ep
 
 
-def set_polling(q: WorkQueues, on: bool) -> bool:
-    """Say whether the daemon will look at the queues again without a doorbell (POLL);
-    True when the word changed."""
-    if q.polling == on:
-        return False
-    q.polling = on
-    q.sq.set_word(Word.POLL, int(on))
-    return True
+def set_polling(q: WorkQueues, on: bool) -> None:
+    """Say whether the daemon will look at the queues again without a doorbell (POLL)."""
+    if q.polling != on:
+        q.polling = on
+        q.sq.set_word(Word.POLL, int(on))
 
 
 def retired(ep: Ep, receive: bool, count: int = 1) -> None:

@@ -27,13 +27,12 @@ def local_views(
         return lmr.region
 
     used = check_local_iov(iov, lookup, ep.pz, need, 1 << 16)
-    spans: list[Span] = []
-    if any(lmr.pid for lmr in found):
-        spans = [(lmr, a, n) for lmr, (_, a, n) in zip(found, used, strict=True)]
-    if len(used) == 1:
-        _, address, length = used[0]
-        return [found[0].local(address, length)], length, spans
-    views = [lmr.local(a, n) for lmr, (_, a, n) in zip(found, used, strict=True)]
+    if len(used) == 1:  # the common post: no generator, no zip
+        lmr, (_, address, length) = found[0], used[0]
+        return [lmr.local(address, length)], length, [(lmr, address, length)] if lmr.pid else []
+    pairs = list(zip(found, used, strict=True))
+    views = [lmr.local(a, n) for lmr, (_, a, n) in pairs]
+    spans = [(lmr, a, n) for lmr, (_, a, n) in pairs] if any(lmr.pid for lmr in found) else []
     return views, sum(n for _, _, n in used), spans
 
 
