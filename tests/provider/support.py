@@ -11,7 +11,14 @@ from pathlib import Path
 
 from fabricd.launch import Node, free_port
 from tests.conftest import StartNode
-from tests.provider.test_provider import conf
+from tools.datconf import lines
+
+
+def conf(tmp_path: Path, socket: str, library: Path) -> dict[str, str]:
+    """The environment of a C program that opens IA ``df`` on the node at ``socket``."""
+    path = tmp_path / "dat.conf"
+    path.write_text(lines("df", socket, library))
+    return {**os.environ, "DAT_OVERRIDE": str(path)}
 
 
 @contextmanager

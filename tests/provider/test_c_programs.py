@@ -12,9 +12,6 @@ from proto.constants import CloseFlags, EventNumber, MemPriv, MemType
 from tests.conftest import StartNode
 from tests.integration.flows import WAIT_US, wait_event
 from tests.provider.support import envs_for, line, loopback_pair, popen, programs, say
-from tests.provider.test_provider import build
-
-__all__ = ["build"]  # the module fixture, shared
 
 DISCONNECTED = 0x4005  # DAT_CONNECTION_EVENT_DISCONNECTED
 BROKEN = 0x4006  # DAT_CONNECTION_EVENT_BROKEN

@@ -15,9 +15,6 @@ import pytest
 
 from fabricd.launch import Node, free_port, start_node
 from tests.provider.support import envs_for
-from tests.provider.test_provider import build
-
-__all__ = ["build"]
 
 pytestmark = pytest.mark.skipif(
     shutil.which("dapltest") is None, reason="dapltest (Debian's dapl2-utils) is not installed"

@@ -18,9 +18,6 @@ import pytest
 from tests.conftest import StartNode
 from tests.integration import netns
 from tests.provider.support import envs_for, loopback_pair, run_pair
-from tests.provider.test_provider import build
-
-__all__ = ["build"]  # the module fixture, shared
 
 pytestmark = pytest.mark.skipif(
     shutil.which("dtest") is None or shutil.which("dtestcm") is None,

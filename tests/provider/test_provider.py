@@ -10,45 +10,13 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from fabricd.launch import free_port
 from tests.conftest import StartNode
-from tools.datconf import ROOT, lines
-
-PROVIDER = ROOT / "provider"
-NEEDS = {
-    "a C compiler (cc)": shutil.which("cc") is not None,
-    "make": shutil.which("make") is not None,
-    "the DAT 2.0 headers (libdapl-dev)": Path("/usr/include/dat2/udat.h").exists(),
-    "msgpack for C (libmsgpack-dev)": Path("/usr/include/msgpack.h").exists(),
-}
-
-
-@pytest.fixture(scope="module")
-def build() -> Iterator[Path]:
-    """Build the provider and its tests, plain and sanitized (skip if the machine cannot)."""
-    missing = [what for what, present in NEEDS.items() if not present]
-    if missing:
-        pytest.skip(f"cannot build the C provider without {', '.join(missing)}")
-    done = subprocess.run(
-        ["make", "-s", "-C", str(PROVIDER), "all", "sanitize"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    yield PROVIDER / "build"
-
-
-def conf(tmp_path: Path, socket: str, library: Path) -> dict[str, str]:
-    """The environment of a C program that opens IA ``df`` on the node at ``socket``."""
-    path = tmp_path / "dat.conf"
-    path.write_text(lines("df", socket, library))
-    return {**os.environ, "DAT_OVERRIDE": str(path)}
+from tests.provider.support import conf, loopback_pair
+from tools.datconf import lines
 
 
 def passes(args: list[str], env: dict[str, str], timeout: float = 180) -> None:
@@ -97,14 +65,12 @@ def test_connection_management(
     reject with private data, no listener (NON_PEER_REJECTED), no daemon (UNREACHABLE), psp_free
     with a request pending, RSP, a PROVIDER PSP's EP, psp_create_any, an EP freed with its event
     queued, every call's argument errors, and four threads connecting at once."""
-    port = free_port("127.0.0.1", "127.0.0.2")
-    a = start("cm-a", host="127.0.0.1", port=port)
-    b = start("cm-b", host="127.0.0.2", port=port)
     where = build if variant == "plain" else build / "asan"
     library = where / "libdatfabric.so"
     path = tmp_path / "dat.conf"
-    path.write_text(lines("dfa", a.socket, library) + lines("dfb", b.socket, library))
-    passes([str(where / program), "dfa", "dfb"], {**os.environ, "DAT_OVERRIDE": str(path)})
+    with loopback_pair(start, tmp_path) as (a, b, _):
+        path.write_text(lines("dfa", a.socket, library) + lines("dfb", b.socket, library))
+        passes([str(where / program), "dfa", "dfb"], {**os.environ, "DAT_OVERRIDE": str(path)})
 
 
 def test_no_daemon_at_the_socket_is_provider_not_found(build: Path, tmp_path: Path) -> None:
