@@ -285,3 +285,23 @@ void df_chan_close(struct df_chan *ch)
 	pthread_mutex_destroy(&ch->lock);
 	pthread_mutex_destroy(&ch->write_lock);
 }
+
+/* Deadlines of the timed waits (dat_evd_wait, dat_cno_wait), on the monotonic clock. */
+void df_deadline_after(struct timespec *ts, DAT_TIMEOUT us)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += (time_t)(us / 1000000u);
+	ts->tv_nsec += (long)(us % 1000000u) * 1000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
+bool df_deadline_passed(const struct timespec *deadline)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > deadline->tv_sec ||
+	       (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
+}

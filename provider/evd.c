@@ -239,25 +239,6 @@ DAT_RETURN df_evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event)
 	return ret;
 }
 
-void df_deadline_after(struct timespec *ts, DAT_TIMEOUT us)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += (time_t)(us / 1000000u);
-	ts->tv_nsec += (long)(us % 1000000u) * 1000;
-	if (ts->tv_nsec >= 1000000000) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000;
-	}
-}
-
-bool df_deadline_passed(const struct timespec *deadline)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > deadline->tv_sec ||
-	       (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
-}
-
 /* Would a waiter for ``threshold`` events wake, with ``n`` queued? Only if one of them is a
  * notification: an UNSIGNALLED completion wakes nobody. */
 static bool ready(const struct df_evd *evd, int64_t n, DAT_COUNT threshold)
