@@ -122,6 +122,20 @@ DAT_RETURN df_result_u64(const struct df_reply *r, uint32_t i, uint64_t *value)
 	return DAT_SUCCESS;
 }
 
+/* A call whose reply is one unsigned integer (a new object's handle, an RMR context, an event
+ * queue's size): the call, that field, the reply freed. */
+DAT_RETURN df_call_u64(struct df_ia *ia, const char *method, df_pack_fn pack, const void *arg,
+		       uint64_t *value)
+{
+	struct df_reply *r = NULL;
+	DAT_RETURN ret = df_call(ia, method, pack, arg, &r);
+	if (ret != DAT_SUCCESS)
+		return ret;
+	ret = df_result_u64(r, 0, value);
+	df_reply_free(r);
+	return ret;
+}
+
 const msgpack_object *df_map_get(const msgpack_object *map, const char *key)
 {
 	if (map->type != MSGPACK_OBJECT_MAP)

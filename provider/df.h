@@ -219,6 +219,8 @@ void df_chan_drain(struct df_chan *ch);
 void df_chan_kill(struct df_chan *ch, const char *reason);
 bool df_chan_dead(struct df_chan *ch);
 DAT_RETURN df_result_u64(const struct df_reply *r, uint32_t index, uint64_t *value);
+DAT_RETURN df_call_u64(struct df_ia *ia, const char *method, df_pack_fn pack, const void *arg,
+		       uint64_t *value);
 const msgpack_object *df_map_get(const msgpack_object *map, const char *key);
 
 /* objects.c */

@@ -59,13 +59,8 @@ DAT_RETURN df_evd_make(struct df_ia *ia, DAT_COUNT qlen, DAT_EVD_FLAGS flags, ui
 	evd->qlen = qlen;
 	evd->flags = flags;
 	evd->enabled = evd->waitable = true;
-	struct df_reply *r = NULL;
 	uint64_t entries = 0;
-	DAT_RETURN ret = df_call(ia, "evd_create", pack_evd_create, evd, &r);
-	if (ret == DAT_SUCCESS) {
-		ret = df_result_u64(r, 0, &entries);
-		df_reply_free(r);
-	}
+	DAT_RETURN ret = df_call_u64(ia, "evd_create", pack_evd_create, evd, &entries);
 	if (ret == DAT_SUCCESS)
 		ret = map_queue(evd, entries);
 	if (ret != DAT_SUCCESS) {

@@ -8,13 +8,8 @@ DAT_RETURN df_pz_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE *pz_handle)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
 	if (!pz_handle)
 		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-	struct df_reply *r = NULL;
 	uint64_t handle = 0;
-	DAT_RETURN ret = df_call(ia, "pz_create", NULL, NULL, &r);
-	if (ret != DAT_SUCCESS)
-		return ret;
-	ret = df_result_u64(r, 0, &handle);
-	df_reply_free(r);
+	DAT_RETURN ret = df_call_u64(ia, "pz_create", NULL, NULL, &handle);
 	if (ret != DAT_SUCCESS)
 		return ret;
 	struct df_pz *pz = df_obj_new(ia, sizeof(*pz), DAT_HANDLE_TYPE_PZ, (uint32_t)handle);

@@ -12,13 +12,8 @@ DAT_RETURN df_rmr_create(DAT_PZ_HANDLE pz_handle, DAT_RMR_HANDLE *rmr_handle)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
 	if (!rmr_handle)
 		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-	struct df_reply *r = NULL;
-	DAT_RETURN ret = df_call(pz->obj.ia, "rmr_create", df_pack_handle, pz, &r);
-	if (ret != DAT_SUCCESS)
-		return ret;
 	uint64_t handle = 0;
-	ret = df_result_u64(r, 0, &handle);
-	df_reply_free(r);
+	DAT_RETURN ret = df_call_u64(pz->obj.ia, "rmr_create", df_pack_handle, pz, &handle);
 	if (ret != DAT_SUCCESS)
 		return ret;
 	struct df_rmr *rmr = df_obj_new(pz->obj.ia, sizeof(*rmr), DAT_HANDLE_TYPE_RMR,
@@ -104,13 +99,8 @@ DAT_RETURN df_rmr_bind(DAT_RMR_HANDLE rmr_handle, DAT_LMR_HANDLE lmr_handle,
 	pthread_mutex_unlock(&ia->chan.lock);
 	if (ret != DAT_SUCCESS)
 		return ret;
-	struct df_reply *r = NULL;
-	ret = df_call(ia, "rmr_bind", pack_bind, &a, &r);
-	if (ret != DAT_SUCCESS)
-		return ret;
 	uint64_t ctx = 0;
-	ret = df_result_u64(r, 0, &ctx);
-	df_reply_free(r);
+	ret = df_call_u64(ia, "rmr_bind", pack_bind, &a, &ctx);
 	if (ret != DAT_SUCCESS)
 		return ret;
 	pthread_mutex_lock(&ia->chan.lock);
