@@ -28,9 +28,7 @@ static void check_accept(struct side *a, struct side *b)
 	unsigned char pdata[48];
 	pattern(pdata, 48, 1);
 	struct sockaddr_in to = no_port(a);
-	CHECK_RET(dat_ep_connect(pb, (DAT_IA_ADDRESS_PTR)&to, QUAL, WAIT_US, 48, pdata,
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		  DAT_SUCCESS);
+	CHECK_RET(connect_ep(pb, &to, QUAL, 48, pdata), DAT_SUCCESS);
 	memset(pdata, 0, sizeof(pdata)); /* the provider copied it */
 
 	DAT_EVENT ev = WAIT(a->cr_evd, DAT_CONNECTION_REQUEST_EVENT);
@@ -75,8 +73,7 @@ static void check_accept(struct side *a, struct side *b)
 	CHECK(peer->sin_addr.s_addr == b->address.sin_addr.s_addr);
 
 	/* what a connected EP refuses */
-	CHECK_RET(dat_ep_connect(pb, (DAT_IA_ADDRESS_PTR)&to, QUAL, WAIT_US, 0, NULL,
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+	CHECK_RET(connect_ep(pb, &to, QUAL, 0, NULL),
 		  ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED));
 	CHECK_RET(dat_ep_reset(pb), ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED));
 	CHECK_RET(dat_rsp_create(a->ia, QUAL + 9, pa, a->cr_evd, &(DAT_RSP_HANDLE){0}),
@@ -97,9 +94,7 @@ static void check_accept(struct side *a, struct side *b)
 	STATE(pb, DAT_EP_STATE_UNCONNECTED);
 
 	/* a reset EP connects again, here with the node's full address */
-	CHECK_RET(dat_ep_connect(pb, (DAT_IA_ADDRESS_PTR)&a->address, QUAL, WAIT_US, 0, NULL,
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		  DAT_SUCCESS);
+	CHECK_RET(connect_ep(pb, &a->address, QUAL, 0, NULL), DAT_SUCCESS);
 	ev = WAIT(a->cr_evd, DAT_CONNECTION_REQUEST_EVENT);
 	CHECK_RET(dat_cr_query(ev.event_data.cr_arrival_event_data.cr_handle, DAT_CR_FIELD_ALL,
 			       &cp),
@@ -130,9 +125,7 @@ static void check_rejects(struct side *a, struct side *b)
 		  DAT_SUCCESS);
 	struct sockaddr_in to = no_port(a);
 	char hello[] = "hello", nope[] = "not now";
-	CHECK_RET(dat_ep_connect(pb, (DAT_IA_ADDRESS_PTR)&to, QUAL + 1, WAIT_US, 5, hello,
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		  DAT_SUCCESS);
+	CHECK_RET(connect_ep(pb, &to, QUAL + 1, 5, hello), DAT_SUCCESS);
 	DAT_EVENT ev = WAIT(a->cr_evd, DAT_CONNECTION_REQUEST_EVENT);
 	DAT_CR_HANDLE cr = ev.event_data.cr_arrival_event_data.cr_handle;
 	DAT_CR_PARAM cp;
@@ -144,14 +137,11 @@ static void check_rejects(struct side *a, struct side *b)
 	DAT_CONNECTION_EVENT_DATA d = CONN_EVENT(b, pb, DAT_CONNECTION_EVENT_PEER_REJECTED);
 	CHECK(d.private_data_size == 7 && d.private_data && !memcmp(d.private_data, nope, 7));
 	STATE(pb, DAT_EP_STATE_DISCONNECTED);
-	CHECK_RET(dat_ep_connect(pb, (DAT_IA_ADDRESS_PTR)&to, QUAL + 1, WAIT_US, 0, NULL,
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+	CHECK_RET(connect_ep(pb, &to, QUAL + 1, 0, NULL),
 		  ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_DISCONNECTED));
 	CHECK_RET(dat_ep_reset(pb), DAT_SUCCESS);
 
-	CHECK_RET(dat_ep_connect(pb, (DAT_IA_ADDRESS_PTR)&to, NOBODY, WAIT_US, 0, NULL,
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		  DAT_SUCCESS);
+	CHECK_RET(connect_ep(pb, &to, NOBODY, 0, NULL), DAT_SUCCESS);
 	d = CONN_EVENT(b, pb, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
 	CHECK(d.private_data_size == 0);
 	STATE(pb, DAT_EP_STATE_DISCONNECTED);
@@ -159,9 +149,7 @@ static void check_rejects(struct side *a, struct side *b)
 
 	struct sockaddr_in nowhere = a->address; /* nothing listens at 127.0.0.3 */
 	nowhere.sin_addr.s_addr = htonl(0x7f000003);
-	CHECK_RET(dat_ep_connect(pb, (DAT_IA_ADDRESS_PTR)&nowhere, QUAL + 1, WAIT_US, 0, NULL,
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		  DAT_SUCCESS);
+	CHECK_RET(connect_ep(pb, &nowhere, QUAL + 1, 0, NULL), DAT_SUCCESS);
 	CONN_EVENT(b, pb, DAT_CONNECTION_EVENT_UNREACHABLE);
 	STATE(pb, DAT_EP_STATE_DISCONNECTED);
 	CHECK_RET(dat_ep_reset(pb), DAT_SUCCESS);
@@ -179,18 +167,14 @@ static void check_psp_free_with_pending_cr(struct side *a, struct side *b)
 	CHECK_RET(dat_psp_create(a->ia, QUAL + 2, a->cr_evd, DAT_PSP_CONSUMER_FLAG, &psp),
 		  DAT_SUCCESS);
 	struct sockaddr_in to = no_port(a);
-	CHECK_RET(dat_ep_connect(pb, (DAT_IA_ADDRESS_PTR)&to, QUAL + 2, WAIT_US, 3, "abc",
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		  DAT_SUCCESS);
+	CHECK_RET(connect_ep(pb, &to, QUAL + 2, 3, "abc"), DAT_SUCCESS);
 	DAT_EVENT ev = WAIT(a->cr_evd, DAT_CONNECTION_REQUEST_EVENT);
 	DAT_CR_HANDLE cr = ev.event_data.cr_arrival_event_data.cr_handle;
 	CHECK_RET(dat_psp_free(psp), DAT_SUCCESS);
 	DAT_CR_PARAM cp;
 	CHECK_RET(dat_cr_query(cr, DAT_CR_FIELD_ALL, &cp), DAT_SUCCESS);
 	CHECK(cp.private_data_size == 3 && !memcmp(cp.private_data, "abc", 3));
-	CHECK_RET(dat_ep_connect(pb2, (DAT_IA_ADDRESS_PTR)&to, QUAL + 2, WAIT_US, 0, NULL,
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		  DAT_SUCCESS);
+	CHECK_RET(connect_ep(pb2, &to, QUAL + 2, 0, NULL), DAT_SUCCESS);
 	CONN_EVENT(b, pb2, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
 	CHECK_RET(dat_cr_accept(cr, pa, 0, NULL), DAT_SUCCESS);
 	CONN_EVENT(b, pb, DAT_CONNECTION_EVENT_ESTABLISHED);
@@ -220,9 +204,7 @@ static void check_rsp(struct side *a, struct side *b)
 		  ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
 	CHECK_RET(dat_ep_free(pa), ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_RESERVED));
 	struct sockaddr_in to = no_port(a);
-	CHECK_RET(dat_ep_connect(pb, (DAT_IA_ADDRESS_PTR)&to, QUAL + 3, WAIT_US, 2, "hi",
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		  DAT_SUCCESS);
+	CHECK_RET(connect_ep(pb, &to, QUAL + 3, 2, "hi"), DAT_SUCCESS);
 	DAT_EVENT ev = WAIT(a->cr_evd, DAT_CONNECTION_REQUEST_EVENT);
 	DAT_CR_HANDLE cr = ev.event_data.cr_arrival_event_data.cr_handle;
 	CHECK(ev.event_data.cr_arrival_event_data.conn_qual == QUAL + 3);
@@ -261,9 +243,7 @@ static void check_provider_psp(struct side *a, struct side *b)
 	CHECK_RET(dat_psp_create(a->ia, QUAL + 4, a->cr_evd, DAT_PSP_PROVIDER_FLAG, &psp),
 		  DAT_SUCCESS);
 	struct sockaddr_in to = no_port(a);
-	CHECK_RET(dat_ep_connect(pb, (DAT_IA_ADDRESS_PTR)&to, QUAL + 4, WAIT_US, 0, NULL,
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		  DAT_SUCCESS);
+	CHECK_RET(connect_ep(pb, &to, QUAL + 4, 0, NULL), DAT_SUCCESS);
 	DAT_EVENT ev = WAIT(a->cr_evd, DAT_CONNECTION_REQUEST_EVENT);
 	DAT_CR_HANDLE cr = ev.event_data.cr_arrival_event_data.cr_handle;
 	DAT_CR_PARAM cp;
@@ -303,9 +283,7 @@ static void check_provider_psp(struct side *a, struct side *b)
 	CHECK_RET(dat_ep_free(made), DAT_SUCCESS);
 	CHECK_RET(dat_ep_reset(pb), DAT_SUCCESS);
 
-	CHECK_RET(dat_ep_connect(pb, (DAT_IA_ADDRESS_PTR)&to, QUAL + 4, WAIT_US, 0, NULL,
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		  DAT_SUCCESS);
+	CHECK_RET(connect_ep(pb, &to, QUAL + 4, 0, NULL), DAT_SUCCESS);
 	ev = WAIT(a->cr_evd, DAT_CONNECTION_REQUEST_EVENT);
 	CHECK_RET(dat_cr_query(ev.event_data.cr_arrival_event_data.cr_handle, DAT_CR_FIELD_ALL,
 			       &cp),

@@ -16,9 +16,7 @@ static void check_event_of_a_freed_ep(struct side *a, struct side *b)
 	CHECK_RET(dat_psp_create(a->ia, QUAL + 5, a->cr_evd, DAT_PSP_CONSUMER_FLAG, &psp),
 		  DAT_SUCCESS);
 	struct sockaddr_in to = no_port(a);
-	CHECK_RET(dat_ep_connect(pb, (DAT_IA_ADDRESS_PTR)&to, QUAL + 5, WAIT_US, 0, NULL,
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		  DAT_SUCCESS);
+	CHECK_RET(connect_ep(pb, &to, QUAL + 5, 0, NULL), DAT_SUCCESS);
 	DAT_EVENT ev = WAIT(a->cr_evd, DAT_CONNECTION_REQUEST_EVENT);
 	CHECK_RET(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, pa, 0, NULL),
 		  DAT_SUCCESS);
@@ -148,9 +146,7 @@ static void *client_thread(void *arg)
 	struct sockaddr_in to = no_port(c->a);
 	unsigned char pdata[8];
 	pattern(pdata, 8, c->index * 10);
-	CHECK_RET(dat_ep_connect(c->ep, (DAT_IA_ADDRESS_PTR)&to, QUAL + 6, WAIT_US, 8, pdata,
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		  DAT_SUCCESS);
+	CHECK_RET(connect_ep(c->ep, &to, QUAL + 6, 8, pdata), DAT_SUCCESS);
 	DAT_EVENT ev = WAIT(c->conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED);
 	CHECK(ev.event_data.connect_event_data.ep_handle == c->ep);
 	CHECK(ev.event_data.connect_event_data.private_data_size == 8 &&

@@ -105,6 +105,14 @@ static inline DAT_CONNECTION_EVENT_DATA conn_event(const struct side *s, DAT_EP_
 #define CONN_EVENT(s, ep, want) conn_event((s), (ep), (want), __LINE__)
 
 /* The passive node's address as dtest passes it: from a host name, with no port. */
+/* dat_ep_connect with what every case here passes: WAIT_US, best effort, default flags. */
+static inline DAT_RETURN connect_ep(DAT_EP_HANDLE ep, void *to, DAT_CONN_QUAL qual, DAT_COUNT len,
+				    void *pdata)
+{
+	return dat_ep_connect(ep, (DAT_IA_ADDRESS_PTR)to, qual, WAIT_US, len, pdata,
+			      DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);
+}
+
 static inline struct sockaddr_in no_port(const struct side *s)
 {
 	struct sockaddr_in to = s->address;
