@@ -3,8 +3,8 @@
  *
  * VIRTUAL memory is the program's own (malloc, stack, static, any alignment), SHARED_VIRTUAL
  * its own shared mapping named by a cookie: the daemon reaches either in place with cross-memory
- * attach, so the call names no segment (docs/provider.md). The
- * driver keeps each LMR's range, PZ and privileges to check posts without a call. */
+ * attach, so the call names no segment (docs/provider.md). The driver keeps each LMR's range,
+ * PZ and privileges to check posts without a call. */
 #include <string.h>
 
 #include "df.h"

@@ -130,7 +130,6 @@ static void write_wqe(struct df_ring *ring, const struct post *p)
 		s->virtual_address = p->iov[i].virtual_address;
 		s->segment_length = p->iov[i].segment_length;
 		s->lmr_context = p->iov[i].lmr_context;
-		s->rsvd = 0;
 	}
 	df_ring_produce(ring, 1); /* release: the slot's bytes before the index */
 }
