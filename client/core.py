@@ -10,11 +10,16 @@ outcome comes back as entries of the EVDs' event queues, also in shared memory, 
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
 
+from client.records import Call as Call
+from client.records import CrInfo as CrInfo
+from client.records import EpMirror, EvdState, QueueMapper
+from client.records import Event as Event
+from client.records import LmrInfo as LmrInfo
+from client.records import Op as Op
 from proto import calls, ep_states, events
 from proto.attrs import MAX_PRIVATE_DATA, EpAttr
 from proto.calls import METHODS
@@ -57,7 +62,6 @@ from proto.hostif import (
     U32,
     WQ_ENTRIES,
     WQ_ENTRY_SIZE,
-    EqWord,
     Opcode,
     Ring,
     RingKind,
@@ -70,7 +74,7 @@ from proto.hostif import (
     wq_segment,
     write_wqe,
 )
-from proto.schema import Empty, parse
+from proto.schema import parse
 
 Sub = DatReturnSubtype
 Triplet = Sequence[int]
@@ -114,182 +118,6 @@ _POST_RULES: Final = {
         into_local=True,
     ),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One request to the daemon: a method name and its argument record (proto.calls)."""
-
-    method: str
-    args: Sequence[object] = Empty()
-
-    @property
-    def moves_ep(self) -> bool:
-        """The result ends with ``ep, state``: the endpoint's state after the call."""
-        return METHODS[self.method].moves_ep
-
-
-Op = Generator[Call, Any, Any]
-
-
-@dataclass(slots=True)
-class Event:
-    """A DAT_EVENT: the number, the EVD it was queued on, and the fields of its kind."""
-
-    event_number: EventNumber
-    evd: int
-    ep: int = 0
-    cookie: int = 0
-    status: int = 0
-    transfered_length: int = 0
-    operation: int = 0
-    private_data: bytes = b""
-    sp: int = 0
-    conn_qual: int = 0
-    cr: int = 0
-    remote_address: str = ""
-    handle: int = 0
-    reason: int = 0
-    pointer: Any = None
-    """For SOFTWARE_EVENT: what dat_evd_post_se was given."""
-    notify: bool = True
-    """False for an UNSIGNALLED completion: it is queued but wakes no waiter."""
-    cr_handle: Any = field(default=None, compare=False, repr=False)
-    """For CONNECTION_REQUEST: the CR object of the API that returned the event."""
-
-
-@dataclass(eq=False)
-class EvdState:
-    """An event dispatcher: its event queue in shared memory (the daemon writes it) and the
-    events already read from there but not yet handed out, oldest first."""
-
-    handle: int
-    qlen: int
-    flags: EvdFlags
-    queue: deque[Event] = field(default_factory=deque)
-    ring: Ring | None = None  # consumer side, once the daemon placed it
-    from_ring: int = 0  # the first ``from_ring`` events of ``queue`` still hold their slot
-    waiting: bool = False  # a dat_evd_wait is in progress (one waiter at a time)
-    cno: int = 0
-    notifying: int = 0  # queued events that notify (all but UNSIGNALLED completions)
-    armed: int = 0  # the driver's copy of ARM
-
-    @property
-    def overflowed(self) -> bool:
-        """The daemon found the queue full and lost an event (DAT_ASYNC_ERROR_EVD_OVERFLOW)."""
-        return self.ring is not None and self.ring.get(EqWord.OVERFLOW) != 0
-
-    def push(self, event: Event) -> None:
-        """Queue an event made here (not from the ring: IA_CATASTROPHIC)."""
-        self.queue.append(event)
-        self.notifying += event.notify
-
-    def pop(self) -> Event:
-        """Take the oldest event; an entry of the ring frees its slot."""
-        event = self.queue.popleft()
-        self.notifying -= event.notify
-        if self.from_ring:
-            self.from_ring -= 1
-            assert self.ring is not None
-            self.ring.publish()
-        return event
-
-    def ready(self, threshold: int) -> bool:
-        """Would a waiter wake: ``threshold`` events, at least one of them a notification?
-        (Read the ring first: ClientCore.refill.)"""
-        return len(self.queue) >= threshold and self.notifying > 0
-
-    def arm(self, threshold: int) -> None:
-        """Ask for a NOTIFY frame once ``threshold`` events are queued (before sleeping; the
-        caller fences, then looks at the ring once more)."""
-        ring = self.ring
-        if ring is None:
-            return
-        ring.put(EqWord.WANT, threshold)
-        if ring.get(EqWord.NOTIFIED) == self.armed:
-            self.armed = (self.armed + 1) % U32
-            ring.put(EqWord.ARM, self.armed)
-
-
-@dataclass(eq=False)
-class EpMirror:
-    """What the consumer knows of an endpoint, enough to answer posts synchronously."""
-
-    handle: int
-    pz: int
-    recv_evd: int
-    request_evd: int
-    connect_evd: int
-    attr: EpAttr
-    known: EpState = EpState.UNCONNECTED  # the state before the queues are mapped
-    binds: int = 0  # RMR binds made (they leave as calls, not WQEs), against BOUND
-    sq: Ring | None = None  # the work queues, once mapped (producer side)
-    rq: Ring | None = None
-    rung: int = 0  # doorbells sent (free-running), against the daemon's HEARD
-    kicked: tuple[int, int] = (0, 0)  # (sq, rq) producer indices of the last kick
-
-    @property
-    def requests(self) -> int:
-        """Outstanding request DTOs: WQEs not yet completed, and binds."""
-        if self.sq is None:
-            return 0
-        binds = (self.binds - self.sq.word(Word.BOUND)) % U32
-        return (self.sq.mine - self.sq.word(Word.DONE)) % U32 + (binds if binds < U32 // 2 else 0)
-
-    @property
-    def recvs(self) -> int:
-        """Outstanding receives."""
-        return 0 if self.rq is None else (self.rq.mine - self.rq.word(Word.DONE)) % U32
-
-    @property
-    def state(self) -> EpState:
-        """The EP's state as the daemon published it (what the client knew, until the queues
-        are mapped)."""
-        if self.sq is None:
-            return self.known
-        try:
-            return EpState(self.sq.word(Word.STATE))
-        except ValueError:
-            return self.known
-
-    @state.setter
-    def state(self, value: EpState) -> None:
-        self.known = value
-
-
-class QueueMapper(Protocol):
-    """How a driver maps the daemon's shared-memory segments (client.shm.QueueMaps)."""
-
-    def map(self, name: str) -> memoryview: ...
-
-    def unmap(self, name: str) -> None: ...
-
-    def fence(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class CrInfo:
-    """dat_cr_query's answer: who asked, on which conn_qual, with which private data."""
-
-    handle: int
-    sp: int
-    conn_qual: int
-    remote_address: str
-    private_data: bytes
-    ep: int
-
-
-@dataclass(frozen=True, slots=True)
-class LmrInfo:
-    """dat_lmr_create's outputs (and dat_lmr_query's answer)."""
-
-    handle: int
-    lmr_context: int
-    rmr_context: int
-    registered_size: int
-    registered_address: int
-    pz: int
-    privileges: MemPriv
 
 
 class ClientCore:

@@ -26,6 +26,7 @@ PURE_MODULES = [
     *sorted((ROOT / "fabricd" / "nic").glob("*.py")),
     ROOT / "client" / "__init__.py",
     ROOT / "client" / "core.py",
+    ROOT / "client" / "records.py",
 ]
 IO_MODULES = frozenset(
     {
@@ -176,6 +177,7 @@ def test_pure_module_list_is_complete() -> None:
         "fabricd/memory.py",
         "fabricd/faults.py",
         "client/core.py",
+        "client/records.py",
     } <= names
     nic = {n for n in names if n == "fabricd/nic.py" or n.startswith("fabricd/nic/")}
     assert nic, "the NIC core (fabricd/nic.py or fabricd/nic/*.py) is not in the list"
