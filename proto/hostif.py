@@ -24,7 +24,7 @@ from proto.attrs import MAX_DTOS, MAX_IOV
 from proto.constants import Dtos
 from proto.errors import ProtocolError
 
-HOSTIF_VERSION: Final = 2
+HOSTIF_VERSION: Final = 3
 """Bumped on any change of a layout below; HELLO refuses a driver of another version."""
 
 MAGIC: Final = 0x31514644  # "DFQ1" read as little-endian bytes
@@ -228,8 +228,15 @@ DTOS_OPCODE: Final = {dtos: op for op, dtos in OPCODE_DTOS.items()}
 _OPCODES: Final = {int(op): op for op in OPCODE_DTOS}  # a dict lookup: Opcode(n) costs ~0.5 us
 
 WQE: Final = struct.Struct("<BBHIQQQII8x")
-"""opcode, reserved (0), num_segments, completion_flags, cookie, remote virtual_address,
-remote length, remote rmr_context, reserved (0); 48 bytes, then the segments."""
+"""opcode, wqe flags (``STAGED``), num_segments, completion_flags, cookie, remote
+virtual_address, remote length, remote rmr_context, stage offset (0 unless STAGED), reserved
+(0); 48 bytes, then the segments."""
+STAGED: Final = 0x01
+"""WQE flag: the bytes to send were copied into the EP's staging area at the stage offset when
+the WQE was posted (SEND and RDMA_WRITE without BARRIER_FENCE only); the segments still name
+where they came from, and are checked as always."""
+_STAGEABLE: Final = frozenset({1, 2})  # Opcode.SEND, Opcode.RDMA_WRITE
+_FENCE: Final = 0x08  # DAT_COMPLETION_BARRIER_FENCE_FLAG
 SEGMENT: Final = struct.Struct("<QQI4x")
 """A local segment: virtual_address, length, lmr_context, reserved (0); 24 bytes."""
 
@@ -250,6 +257,7 @@ class Wqe:
     cookie: int
     segments: tuple[tuple[int, int, int], ...]  # (virtual_address, length, lmr_context)
     remote: tuple[int, int, int]  # (virtual_address, length, rmr_context); zeros for SEND/RECV
+    stage: int | None = None  # STAGED: where its bytes start in the EP's staging area
 
 
 def write_wqe(
@@ -259,11 +267,14 @@ def write_wqe(
     cookie: int,
     segments: Sequence[Sequence[int]],
     remote: tuple[int, int, int] = (0, 0, 0),
+    stage: int | None = None,
 ) -> None:
-    """Producer: fill the next slot (the caller checked ``space`` and publishes)."""
+    """Producer: fill the next slot (the caller checked ``space`` and publishes; ``stage``: the
+    bytes are in the staging area there)."""
     at = ring.slot(ring.mine)
     view = ring.view
-    WQE.pack_into(view, at, opcode, 0, len(segments), flags, cookie, *remote, 0)
+    wqe_flags, offset = (0, 0) if stage is None else (STAGED, stage)
+    WQE.pack_into(view, at, opcode, wqe_flags, len(segments), flags, cookie, *remote, offset)
     at += WQE.size
     for address, length, context in segments:
         SEGMENT.pack_into(view, at, address, length, context)
@@ -273,11 +284,11 @@ def write_wqe(
 def read_wqe(ring: Ring, index: int, max_iov: int) -> Wqe:
     """Consumer: the WQE in the slot of ``index``, checked for shape (RingError if garbage)."""
     at = ring.slot(index)
-    raw_op, reserved, count, flags, cookie, r_addr, r_len, r_ctx, reserved2 = WQE.unpack_from(
+    raw_op, wqe_flags, count, flags, cookie, r_addr, r_len, r_ctx, offset = WQE.unpack_from(
         ring.view, at
     )
     opcode = _OPCODES.get(raw_op)
-    if opcode is None or reserved or reserved2:
+    if opcode is None or wqe_flags & ~STAGED or (offset and not wqe_flags):
         raise RingError(f"WQE {index}: opcode {raw_op} or reserved bytes are not valid")
     if count > max_iov:
         raise RingError(f"WQE {index}: {count} segments, the queue takes {max_iov}")
@@ -287,7 +298,13 @@ def read_wqe(ring: Ring, index: int, max_iov: int) -> Wqe:
     else:
         step = SEGMENT.size
         segments = tuple(SEGMENT.unpack_from(ring.view, at + i * step) for i in range(count))
-    return Wqe(opcode, flags, cookie, segments, (r_addr, r_len, r_ctx))
+    if not wqe_flags:
+        return Wqe(opcode, flags, cookie, segments, (r_addr, r_len, r_ctx))
+    if raw_op not in _STAGEABLE or flags & _FENCE:
+        raise RingError(f"WQE {index}: only an unfenced SEND or RDMA_WRITE is staged")
+    if offset + sum(length for _, length, _ in segments) > STAGE_BYTES:
+        raise RingError(f"WQE {index}: its staged bytes run past the staging area")
+    return Wqe(opcode, flags, cookie, segments, (r_addr, r_len, r_ctx), offset)
 
 
 # -- an EP's work queues ---------------------------------------------------------------------
@@ -297,10 +314,16 @@ WQ_ENTRY_SIZE: Final = wqe_size(MAX_IOV)
 WQ_RING_BYTES: Final = ring_bytes(WQ_ENTRIES, WQ_ENTRY_SIZE)
 SQ_OFFSET: Final = 0
 RQ_OFFSET: Final = WQ_RING_BYTES
-WQ_SEGMENT_BYTES: Final = 2 * WQ_RING_BYTES
-"""Version 1 sizes every EP's queues for the provider's maxima (max_request_dtos and
-max_recv_dtos up to MAX_DTOS, MAX_IOV segments), so dat_ep_modify never moves them; the segment
-is sparse: only the slots used take memory."""
+STAGE_OFFSET: Final = -(-2 * WQ_RING_BYTES // 4096) * 4096
+STAGE_BYTES: Final = 4 << 20
+"""The staging area: where a driver whose registered memory the daemon does not map copies
+the bytes of an unfenced SEND or RDMA_WRITE when it posts it (``STAGED``), so the daemon sends
+them from shared memory instead of reading the process; the driver reuses them once the WQE's
+completion is counted in DONE."""
+WQ_SEGMENT_BYTES: Final = STAGE_OFFSET + STAGE_BYTES
+"""Every EP's queues are sized for the provider's maxima (max_request_dtos and max_recv_dtos up
+to MAX_DTOS, MAX_IOV segments), so dat_ep_modify never moves them; the segment is sparse: only
+the slots and staged bytes used take memory."""
 
 
 def wq_segment(ia_name: str, ep: int) -> str:

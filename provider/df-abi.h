@@ -1,4 +1,4 @@
-/* The host interface's layout shared with the daemon (docs/host-interface.md, version 2).
+/* The host interface's layout shared with the daemon (docs/host-interface.md, version 3).
  *
  * Everything here is what both sides of a ring agree on byte by byte; proto/hostif.py is the
  * daemon's reading of the same page. Little-endian, naturally aligned; an index or word is one
@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DF_HOSTIF_VERSION 2u
+#define DF_HOSTIF_VERSION 3u
 #define DF_PROTOCOL_VERSION 2u /* the HELLO version range this driver speaks (min = max) */
 #define DF_RING_MAGIC 0x31514644u /* the bytes "DFQ1" */
 #define DF_LINE 64u
@@ -41,12 +41,17 @@ enum df_wq_word { DF_WQ_DONE = 0, DF_WQ_STATE = 1, DF_WQ_HEARD = 2, DF_WQ_POLL =
 enum df_eq_prod_word { DF_EQ_OVERFLOW = 0, DF_EQ_NOTIFIED = 1 };
 enum df_eq_cons_word { DF_EQ_ARM = 0, DF_EQ_WANT = 1 };
 
-/* Work queues: one segment per EP, "/datfabric-<ia>-wq<ep>", SQ at 0 and RQ at DF_RQ_OFFSET. */
+/* Work queues: one segment per EP, "/datfabric-<ia>-wq<ep>", SQ at 0, RQ at DF_RQ_OFFSET, and
+ * the staging area at DF_STAGE_OFFSET (page-aligned): where an unfenced Send's or RDMA Write's
+ * bytes are copied at post, so the daemon sends them without reading this process. */
 #define DF_WQ_ENTRIES 4096u
 #define DF_WQ_ENTRY_SIZE 448u
 #define DF_RQ_OFFSET (sizeof(struct df_ring_hdr) + DF_WQ_ENTRIES * DF_WQ_ENTRY_SIZE)
-#define DF_WQ_SEGMENT_SIZE (2 * DF_RQ_OFFSET)
+#define DF_STAGE_OFFSET ((2 * DF_RQ_OFFSET + 4095u) / 4096u * 4096u)
+#define DF_STAGE_BYTES (4u << 20) /* a power of two: free-running u32 offsets wrap with it */
+#define DF_WQ_SEGMENT_SIZE (DF_STAGE_OFFSET + DF_STAGE_BYTES)
 #define DF_WQE_MAX_SEGMENTS 16u
+#define DF_WQE_STAGED 0x01u /* wqe_flags: the bytes are in the staging area at stage_offset */
 
 enum df_opcode { DF_OP_SEND = 1, DF_OP_RDMA_WRITE = 2, DF_OP_RDMA_READ = 3, DF_OP_RECEIVE = 4 };
 
@@ -60,14 +65,15 @@ _Static_assert(sizeof(struct df_wqe_segment) == 24, "a WQE segment is 24 bytes")
 
 struct df_wqe {
 	uint8_t opcode;
-	uint8_t rsvd0;
+	uint8_t wqe_flags; /* DF_WQE_STAGED or 0 */
 	uint16_t num_segments;
 	uint32_t completion_flags;
 	uint64_t user_cookie;
 	uint64_t remote_address; /* RDMA only */
 	uint64_t remote_length;
 	uint32_t rmr_context;
-	uint8_t rsvd1[12];
+	uint32_t stage_offset; /* STAGED only, else 0 */
+	uint8_t rsvd1[8];
 	struct df_wqe_segment segments[];
 };
 _Static_assert(sizeof(struct df_wqe) == 48, "a WQE header is 48 bytes");

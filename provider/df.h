@@ -15,6 +15,8 @@
 #define DF_ERROR(type, subtype) ((DAT_RETURN)(DAT_CLASS_ERROR | (type) | (subtype)))
 
 #define DF_MAX_PRIVATE_DATA 256 /* as the daemon's max_private_data_size */
+#define DF_POLL_SPIN_US 500 /* dat_evd_dequeue: empty this long, it naps (docs/provider.md) */
+#define DF_POLL_NAP_US 1000 /* ...for at most this long, or until the EVD gets an event */
 #define DF_MAGIC 0x64664f42u /* a live object */
 #define DF_DEAD 0xdeadbeefu /* freed: its handle is no longer valid */
 
@@ -86,6 +88,7 @@ struct df_evd {
 	uint32_t scanned; /* entries past ring.mine whose flags were counted */
 	uint32_t notifying; /* of the entries up to ``scanned``, those that wake a waiter */
 	uint32_t armed; /* the ARM value last stored */
+	int64_t empty_since; /* dat_evd_dequeue: when its run of empty answers began (us; 0: none) */
 	bool waiting;
 	bool enabled;
 	bool waitable;
@@ -112,6 +115,10 @@ struct df_ep {
 	uint32_t rung; /* DOORBELL frames sent, against the SQ's HEARD */
 	uint32_t kicked_sq, kicked_rq; /* producer indices of the last kick */
 	uint32_t binds; /* RMR binds made, against the SQ's BOUND */
+	/* the staging area (stage.c): bytes taken and given back, free-running */
+	uint32_t stage_head, stage_tail;
+	uint32_t stage_done; /* the SQ's DONE that stage_tail reflects */
+	uint32_t *stage_marks; /* per SQ slot: stage_head after that post; NULL until one stages */
 	bool provided; /* made by a PSP with the PROVIDER flag for a request */
 	/* the connection, as connection management learned it (cm.c, events.c) */
 	DAT_SOCK_ADDR6 remote_address;
@@ -278,6 +285,11 @@ DAT_RETURN df_ep_post_rdma_read(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT
 				const DAT_RMR_TRIPLET *, DAT_COMPLETION_FLAGS);
 void df_ep_ring(struct df_ep *ep);
 void df_ia_kick(struct df_ia *ia);
+
+/* stage.c: copy a request's bytes into the EP's staging area (lock held; called for every
+ * request post, staged or not): their offset there, or -1 when they are not staged. */
+int64_t df_stage(struct df_ep *ep, const DAT_LMR_TRIPLET *iov, DAT_COUNT n, uint64_t total,
+		 bool fenced);
 
 /* ia.c, attrs.c, events.c */
 DAT_RETURN df_ia_fetch_attributes(struct df_ia *ia);

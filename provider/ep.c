@@ -191,9 +191,11 @@ void df_ep_destroy(struct df_ep *ep)
 	pthread_mutex_lock(&ia->chan.lock);
 	void *wq = ep->wq;
 	size_t len = ep->wq_len;
+	uint32_t *marks = ep->stage_marks;
 	df_obj_release_locked(&ep->obj);
 	pthread_mutex_unlock(&ia->chan.lock);
 	df_shm_unmap(wq, len);
+	free(marks);
 }
 
 DAT_RETURN df_ep_free(DAT_EP_HANDLE handle)

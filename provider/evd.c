@@ -210,6 +210,35 @@ DAT_RETURN df_evd_query(DAT_EVD_HANDLE handle, DAT_EVD_PARAM_MASK mask, DAT_EVD_
 	return DAT_SUCCESS;
 }
 
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* A program that polls an empty EVD for DF_POLL_SPIN_US holds a core the daemons (the NIC)
+ * need to produce its events: the dequeue then sleeps until the daemon writes an event to this
+ * EVD (an armed NOTIFY, as a wait gets) or DF_POLL_NAP_US pass, and takes it if it came (lock
+ * held; true when an event is there). */
+static bool nap(struct df_evd *evd)
+{
+	struct df_chan *ch = &evd->obj.ia->chan;
+	int64_t now = now_us();
+	if (!evd->empty_since)
+		evd->empty_since = now;
+	if (now - evd->empty_since < DF_POLL_SPIN_US || !evd->ring.hdr || ch->dead)
+		return false;
+	df_evd_arm(evd, 1);
+	if (df_evd_refill(evd) <= 0) {
+		struct timespec deadline;
+		df_deadline_after(&deadline, DF_POLL_NAP_US);
+		df_pump_locked(ch, &deadline);
+	}
+	evd->empty_since = now_us();
+	return df_evd_refill(evd) > 0;
+}
+
 DAT_RETURN df_evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event)
 {
 	struct df_evd *evd = check_evd(handle);
@@ -226,8 +255,13 @@ DAT_RETURN df_evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event)
 		ret = DF_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
 	else if (df_evd_refill(evd) > 0 || catastrophic_pending(evd))
 		ret = take(evd, event);
-	else
+	else {
 		df_ia_kick(evd->obj.ia); /* empty: no post of ours may be stranded (section 5) */
+		if (nap(evd))
+			ret = take(evd, event);
+	}
+	if (ret != DAT_QUEUE_EMPTY)
+		evd->empty_since = 0;
 	pthread_mutex_unlock(&ch->lock);
 	if (ret == DAT_QUEUE_EMPTY)
 		sched_yield(); /* a program polling us holds a CPU the daemons (the NIC) may need */

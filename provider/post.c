@@ -111,12 +111,17 @@ static DAT_RETURN check_lengths(const struct df_ep *ep, const struct post *p, ui
 	return DAT_SUCCESS;
 }
 
-/* Write the WQE into the next slot of ``ring`` and publish it. */
-static void write_wqe(struct df_ring *ring, const struct post *p)
+/* Write the WQE into the next slot of ``ring`` and publish it (``stage``: where its bytes
+ * were staged, or -1). */
+static void write_wqe(struct df_ring *ring, const struct post *p, int64_t stage)
 {
 	struct df_wqe *w = df_ring_slot(ring, ring->mine);
 	memset(w, 0, sizeof(*w));
 	w->opcode = (uint8_t)p->rule->opcode;
+	if (stage >= 0) {
+		w->wqe_flags = DF_WQE_STAGED;
+		w->stage_offset = (uint32_t)stage;
+	}
 	w->num_segments = (uint16_t)p->num_segments;
 	w->completion_flags = (uint32_t)p->flags;
 	w->user_cookie = p->cookie.as_64;
@@ -162,7 +167,11 @@ static DAT_RETURN post_locked(struct df_ep *ep, const struct post *p)
 		df_ia_break(ia, "a work queue's consumer index is out of the ring");
 		return DF_ERROR(DAT_ABORT, 0);
 	}
-	write_wqe(ring, p);
+	int64_t stage = -1;
+	if (!rule->receive) /* a Read lands here: nothing of ours to send */
+		stage = df_stage(ep, p->iov, p->num_segments, rule->into_local ? 0 : total,
+				 p->flags & DAT_COMPLETION_BARRIER_FENCE_FLAG);
+	write_wqe(ring, p, stage);
 	df_full_barrier(); /* "store prod, then load POLL" (section 3) */
 	df_ep_ring(ep);
 	return DAT_SUCCESS;

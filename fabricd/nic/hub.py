@@ -269,9 +269,11 @@ class Nic:
             taken = 0
             for wqe in take(q.sq, SQ_OPCODES):
                 dto = OPCODE_DTOS[wqe.opcode]
+                staged = None if wqe.stage is None else q.stage[wqe.stage :]
                 self.initiator.post(
-                    ep.consumer, ep, dto, wqe.cookie, wqe.flags, wqe.segments, wqe.remote, False
-                )
+                    ep.consumer, ep, dto, wqe.cookie, wqe.flags, wqe.segments, wqe.remote, False,
+                    staged,
+                )  # fmt: skip
                 taken += 1
             if taken:
                 self.initiator.transmit(ep)  # together: small Writes leave as one batch

@@ -63,17 +63,21 @@ class Initiator:
         local_iov: Sequence[tuple[int, int, int]],
         remote: tuple[int, int, int],
         start: bool = True,
+        staged: memoryview | None = None,
     ) -> None:
         """dat_ep_post_send / rdma_write / rdma_read: a WQE the driver checked and queued
         (``start`` False: the caller transmits once it has taken every WQE, so small Writes
-        leave batched)."""
+        leave batched; ``staged``: where the driver copied the bytes to send, which are sent
+        from there once the segments pass their checks)."""
         op = Op(dto, cookie, flags, 0, 0, [])
         try:
             need = MemPriv.LOCAL_WRITE if dto == Dtos.RDMA_READ else MemPriv.LOCAL_READ
             op.views, op.length, op.spans = local_views(self.memory, consumer, ep, local_iov, need)
             if dto != Dtos.SEND:
                 op.remote = parse_triplet(remote, Sub.INVALID_ARG5)
-            if op.spans and dto != Dtos.RDMA_READ and not self.memory.fetch(op.spans):
+            if staged is not None:
+                op.views, op.spans = [staged[: op.length]], []
+            elif op.spans and dto != Dtos.RDMA_READ and not self.memory.fetch(op.spans):
                 raise DatInvalidParameter(message="the local buffer is gone from its process")
         except DatError as err:
             # as on hardware: this DTO fails at once, then the connection breaks and every

@@ -191,6 +191,7 @@ class WorkQueues:
     segment: str
     sq: Ring
     rq: Ring
+    stage: memoryview  # the staging area (STAGED WQEs' bytes)
     sq_done: int = 0
     rq_done: int = 0
     heard: int = 0

@@ -18,6 +18,8 @@ from proto.constants import EpState as S
 from proto.hostif import (
     RQ_OFFSET,
     SQ_OFFSET,
+    STAGE_BYTES,
+    STAGE_OFFSET,
     WQ_ENTRIES,
     WQ_ENTRY_SIZE,
     WQ_SEGMENT_BYTES,
@@ -51,7 +53,7 @@ class Queues:
         format_ring(view[SQ_OFFSET:RQ_OFFSET], RingKind.SQ, WQ_ENTRIES, WQ_ENTRY_SIZE)
         format_ring(view[RQ_OFFSET:], RingKind.RQ, WQ_ENTRIES, WQ_ENTRY_SIZE)
         sq, rq = wq_rings(view, producer=False)
-        ep.queues = WorkQueues(name, sq, rq)
+        ep.queues = WorkQueues(name, sq, rq, view[STAGE_OFFSET : STAGE_OFFSET + STAGE_BYTES])
         publish_state(ep)
 
     def untaken(self, ep: Ep, receive: bool) -> Iterator[Wqe]:

@@ -268,6 +268,36 @@ static void check_traffic(struct side *a, struct side *b)
 	wait_dto(b->dto_evd, DAT_DTO_SUCCESS, 0x69, 100);
 	CHECK(!memcmp(a->shared + 16, b->buf + 100, 100));
 
+	/* a fenced Write carries the bytes a Read posted before it brought in, not those there
+	 * when it was posted (a fenced request is never staged) */
+	memset(a->buf + 1024, 0x5a, 512);
+	memset(b->buf + 3072, 0, 512);
+	DAT_LMR_TRIPLET fetched = {b->address + 3072, 512, b->lmr_context};
+	DAT_RMR_TRIPLET back = {a->address + 2560, 512, window};
+	c.as_64 = 0x6a;
+	CHECK_RET(dat_ep_post_rdma_read(b->ep, 1, &fetched, c, &from, DAT_COMPLETION_DEFAULT_FLAG),
+		  DAT_SUCCESS);
+	c.as_64 = 0x6b;
+	CHECK_RET(dat_ep_post_rdma_write(b->ep, 1, &fetched, c, &back,
+					 DAT_COMPLETION_BARRIER_FENCE_FLAG),
+		  DAT_SUCCESS);
+	wait_dto(b->dto_evd, DAT_DTO_SUCCESS, 0x6a, 512);
+	wait_dto(b->dto_evd, DAT_DTO_SUCCESS, 0x6b, 512);
+	CHECK(!memcmp(a->buf + 2560, a->buf + 1024, 512));
+
+	/* 600 Writes of 8000 bytes: the staging area (4 MiB) wraps, and every one lands as posted */
+	DAT_LMR_TRIPLET chunk = {b->address, 8000, b->lmr_context};
+	DAT_RMR_TRIPLET whole = {a->address, 8000, a->rmr_context};
+	for (int i = 0; i < 600 && !failures; i++) {
+		memset(b->buf, (char)i, 8000);
+		c.as_64 = 0x1000u + (uint64_t)i;
+		CHECK_RET(dat_ep_post_rdma_write(b->ep, 1, &chunk, c, &whole,
+						 DAT_COMPLETION_DEFAULT_FLAG),
+			  DAT_SUCCESS);
+		wait_dto(b->dto_evd, DAT_DTO_SUCCESS, c.as_64, 8000);
+		CHECK(!memcmp(a->buf, b->buf, 8000));
+	}
+
 	from.virtual_address = a->address; /* below the window: the target refuses, and the
 					    * connection breaks */
 	c.as_64 = 0x68;

@@ -11,12 +11,15 @@ from fabricd.nic import hub
 from fabricd.nic.objects import Ep
 from fabricd.nic.queues import doorbell as heard
 from proto.codec import encode
-from proto.constants import CloseFlags, Dtos, EpState
+from proto.constants import CloseFlags, CompletionFlags, Dtos, EpState
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
 from proto.frames import FrameType
 from proto.hostif import (
     PRODUCER_LINE,
+    SEGMENT,
+    STAGE_BYTES,
+    STAGED,
     U32,
     WQE,
     Opcode,
@@ -29,6 +32,7 @@ from tests.core.flows import Side, pair
 
 DTO = E.DTO_COMPLETION_EVENT
 OK = St.DTO_SUCCESS
+FENCE = int(CompletionFlags.BARRIER_FENCE)
 
 
 def _rings(s: Side) -> tuple[Ring, Ring]:
@@ -209,9 +213,13 @@ def _poison_index(s: Side, value: int) -> None:
     set_u32(sq.view, PRODUCER_LINE, value)
 
 
-def _poison_entry(s: Side, opcode: int, reserved: int = 0) -> None:
+def _poison_entry(
+    s: Side, opcode: int, wqe_flags: int = 0, flags: int = 0, stage: int = 0, length: int = 0
+) -> None:
     sq, _ = _rings(s)
-    WQE.pack_into(sq.view, sq.slot(sq.mine), opcode, reserved, 0, 0, 1, 0, 0, 0, 0)
+    at = sq.slot(sq.mine)
+    WQE.pack_into(sq.view, at, opcode, wqe_flags, 1, flags, 1, 0, 0, 0, stage)
+    SEGMENT.pack_into(sq.view, at + WQE.size, s.address, length, s.lmr.lmr_context)
     sq.publish()
 
 
@@ -221,7 +229,13 @@ GARBAGE = {
     "opcode zero": lambda s: _poison_entry(s, 0),
     "an unknown opcode": lambda s: _poison_entry(s, 77),
     "a receive on the send queue": lambda s: _poison_entry(s, Opcode.RECEIVE),
-    "a reserved byte set": lambda s: _poison_entry(s, Opcode.SEND, reserved=1),
+    "an unknown WQE flag": lambda s: _poison_entry(s, Opcode.SEND, wqe_flags=2),
+    "a stage offset without STAGED": lambda s: _poison_entry(s, Opcode.SEND, stage=64),
+    "a staged RDMA Read": lambda s: _poison_entry(s, Opcode.RDMA_READ, STAGED),
+    "a staged fenced Write": lambda s: _poison_entry(s, Opcode.RDMA_WRITE, STAGED, FENCE),
+    "staged bytes past the staging area": lambda s: _poison_entry(
+        s, Opcode.SEND, STAGED, stage=STAGE_BYTES - 32, length=64
+    ),
 }
 
 
@@ -247,6 +261,37 @@ def test_a_segment_outside_the_consumers_lmrs_is_a_local_protection_error() -> N
     sq.publish()
     b.memory(0, 64)[:] = b"b" * 64
     a.c.send(a.c.core.kick())
+    fabric.run()
+    assert a.log() == [(DTO, 3, St.DTO_ERR_LOCAL_PROTECTION, 0), (E.CONNECTION_EVENT_BROKEN, b"")]
+    assert bytes(b.memory(0, 64)) == b"b" * 64
+
+
+def test_a_staged_write_sends_the_bytes_staged_at_its_post() -> None:
+    """STAGED: the driver copied the source into the staging area when it posted; the daemon
+    sends those bytes (the program may not touch the buffer before the completion anyway)."""
+    fabric, a, b = pair()
+    sq, _ = _rings(a)
+    stage = a.c.node.nic.consumers[a.c.state.id].eps[a.ep].queues.stage  # type: ignore[union-attr]
+    a.memory(0, 64)[:] = b"m" * 64
+    stage[4096 : 4096 + 64] = b"s" * 64
+    local, remote = (a.address, 64, a.lmr.lmr_context), (b.address, 64, b.lmr.rmr_context)
+    write_wqe(sq, Opcode.RDMA_WRITE, 0, 5, [local], remote, stage=4096)
+    sq.publish()
+    a.c.send(_doorbell(a.ep))
+    fabric.run()
+    assert a.log() == [(DTO, 5, OK, 64)]
+    assert bytes(b.memory(0, 64)) == b"s" * 64
+
+
+def test_a_staged_wqe_is_checked_like_any_other() -> None:
+    """Staging moves bytes, not rights: a segment outside the consumer's LMRs still fails."""
+    fabric, a, b = pair()
+    sq, _ = _rings(a)
+    alien = (b.address, 64, b.lmr.lmr_context)
+    b.memory(0, 64)[:] = b"b" * 64
+    write_wqe(sq, Opcode.RDMA_WRITE, 0, 3, [alien], (b.address, 64, b.lmr.rmr_context), stage=0)
+    sq.publish()
+    a.c.send(_doorbell(a.ep))
     fabric.run()
     assert a.log() == [(DTO, 3, St.DTO_ERR_LOCAL_PROTECTION, 0), (E.CONNECTION_EVENT_BROKEN, b"")]
     assert bytes(b.memory(0, 64)) == b"b" * 64

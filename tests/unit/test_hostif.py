@@ -10,6 +10,7 @@ from proto.hostif import (
     CONSUMER_LINE,
     PRODUCER_LINE,
     SEGMENT,
+    STAGE_BYTES,
     U32,
     WQE,
     Opcode,
@@ -86,8 +87,8 @@ def test_a_consumer_index_out_of_reach_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("opcode", "reserved", "segments"),
-    [(0, 0, 1), (9, 0, 1), (int(Opcode.SEND), 1, 1), (int(Opcode.SEND), 0, MAX_IOV + 1)],
-    ids=["zero opcode", "unknown opcode", "reserved byte", "too many segments"],
+    [(0, 0, 1), (9, 0, 1), (int(Opcode.SEND), 2, 1), (int(Opcode.SEND), 0, MAX_IOV + 1)],
+    ids=["zero opcode", "unknown opcode", "unknown WQE flag", "too many segments"],
 )
 def test_a_malformed_wqe_is_refused(opcode: int, reserved: int, segments: int) -> None:
     producer, consumer = _pair()
@@ -95,6 +96,16 @@ def test_a_malformed_wqe_is_refused(opcode: int, reserved: int, segments: int) -
     producer.publish()
     with pytest.raises(RingError):
         read_wqe(consumer, 0, MAX_IOV)
+
+
+def test_a_staged_wqe_reads_back_with_its_stage_offset() -> None:
+    producer, consumer = _pair()
+    write_wqe(producer, Opcode.SEND, 0, 1, [(4096, 100, 7)], stage=STAGE_BYTES - 100)
+    producer.publish()
+    write_wqe(producer, Opcode.SEND, 0, 2, [(4096, 100, 7)])
+    producer.publish()
+    assert read_wqe(consumer, 0, MAX_IOV).stage == STAGE_BYTES - 100
+    assert read_wqe(consumer, 1, MAX_IOV).stage is None
 
 
 def test_a_descriptor_names_its_kind_and_geometry() -> None:
