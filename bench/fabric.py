@@ -22,8 +22,10 @@ from bench.connections import run as run_connections
 from bench.nodes import Fabric, given_fabric, local_fabric
 from bench.target import pattern
 from client.api import Ep, Evd, Ia, Lmr
+from client.records import Event
 from proto.attrs import EpAttr
 from proto.constants import DtoCompletionStatus, EventNumber, MemPriv, MemType
+from proto.errors import DatQueueEmpty
 
 WAIT_US = 30_000_000
 CONN_QUAL = 18515  # perftest's port
@@ -128,12 +130,32 @@ class Session:
             return lambda cookie: ep.post_rdma_read(local, cookie, remote)
         return lambda cookie: ep.post_send(local, cookie)
 
+    def polling(self) -> Callable[[int], tuple[Event, int]]:
+        """A wait that never sleeps: dat_evd_dequeue until an event is there (a polling
+        program's loop, as dapltest -m p runs)."""
+        dequeue = self.evd.dequeue
+
+        def wait(_timeout: int) -> tuple[Event, int]:
+            while True:
+                try:
+                    return dequeue(), 0
+                except DatQueueEmpty:
+                    continue
+
+        return wait
+
     def run(
-        self, op: str, size: int, iters: int, window: int, progress: Callable[[int], None]
+        self,
+        op: str,
+        size: int,
+        iters: int,
+        window: int,
+        progress: Callable[[int], None],
+        poll: bool = False,
     ) -> tuple[float, list[float], list[float]]:
         """(elapsed seconds, per-op latencies in µs, completion times) for ``iters`` ops."""
         post = self.poster(op, size)
-        wait = self.evd.wait
+        wait = self.polling() if poll else self.evd.wait
         started = [0.0] * iters
         finished = [0.0] * iters
         clock = time.perf_counter
@@ -203,11 +225,12 @@ def measure(
     window: int,
     same_node: bool,
     progress: Callable[[int], None],
+    poll: bool = False,
 ) -> Result:
     """Warm up, run, and summarise one size."""
     win = 1 if mode == "lat" else window
-    session.run(op, size, min(iters, 50), win, lambda _: None)
-    elapsed, lat, finished = session.run(op, size, iters, win, progress)
+    session.run(op, size, min(iters, 50), win, lambda _: None, poll)
+    elapsed, lat, finished = session.run(op, size, iters, win, progress, poll)
     result = Result(op, mode, size, iters, win, same_node)
     result.bw_MBps = size * iters / elapsed / 1e6
     result.msg_rate = iters / elapsed / 1e6
@@ -375,6 +398,7 @@ def main(args: Any) -> int:
                     args.window,
                     args.same_node,
                     progress.step,
+                    args.poll,
                 )
                 if args.verify:
                     session.verify(args.op, size)

@@ -48,10 +48,13 @@ enum df_eq_cons_word { DF_EQ_ARM = 0, DF_EQ_WANT = 1 };
 #define DF_WQ_ENTRY_SIZE 448u
 #define DF_RQ_OFFSET (sizeof(struct df_ring_hdr) + DF_WQ_ENTRIES * DF_WQ_ENTRY_SIZE)
 #define DF_STAGE_OFFSET ((2 * DF_RQ_OFFSET + 4095u) / 4096u * 4096u)
-#define DF_STAGE_BYTES (4u << 20) /* a power of two: free-running u32 offsets wrap with it */
+#define DF_STAGE_BYTES 0x400000u /* 4 MiB, a power of two: free-running u32 offsets wrap with it */
 #define DF_WQ_SEGMENT_SIZE (DF_STAGE_OFFSET + DF_STAGE_BYTES)
 #define DF_WQE_MAX_SEGMENTS 16u
 #define DF_WQE_STAGED 0x01u /* wqe_flags: the bytes are in the staging area at stage_offset */
+_Static_assert(DF_STAGE_OFFSET % 4096u == 0 && DF_STAGE_OFFSET >= 2 * DF_RQ_OFFSET &&
+		       DF_STAGE_OFFSET - 2 * DF_RQ_OFFSET < 4096u,
+	       "the staging area starts at the first page boundary after the RQ");
 
 enum df_opcode { DF_OP_SEND = 1, DF_OP_RDMA_WRITE = 2, DF_OP_RDMA_READ = 3, DF_OP_RECEIVE = 4 };
 

@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--iters", type=int, default=0, help="iterations per size")
     bench.add_argument("--window", type=int, default=16, help="outstanding operations (bw)")
     bench.add_argument("--same-node", action="store_true", help="both endpoints on one daemon")
+    bench.add_argument(
+        "--poll", action="store_true", help="take completions with dequeue in a loop (no wait)"
+    )
     bench.add_argument("--json", action="store_true", help="one JSON object per size")
     bench.add_argument("--verify", action="store_true", help="check the bytes after each size")
     bench.add_argument("--no-limits", action="store_true", help="skip the machine limits")

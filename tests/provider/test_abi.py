@@ -34,6 +34,8 @@ def test_ring_constants() -> None:
     assert define("DF_EQE_NOTIFIES") == hostif.NOTIFIES
     full_wqe = hostif.WQE.size + define("DF_WQE_MAX_SEGMENTS") * hostif.SEGMENT.size
     assert full_wqe <= hostif.WQ_ENTRY_SIZE
+    assert define("DF_STAGE_BYTES") == hostif.STAGE_BYTES
+    assert define("DF_WQE_STAGED") == hostif.STAGED
     for kind in hostif.RingKind:
         assert enumerator(f"DF_RING_{kind.name}") == kind
     for op in hostif.Opcode:
@@ -55,3 +57,11 @@ def test_frames_and_versions() -> None:
     assert define("DF_MAX_HEADER_LEN") == MAX_HEADER_LEN
     for name in ("HELLO", "ERROR", "CALL", "REPLY", "NOTIFY", "DOORBELL"):
         assert enumerator(f"DF_FRAME_{name}") == FrameType[name]
+
+
+def test_the_pages_work_queue_table_is_the_layout() -> None:
+    page = (ROOT / "docs" / "host-interface.md").read_text()
+    assert f"| `STAGE_OFFSET` | {hostif.STAGE_OFFSET:,} |" in page
+    assert f"| `STAGE_BYTES` | {hostif.STAGE_BYTES:,} |" in page
+    assert f"| segment size | {hostif.WQ_SEGMENT_BYTES:,} |" in page
+    assert f"# The host interface (version {hostif.HOSTIF_VERSION})" in page
