@@ -42,6 +42,7 @@ class Result:
     iters: int
     window: int
     same_node: bool
+    poll: bool = False  # completions taken by dequeue in a loop, not waited for
     bw_MBps: float = 0.0
     bw_peak_MBps: float = 0.0
     msg_rate: float = 0.0  # Mpps
@@ -63,6 +64,7 @@ class Result:
             "iters": self.iters,
             "window": self.window,
             "same_node": self.same_node,
+            "poll": self.poll,
             "bw_MBps": round(self.bw_MBps, 3),
             "msg_rate": round(self.msg_rate, 6),
             "lat_us_p50": round(statistics.median(self.lat_us), 3) if self.lat_us else None,
@@ -231,7 +233,7 @@ def measure(
     win = 1 if mode == "lat" else window
     session.run(op, size, min(iters, 50), win, lambda _: None, poll)
     elapsed, lat, finished = session.run(op, size, iters, win, progress, poll)
-    result = Result(op, mode, size, iters, win, same_node)
+    result = Result(op, mode, size, iters, win, same_node, poll)
     result.bw_MBps = size * iters / elapsed / 1e6
     result.msg_rate = iters / elapsed / 1e6
     result.bw_peak_MBps = peak(size, finished)

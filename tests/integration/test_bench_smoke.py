@@ -18,6 +18,7 @@ KEYS = {
     "iters",
     "window",
     "same_node",
+    "poll",
     "bw_MBps",
     "msg_rate",
     "lat_us_p50",
@@ -47,6 +48,13 @@ def test_bench_bandwidth_runs_and_verifies(op: str, same_node: bool) -> None:
         expected = (op, "bw", int(size), same_node)
         assert (row["op"], row["mode"], row["size"], row["same_node"]) == expected
         assert isinstance(row["bw_MBps"], float) and row["bw_MBps"] > 0
+
+
+@pytest.mark.parametrize("mode", ["bw", "lat"])
+def test_bench_polls_for_completions_when_asked(mode: str) -> None:
+    (row,) = _bench("--op", "write", "--mode", mode, "--size", "4096", "--iters", "60", "--poll")
+    assert row["poll"] is True and row["mode"] == mode
+    assert isinstance(row["msg_rate"], float) and row["msg_rate"] > 0
 
 
 def test_bench_latency_reports_percentiles() -> None:
