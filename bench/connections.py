@@ -8,8 +8,9 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from bench.nodes import Fabric
+from bench.nodes import Fabric, fabric_for
 from client.api import Ep, Ia
 from proto.attrs import EpAttr
 from proto.constants import EventNumber, MemPriv, MemType
@@ -89,3 +90,36 @@ def run(fabric: Fabric, count: int, daemons: tuple[int, int] | None, write: bool
         acceptor.stdin.close()
         acceptor.wait(30)
         acceptor.stdout.close()
+
+
+def main(args: Any) -> int:
+    """``--op connect``: setup rate; ``--op scale``: memory and a write per pair."""
+    count = args.iters or 1000
+    with fabric_for(args) as fabric:
+        result = run(fabric, count, fabric.daemons, write=args.op == "scale")
+    row = {
+        "op": args.op,
+        "mode": "bw",
+        "size": 64 if args.op == "scale" else 0,
+        "iters": count,
+        "window": count,
+        "same_node": args.same_node,
+        "conn_per_s": round(result.per_second, 1),
+        "rss_growth_MB": [round(v, 1) for v in result.rss_growth_MB],
+        "writes_completed": result.writes_completed,
+    }
+    if args.json:
+        print(json.dumps(row), flush=True)
+    else:
+        print(
+            f" connections: {count}, {result.seconds * 1e6 / count:.1f} usec each, "
+            f"CPS {result.per_second:.0f}, total {result.seconds:.2f} s"
+        )
+        if args.op == "scale":
+            grow_a, grow_b = result.rss_growth_MB
+            print(
+                f" daemon memory growth: initiator node {grow_a:.1f} MB, target node "
+                f"{grow_b:.1f} MB; 64 B writes completed: {result.writes_completed}/{count}"
+            )
+    ok = args.op != "scale" or result.writes_completed == count
+    return 0 if ok else 1

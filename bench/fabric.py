@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.connections import run as run_connections
-from bench.nodes import Fabric, given_fabric, local_fabric
+from bench.connections import main as connections_main
+from bench.nodes import Fabric, fabric_for
 from bench.target import pattern
 from client.api import Ep, Evd, Ia, Lmr
 from client.records import Event
@@ -330,44 +330,6 @@ class Progress:
             sys.stderr.write("\r" + " " * 60 + "\r")
 
 
-def connections_main(args: Any) -> int:
-    """``--op connect``: setup rate; ``--op scale``: memory and a write per pair."""
-    count = args.iters or 1000
-    fabric_cm = (
-        local_fabric(args.same_node)
-        if not args.initiator
-        else given_fabric(args.initiator, args.target, args.target_address)
-    )
-    with fabric_cm as fabric:
-        result = run_connections(fabric, count, fabric.daemons, write=args.op == "scale")
-    row = {
-        "op": args.op,
-        "mode": "bw",
-        "size": 64 if args.op == "scale" else 0,
-        "iters": count,
-        "window": count,
-        "same_node": args.same_node,
-        "conn_per_s": round(result.per_second, 1),
-        "rss_growth_MB": [round(v, 1) for v in result.rss_growth_MB],
-        "writes_completed": result.writes_completed,
-    }
-    if args.json:
-        print(json.dumps(row), flush=True)
-    else:
-        print(
-            f" connections: {count}, {result.seconds * 1e6 / count:.1f} usec each, "
-            f"CPS {result.per_second:.0f}, total {result.seconds:.2f} s"
-        )
-        if args.op == "scale":
-            grow_a, grow_b = result.rss_growth_MB
-            print(
-                f" daemon memory growth: initiator node {grow_a:.1f} MB, target node "
-                f"{grow_b:.1f} MB; 64 B writes completed: {result.writes_completed}/{count}"
-            )
-    ok = args.op != "scale" or result.writes_completed == count
-    return 0 if ok else 1
-
-
 def main(args: Any) -> int:
     """Run the benchmark described by parsed ``fabricctl bench`` arguments."""
     if args.op in ("connect", "scale"):
@@ -382,12 +344,7 @@ def main(args: Any) -> int:
     progress = Progress(sum(n for _, n in plan))
     if not args.json:
         print(header(args.op, args.mode, args.window, args.same_node, limits))
-    fabric_cm = (
-        local_fabric(args.same_node)
-        if not args.initiator
-        else given_fabric(args.initiator, args.target, args.target_address)
-    )
-    with fabric_cm as fabric:
+    with fabric_for(args) as fabric:
         session = Session(fabric, args.op, max(sizes), args.window)
         try:
             for size, iters in plan:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from fabricd.launch import Node, start_node
 
@@ -43,3 +44,11 @@ def given_fabric(initiator: str, target: str, address: str) -> Iterator[Fabric]:
     """Running nodes: the initiator's and target's sockets, the target node's HOST:PORT."""
     host, _, port = address.rpartition(":")
     yield Fabric(initiator, target, (host, int(port)))
+
+
+def fabric_for(args: Any) -> AbstractContextManager[Fabric]:
+    """The fabric ``fabricctl bench`` arguments name: running nodes (--initiator, --target,
+    --target-address) or two (--same-node: one) started here."""
+    if args.initiator:
+        return given_fabric(args.initiator, args.target, args.target_address)
+    return local_fabric(args.same_node)

@@ -21,7 +21,7 @@ from enum import IntEnum
 from typing import Final
 
 from proto.attrs import MAX_DTOS, MAX_IOV
-from proto.constants import Dtos
+from proto.constants import CompletionFlags, Dtos
 from proto.errors import ProtocolError
 
 HOSTIF_VERSION: Final = 3
@@ -235,8 +235,8 @@ STAGED: Final = 0x01
 """WQE flag: the bytes to send were copied into the EP's staging area at the stage offset when
 the WQE was posted (SEND and RDMA_WRITE without BARRIER_FENCE only); the segments still name
 where they came from, and are checked as always."""
-_STAGEABLE: Final = frozenset({1, 2})  # Opcode.SEND, Opcode.RDMA_WRITE
-_FENCE: Final = 0x08  # DAT_COMPLETION_BARRIER_FENCE_FLAG
+_STAGEABLE: Final = frozenset({Opcode.SEND, Opcode.RDMA_WRITE})
+_FENCE: Final = int(CompletionFlags.BARRIER_FENCE)  # a plain int: IntFlag operators are slow
 SEGMENT: Final = struct.Struct("<QQI4x")
 """A local segment: virtual_address, length, lmr_context, reserved (0); 24 bytes."""
 
@@ -300,7 +300,7 @@ def read_wqe(ring: Ring, index: int, max_iov: int) -> Wqe:
         segments = tuple(SEGMENT.unpack_from(ring.view, at + i * step) for i in range(count))
     if not wqe_flags:
         return Wqe(opcode, flags, cookie, segments, (r_addr, r_len, r_ctx))
-    if raw_op not in _STAGEABLE or flags & _FENCE:
+    if opcode not in _STAGEABLE or flags & _FENCE:
         raise RingError(f"WQE {index}: only an unfenced SEND or RDMA_WRITE is staged")
     if offset + sum(length for _, length, _ in segments) > STAGE_BYTES:
         raise RingError(f"WQE {index}: its staged bytes run past the staging area")

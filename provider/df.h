@@ -286,10 +286,11 @@ DAT_RETURN df_ep_post_rdma_read(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT
 void df_ep_ring(struct df_ep *ep);
 void df_ia_kick(struct df_ia *ia);
 
-/* stage.c: copy a request's bytes into the EP's staging area (lock held; called for every
- * request post, staged or not): their offset there, or -1 when they are not staged. */
+/* stage.c: copy a request's ``total`` bytes into the EP's staging area if ``stageable`` (an
+ * unfenced Send or Write) and there is room (lock held; called for every request post, so the
+ * area is given back in posting order): their offset there, or -1 when they are not staged. */
 int64_t df_stage(struct df_ep *ep, const DAT_LMR_TRIPLET *iov, DAT_COUNT n, uint64_t total,
-		 bool fenced);
+		 bool stageable);
 
 /* ia.c, attrs.c, events.c */
 DAT_RETURN df_ia_fetch_attributes(struct df_ia *ia);
@@ -304,6 +305,7 @@ DAT_RETURN df_evd_make(struct df_ia *ia, DAT_COUNT qlen, DAT_EVD_FLAGS flags, ui
 		       struct df_evd **out);
 void df_evd_destroy(struct df_evd *evd);
 
+/* evd_take.c */
 int64_t df_evd_refill(struct df_evd *evd);
 void df_evd_arm(struct df_evd *evd, DAT_COUNT threshold);
 void df_deadline_after(struct timespec *ts, DAT_TIMEOUT us);

@@ -168,9 +168,9 @@ static DAT_RETURN post_locked(struct df_ep *ep, const struct post *p)
 		return DF_ERROR(DAT_ABORT, 0);
 	}
 	int64_t stage = -1;
-	if (!rule->receive) /* a Read lands here: nothing of ours to send */
-		stage = df_stage(ep, p->iov, p->num_segments, rule->into_local ? 0 : total,
-				 p->flags & DAT_COMPLETION_BARRIER_FENCE_FLAG);
+	if (!rule->receive) /* a Read sends nothing of ours; a fenced request is read as it starts */
+		stage = df_stage(ep, p->iov, p->num_segments, total,
+				 !rule->into_local && !(p->flags & DAT_COMPLETION_BARRIER_FENCE_FLAG));
 	write_wqe(ring, p, stage);
 	df_full_barrier(); /* "store prod, then load POLL" (section 3) */
 	df_ep_ring(ep);

@@ -18,7 +18,7 @@ static void give_back(struct df_ep *ep)
 {
 	uint32_t done = atomic_load_explicit(&ep->sq.hdr->cons_words[DF_WQ_DONE],
 					     memory_order_acquire);
-	if (done == ep->stage_done)
+	if (done == ep->stage_done) /* also before the first completion: slot DONE - 1 holds none */
 		return;
 	ep->stage_done = done;
 	ep->stage_tail = ep->stage_marks[(done - 1) & (DF_WQ_ENTRIES - 1)];
@@ -37,16 +37,17 @@ static int64_t reserve(struct df_ep *ep, uint32_t total)
 }
 
 int64_t df_stage(struct df_ep *ep, const DAT_LMR_TRIPLET *iov, DAT_COUNT n, uint64_t total,
-		 bool fenced)
+		 bool stageable)
 {
 	uint32_t slot = ep->sq.mine & (DF_WQ_ENTRIES - 1);
 	int64_t at = -1;
-	if (!ep->stage_marks && !fenced && total) /* zeros: every earlier post staged nothing */
+	stageable = stageable && total && total <= DF_STAGE_BYTES;
+	if (!ep->stage_marks && stageable) /* zeros: every earlier post staged nothing */
 		ep->stage_marks = calloc(DF_WQ_ENTRIES, sizeof(*ep->stage_marks));
 	if (!ep->stage_marks)
 		return -1;
 	give_back(ep);
-	if (!fenced && total && total <= DF_STAGE_BYTES)
+	if (stageable)
 		at = reserve(ep, (uint32_t)total);
 	if (at >= 0) {
 		uint8_t *dst = (uint8_t *)ep->wq + DF_STAGE_OFFSET + at;

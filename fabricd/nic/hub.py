@@ -271,9 +271,16 @@ class Nic:
                 dto = OPCODE_DTOS[wqe.opcode]
                 staged = None if wqe.stage is None else q.stage[wqe.stage :]
                 self.initiator.post(
-                    ep.consumer, ep, dto, wqe.cookie, wqe.flags, wqe.segments, wqe.remote, False,
-                    staged,
-                )  # fmt: skip
+                    ep.consumer,
+                    ep,
+                    dto,
+                    wqe.cookie,
+                    wqe.flags,
+                    wqe.segments,
+                    wqe.remote,
+                    start=False,
+                    staged=staged,
+                )
                 taken += 1
             if taken:
                 self.initiator.transmit(ep)  # together: small Writes leave as one batch

@@ -19,6 +19,7 @@ from proto.hostif import (
     PRODUCER_LINE,
     SEGMENT,
     STAGE_BYTES,
+    STAGE_OFFSET,
     STAGED,
     U32,
     WQE,
@@ -26,6 +27,7 @@ from proto.hostif import (
     Ring,
     Word,
     set_u32,
+    wq_segment,
     write_wqe,
 )
 from tests.core.flows import Side, pair
@@ -271,9 +273,9 @@ def test_a_staged_write_sends_the_bytes_staged_at_its_post() -> None:
     sends those bytes (the program may not touch the buffer before the completion anyway)."""
     fabric, a, b = pair()
     sq, _ = _rings(a)
-    stage = a.c.node.nic.consumers[a.c.state.id].eps[a.ep].queues.stage  # type: ignore[union-attr]
+    segment = a.c.core.mapper.map(wq_segment(a.c.core.name, a.ep))  # the driver's mapping
     a.memory(0, 64)[:] = b"m" * 64
-    stage[4096 : 4096 + 64] = b"s" * 64
+    segment[STAGE_OFFSET + 4096 : STAGE_OFFSET + 4096 + 64] = b"s" * 64
     local, remote = (a.address, 64, a.lmr.lmr_context), (b.address, 64, b.lmr.rmr_context)
     write_wqe(sq, Opcode.RDMA_WRITE, 0, 5, [local], remote, stage=4096)
     sq.publish()
