@@ -11,9 +11,9 @@ outcome comes back as entries of the EVDs' event queues, also in shared memory, 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
+from client.posting import Posting
 from client.records import Call as Call
 from client.records import CrInfo as CrInfo
 from client.records import EpMirror, EvdState, QueueMapper
@@ -23,7 +23,7 @@ from client.records import Op as Op
 from proto import calls, ep_states, events
 from proto.attrs import MAX_PRIVATE_DATA, EpAttr
 from proto.calls import METHODS
-from proto.checks import Region, check_local_iov, is_int, parse_triplet
+from proto.checks import Region, is_int, parse_triplet
 from proto.codec import Frame, FrameReader, encode
 from proto.constants import (
     LMR_COOKIE_SIZE,
@@ -44,7 +44,6 @@ from proto.errors import (
     DatInvalidHandle,
     DatInvalidParameter,
     DatInvalidState,
-    DatLengthError,
     DatQueueEmpty,
     DatTimeoutExpired,
     MalformedFrame,
@@ -57,22 +56,13 @@ from proto.hostif import (
     ASYNC_EVD,
     EQ_ENTRY_SIZE,
     NOTIFIES,
-    RQ_OFFSET,
-    SQ_OFFSET,
-    U32,
-    WQ_ENTRIES,
-    WQ_ENTRY_SIZE,
-    Opcode,
-    Ring,
     RingKind,
     Word,
     check_descriptor,
     eq_ring,
     eq_segment,
     read_eqe,
-    wq_rings,
     wq_segment,
-    write_wqe,
 )
 from proto.schema import parse
 
@@ -84,40 +74,6 @@ _UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
 _STATE: Final = Word.STATE
 _DTO_COMPLETION: Final = EventNumber.DTO_COMPLETION_EVENT
 _POSTABLE: Final = ep_states.REQUEST_POST_STATES
-
-
-@dataclass(frozen=True, slots=True)
-class _PostRule:
-    """What a post of one kind needs: its opcode, the local privilege and segment limit
-    (an EpAttr field), which argument its completion_flags are, where the data lands."""
-
-    opcode: Opcode
-    need: MemPriv
-    max_iov: str
-    flags_arg: Sub  # completion_flags: 5th argument of post_send/recv, 6th of the RDMA posts
-    receive: bool = False
-    send: bool = False  # no remote buffer
-    into_local: bool = False  # an RDMA Read: the remote bytes land in the local iov
-
-
-_POST_RULES: Final = {
-    Dtos.SEND: _PostRule(
-        Opcode.SEND, MemPriv.LOCAL_READ, "max_request_iov", Sub.INVALID_ARG5, send=True
-    ),
-    Dtos.RECEIVE: _PostRule(
-        Opcode.RECEIVE, MemPriv.LOCAL_WRITE, "max_recv_iov", Sub.INVALID_ARG5, receive=True
-    ),
-    Dtos.RDMA_WRITE: _PostRule(
-        Opcode.RDMA_WRITE, MemPriv.LOCAL_READ, "max_rdma_write_iov", Sub.INVALID_ARG6
-    ),
-    Dtos.RDMA_READ: _PostRule(
-        Opcode.RDMA_READ,
-        MemPriv.LOCAL_WRITE,
-        "max_rdma_read_iov",
-        Sub.INVALID_ARG6,
-        into_local=True,
-    ),
-}
 
 
 class ClientCore:
@@ -144,6 +100,10 @@ class ClientCore:
         self._pending: dict[int, str] = {}  # req_id -> method, until its reply is taken
         self._pointers: dict[int, Any] = {}  # dat_evd_post_se's pointers by the token sent
         self._token = 0
+        posting = Posting(name, mapper, self.eps, self.regions, self.ep_mirror)
+        self.queues = posting.queues
+        self.post = posting.post  # the hot path: no delegating call in between
+        self.kick = posting.kick
 
     # -- frames in and out ---------------------------------------------------------------------
 
@@ -695,111 +655,6 @@ class ClientCore:
             self._forget(info.ep)  # the provider freed the EP it had made
 
     # -- posts (no reply) ----------------------------------------------------------------------
-
-    def queues(self, ep: EpMirror) -> tuple[Ring, Ring]:
-        """The EP's send and receive queue, mapped on first use."""
-        if ep.sq is None or ep.rq is None:
-            view = self.mapper.map(wq_segment(self.name, ep.handle))
-            check_descriptor(view[SQ_OFFSET:RQ_OFFSET], RingKind.SQ, WQ_ENTRIES, WQ_ENTRY_SIZE)
-            check_descriptor(view[RQ_OFFSET:], RingKind.RQ, WQ_ENTRIES, WQ_ENTRY_SIZE)
-            ep.sq, ep.rq = wq_rings(view, producer=True)
-        return ep.sq, ep.rq
-
-    def post(
-        self,
-        kind: Dtos,
-        handle: int,
-        local_iov: Sequence[Triplet],
-        cookie: int,
-        remote: Triplet | None,
-        flags: int,
-    ) -> bytes:
-        """Check a post as dat_ep_post_* specify (raising the spec's DatError) and write its WQE;
-        returns the doorbell frame to send, or nothing when one is already in flight.
-
-        The hot path of the library: what depends on the kind comes from one table, flags are
-        compared as plain ints (an IntFlag operator costs ~1 us) and the EP's state as the raw
-        word the daemon published."""
-        ep = self.ep_mirror(handle)
-        attr = ep.attr
-        rule = _POST_RULES[kind]
-        if not is_int(cookie) or not 0 <= cookie < 1 << 64:
-            raise DatInvalidParameter(Sub.INVALID_ARG4, "cookie must be a u64")
-        if not is_int(flags) or int(flags) & ~0x3F:
-            raise DatInvalidParameter(rule.flags_arg, f"bad completion flags {flags!r}")
-        flags = int(flags)
-        sq, rq = self.queues(ep)
-        if rule.receive:
-            if flags & _SUPPRESS:
-                raise DatInvalidParameter(Sub.INVALID_ARG5, "receives cannot be suppressed")
-            if ep.recvs >= attr.max_recv_dtos:
-                raise DatInsufficientResources(Sub.RESOURCE_TEP, "receive queue is full")
-            check_local_iov(local_iov, self.regions.get, ep.pz, rule.need, attr.max_recv_iov)
-            write_wqe(rq, rule.opcode, flags, cookie, local_iov)
-            rq.publish()
-            return self._doorbell(ep)
-        if sq.word(_STATE) not in _POSTABLE:
-            raise ep_states.state_error(ep.state, f"posting {kind.name}")
-        if flags & _UNSIGNALLED and not attr.request_completion_flags & _UNSIGNALLED:
-            raise DatInvalidParameter(
-                rule.flags_arg, "UNSIGNALLED needs the EP's request_completion_flags to allow it"
-            )
-        if ep.requests >= attr.max_request_dtos:
-            raise DatInsufficientResources(Sub.RESOURCE_TEP, "request queue is full")
-        used = check_local_iov(
-            local_iov, self.regions.get, ep.pz, rule.need, getattr(attr, rule.max_iov)
-        )
-        total = used[0][2] if len(used) == 1 else sum(length for _, _, length in used)
-        target = (0, 0, 0)
-        if rule.send:
-            if total > attr.max_message_size:
-                raise DatLengthError(message="message larger than max_message_size")
-        else:
-            assert remote is not None
-            target = parse_triplet(remote, Sub.INVALID_ARG5)
-            r_len = target[1]
-            if total > r_len and not rule.into_local:
-                raise DatLengthError(message="the remote buffer is smaller than the local data")
-            if r_len > total and rule.into_local:
-                raise DatLengthError(message="the local buffer is too small for the remote data")
-            if total > attr.max_rdma_size or r_len > attr.max_rdma_size:
-                raise DatLengthError(message="larger than the EP's max_rdma_size")
-        write_wqe(sq, rule.opcode, flags, cookie, local_iov, target)
-        sq.publish()
-        return self._doorbell(ep)
-
-    def _doorbell(self, ep: EpMirror) -> bytes:
-        """The doorbell frame, unless the daemon will look anyway: it polls the EP (POLL, read
-        after a full barrier that orders it after our index store), or a doorbell is in
-        flight (it has not counted every one yet)."""
-        assert ep.sq is not None
-        self.mapper.fence()
-        if ep.sq.word(Word.POLL) or ep.rung % U32 != ep.sq.word(Word.HEARD):
-            return b""
-        ep.rung += 1
-        return encode(FrameType.DOORBELL, ep.handle)
-
-    def kick(self) -> bytes:
-        """Doorbells for every EP whose queues hold WQEs the daemon has not taken although it
-        has taken every doorbell (so none is coming) and does not poll it, at most one per new
-        WQE: a driver sends these before it blocks or finds an EVD empty, so a doorbell skipped
-        in a race of the two sides' stores is always made good."""
-        out = []
-        for ep in self.eps.values():
-            if ep.sq is None or ep.rq is None:
-                continue
-            mark = (ep.sq.mine, ep.rq.mine)
-            in_flight = ep.rung % U32 != ep.sq.word(Word.HEARD)
-            if (
-                mark != ep.kicked
-                and not in_flight
-                and not ep.sq.word(Word.POLL)  # a polling daemon looks again without one
-                and (ep.sq.space() < ep.sq.entries or ep.rq.space() < ep.rq.entries)
-            ):
-                ep.kicked = mark
-                ep.rung += 1
-                out.append(encode(FrameType.DOORBELL, ep.handle))
-        return b"".join(out)
 
 
 def _wire_iov(local_iov: Sequence[Triplet]) -> list[list[int]]:

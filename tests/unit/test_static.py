@@ -26,6 +26,7 @@ PURE_MODULES = [
     *sorted((ROOT / "fabricd" / "nic").glob("*.py")),
     ROOT / "client" / "__init__.py",
     ROOT / "client" / "core.py",
+    ROOT / "client" / "posting.py",
     ROOT / "client" / "records.py",
 ]
 IO_MODULES = frozenset(
