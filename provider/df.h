@@ -16,6 +16,7 @@
 
 #define DF_MAX_PRIVATE_DATA 256 /* as the daemon's max_private_data_size */
 #define DF_POLL_SPIN_US 250 /* dat_evd_dequeue: empty this long, it naps (docs/provider.md) */
+#define DF_POLL_BULK 16384 /* ...or at once, if its DTO completions average this many bytes */
 #define DF_POLL_NAP_US 1000 /* ...for at most this long, or until the EVD gets an event */
 #define DF_MAGIC 0x64664f42u /* a live object */
 #define DF_DEAD 0xdeadbeefu /* freed: its handle is no longer valid */
@@ -89,6 +90,7 @@ struct df_evd {
 	uint32_t notifying; /* of the entries up to ``scanned``, those that wake a waiter */
 	uint32_t armed; /* the ARM value last stored */
 	int64_t empty_since; /* dat_evd_dequeue: when its run of empty answers began (us; 0: none) */
+	int64_t dto_bytes; /* the running mean of the DTO completions' transferred lengths */
 	bool waiting;
 	bool enabled;
 	bool waitable;

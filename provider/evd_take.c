@@ -60,6 +60,9 @@ static DAT_RETURN take(struct df_evd *evd, DAT_EVENT *event)
 	}
 	const struct df_eqe *e = df_ring_slot(&evd->ring, evd->ring.mine);
 	DAT_RETURN ret = df_event_from_entry(ia, e, event);
+	if (event->event_number == DAT_DTO_COMPLETION_EVENT) /* a running mean, weight 1/8 */
+		evd->dto_bytes += ((int64_t)event->event_data.dto_completion_event_data.transfered_length -
+				   evd->dto_bytes) / 8;
 	evd->notifying -= e->flags & DF_EQE_NOTIFIES;
 	evd->scanned--;
 	df_ring_consume(&evd->ring, 1); /* release: the slot is copied out */
@@ -73,17 +76,21 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* A program that polls an empty EVD for DF_POLL_SPIN_US holds a core the daemons (the NIC)
- * need to produce its events: the dequeue then sleeps until the daemon writes an event to this
- * EVD (an armed NOTIFY, as a wait gets) or DF_POLL_NAP_US pass, and takes it if it came (lock
- * held; true when an event is there). */
+/* A program that polls an empty EVD holds a core the daemons (the NIC) may need to produce
+ * its events. The dequeue then sleeps until the daemon writes an event to this EVD (an armed
+ * NOTIFY, as a wait gets) or DF_POLL_NAP_US pass, and takes it if it came (lock held; true when
+ * an event is there). When the EVD's transfers are small, the daemons mostly wait for each
+ * other's wake-ups and a spinner spares its own: it naps only after DF_POLL_SPIN_US of
+ * emptiness. Bulk transfers (a mean of DF_POLL_BULK bytes or more) keep the daemons copying,
+ * and every microsecond spun is taken from them: it naps at once. */
 static bool nap(struct df_evd *evd)
 {
 	struct df_chan *ch = &evd->obj.ia->chan;
 	int64_t now = now_us();
 	if (!evd->empty_since)
 		evd->empty_since = now;
-	if (now - evd->empty_since < DF_POLL_SPIN_US || !evd->ring.hdr || ch->dead)
+	int64_t spin = evd->dto_bytes >= DF_POLL_BULK ? 0 : DF_POLL_SPIN_US;
+	if (now - evd->empty_since < spin || !evd->ring.hdr || ch->dead)
 		return false;
 	df_evd_arm(evd, 1);
 	if (df_evd_refill(evd) <= 0) {

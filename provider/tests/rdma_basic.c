@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "check.h"
 
@@ -100,6 +101,19 @@ static void wait_dto(DAT_EVD_HANDLE evd, DAT_DTO_COMPLETION_STATUS status, uint6
 	CHECK(d->user_cookie.as_64 == cookie);
 	if (status == DAT_DTO_SUCCESS)
 		CHECK(d->transfered_length == (DAT_VLEN)length);
+}
+
+/* The next event on ``evd``, taken as a polling program takes it: dat_evd_dequeue in a loop. */
+static DAT_EVENT poll_event(DAT_EVD_HANDLE evd)
+{
+	DAT_EVENT ev;
+	DAT_RETURN ret = DAT_QUEUE_EMPTY;
+	time_t give_up = time(NULL) + WAIT_US / 1000000;
+	memset(&ev, 0, sizeof(ev));
+	while (ret == DAT_QUEUE_EMPTY && time(NULL) < give_up)
+		ret = dat_evd_dequeue(evd, &ev);
+	CHECK_RET(ret, DAT_SUCCESS);
+	return ev;
 }
 
 /* LMRs over the program's own memory, and the arguments dat_lmr_create refuses. */
@@ -298,6 +312,31 @@ static void check_traffic(struct side *a, struct side *b)
 		CHECK(!memcmp(a->buf, b->buf, 8000));
 	}
 
+	/* Bulk Writes taken by polling: once the EVD's completions average DF_POLL_BULK bytes, an
+	 * empty dequeue naps at once (armed); every completion still comes, once and in order */
+	DAT_LMR_TRIPLET half = {b->address, 32000, b->lmr_context};
+	for (int i = 0; i < 40 && !failures; i++) {
+		for (uint64_t k = 0; k < 2; k++) {
+			memset(b->buf + k * 32768, (char)(i * 2 + (int)k), 32768);
+			half.virtual_address = b->address + k * 32768;
+			DAT_RMR_TRIPLET part = {a->address + k * 32768, 32000, a->rmr_context};
+			c.as_64 = 0x2000u + (uint64_t)i * 2 + k;
+			CHECK_RET(dat_ep_post_rdma_write(b->ep, 1, &half, c, &part,
+							 DAT_COMPLETION_DEFAULT_FLAG),
+				  DAT_SUCCESS);
+		}
+		for (uint64_t k = 0; k < 2; k++) {
+			DAT_EVENT got = poll_event(b->dto_evd);
+			const DAT_DTO_COMPLETION_EVENT_DATA *d = &got.event_data.dto_completion_event_data;
+			CHECK(got.event_number == DAT_DTO_COMPLETION_EVENT && d->status == DAT_DTO_SUCCESS);
+			CHECK(d->user_cookie.as_64 == 0x2000u + (uint64_t)i * 2 + k);
+			CHECK(d->transfered_length == 32000);
+		}
+		CHECK(!memcmp(a->buf, b->buf, 32000) && !memcmp(a->buf + 32768, b->buf + 32768, 32000));
+	}
+	DAT_EVENT none;
+	CHECK_RET(dat_evd_dequeue(b->dto_evd, &none), DAT_QUEUE_EMPTY); /* a nap ends */
+
 	from.virtual_address = a->address; /* below the window: the target refuses, and the
 					    * connection breaks */
 	c.as_64 = 0x68;
@@ -315,10 +354,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	char *raw_a = malloc(8192 + 3), *raw_b = malloc(8192);
+	char *raw_a = malloc(65536 + 3), *raw_b = malloc(65536);
 	struct side a, b;
-	open_side(&a, argv[1], raw_a + 3, 8192); /* any alignment */
-	open_side(&b, argv[1], raw_b, 8192);
+	open_side(&a, argv[1], raw_a + 3, 65536); /* any alignment */
+	open_side(&b, argv[1], raw_b, 65536);
 	if (failures) {
 		printf("FAILED\n");
 		return 1;
