@@ -67,6 +67,8 @@ class Ia:
         self.queues = QueueMaps()
         self.core = ClientCore(self.token, self.queues, async_evd_qlen)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._poller = select.poll()  # poll(2): any descriptor number (select(2) stops at 1,024)
+        self._poller.register(self.sock, select.POLLIN)
         try:
             self.sock.connect(path)
         except OSError as err:
@@ -96,11 +98,15 @@ class Ia:
             self.core.lost(str(err))
             raise DatAbort(message=f"daemon connection lost: {err}") from None
 
+    def _readable(self, timeout: float | None) -> bool:
+        """Has the daemon sent something (or hung up) within ``timeout`` seconds?"""
+        return bool(self._poller.poll(None if timeout is None else timeout * 1000))
+
     def _pump(self, timeout: float | None) -> None:
         """Read whatever the daemon sent within ``timeout`` seconds (0: only what is there)."""
         if self.closed or self.core.catastrophic:
             return
-        ready, _, _ = select.select([self.sock], [], [], timeout)
+        ready = self._readable(timeout)
         while ready:
             reader = self.core.reader
             buf = reader.get_buffer(-1)
@@ -170,7 +176,7 @@ class Ia:
         # A daemon that died meanwhile shows now (IA_CATASTROPHIC): read up to its EOF, which
         # one _pump(0) misses behind frames still unread (a peer's events before the crash).
         for _ in range(CLOSE_READS):
-            if self.core.catastrophic or not select.select([self.sock], [], [], 0)[0]:
+            if self.core.catastrophic or not self._readable(0):
                 break
             self._pump(0)
         self.closed = True
