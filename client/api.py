@@ -38,7 +38,7 @@ from proto.errors import (
     DatQueueEmpty,
     DatTimeoutExpired,
 )
-from proto.frames import ROLE_CONSUMER
+from proto.frames import ROLE_ADMIN, ROLE_CONSUMER
 from proto.hostif import ASYNC_EVD
 
 Sub = DatReturnSubtype
@@ -60,7 +60,11 @@ def socket_for(ia_name: str) -> str:
 class Ia:
     """An open Interface Adapter: one consumer connection to the node's daemon (dat_ia_open)."""
 
-    def __init__(self, name: str = DEFAULT_IA_NAME, async_evd_qlen: int = 8) -> None:
+    def __init__(
+        self, name: str = DEFAULT_IA_NAME, async_evd_qlen: int = 8, *, admin: bool = False
+    ) -> None:
+        """``admin``: ``name`` is a daemon's admin socket (proto.frames.admin_socket), and the
+        connection serves ClientCore.admin calls only (client.faults uses it)."""
         path = socket_for(name)
         self.name = name
         self.token = f"{os.getpid()}-{secrets.token_hex(4)}"
@@ -76,7 +80,7 @@ class Ia:
             raise DatProviderNotFound(Sub.NAME_NOT_REGISTERED, f"{name}: {path}: {err}") from None
         self.arena = Arena(self.token)
         self.closed = False
-        self._send(hello(ROLE_CONSUMER, self.token))
+        self._send(hello(ROLE_ADMIN if admin else ROLE_CONSUMER, self.token))
         deadline = time.monotonic() + 10.0
         while not self.core.ready:
             if self.core.catastrophic or time.monotonic() > deadline:
@@ -85,7 +89,8 @@ class Ia:
             self._pump(1.0)
         self.async_evd = Evd(self, ASYNC_EVD)
         atexit.register(self.close)
-        self.run(self.core.async_evd_create())
+        if not admin:
+            self.run(self.core.async_evd_create())
 
     # -- transport -----------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from client.api import Ia
+from proto.frames import admin_socket
 
 _names = itertools.count(1)
 
@@ -44,9 +45,13 @@ class Faults:
             raise KeyError(f"unknown node {node!r}; known: {sorted(self.nodes)}")
         ia = self._ias.get(node)
         if ia is None or ia.closed:
-            ia = self._ias[node] = Ia(self.nodes[node])
+            ia = self._ias[node] = self._admin(node)
         result: list[Any] = ia.run(ia.core.admin(method, list(args)))
         return result
+
+    def _admin(self, node: str) -> Ia:
+        """A connection to the node's admin socket (owner-only; consumers cannot reach it)."""
+        return Ia(admin_socket(self.nodes[node]), admin=True)
 
     def _targets(self, node: str | None) -> list[str]:
         return [node] if node else list(self.nodes)
@@ -124,13 +129,10 @@ class Faults:
 
     def crash(self, node: str) -> None:
         """Kill a node's daemon at once (it says goodbye to nobody)."""
-        ia = self._ias.pop(node, None) or Ia(self.nodes[node])
+        ia = self._ias.pop(node, None) or self._admin(node)
         _, frame = ia.core.call_frame(next(ia.core.admin("node_crash", [])))
         ia._send(frame)
-        ia.close()
-        # It dies removing nothing, this IA's queue segments included (its async EVD's): the
-        # IA that asked removes them (left, they were an -eq1 in /dev/shm per crash)
-        ia.queues.remove(ia.core.queue_segments())
+        ia.close()  # an admin connection has no queues in /dev/shm to leave behind
 
     @contextmanager
     def rule(self, action: str, *, seed: int | None = None, **match: Any) -> Iterator[str]:

@@ -12,6 +12,7 @@ import sys
 import uvloop
 
 from fabricd.server import Daemon
+from fabricd.sockdir import UnsafeSocketDir
 
 DEFAULT_PORT = 7471
 
@@ -43,7 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--socket",
         default="/tmp/datfabric/fabricd.sock",
-        help="unix socket path for local consumers",
+        help="unix socket path for local consumers (admin calls: the same path + .admin); its "
+        "directory is created owner-only, or refused if another user owns or may write it",
+    )
+    p.add_argument(
+        "--socket-group",
+        default=None,
+        help="a group whose members may also connect as consumers (the admin socket stays "
+        "owner-only)",
     )
     p.add_argument("--seed", type=int, default=None, help="seed for keys (replayable runs)")
     p.add_argument(
@@ -83,8 +91,12 @@ async def run(args: argparse.Namespace) -> None:
         coherent=args.coherency == "coherent",
         heartbeat=(args.heartbeat_interval, args.heartbeat_timeout),
         advertise=args.advertise,
+        socket_group=args.socket_group,
     )
-    await daemon.start()
+    try:
+        await daemon.start()
+    except UnsafeSocketDir as err:
+        raise SystemExit(f"fabricd {args.name}: refusing to start: {err}") from None
     print(
         f"fabricd {args.name} ready peer={daemon.host}:{daemon.port} socket={args.socket}",
         flush=True,

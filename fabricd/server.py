@@ -17,6 +17,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import cast
 
+from fabricd import sockdir
 from fabricd.cma import CrossMemory
 from fabricd.local import local_pair
 from fabricd.nic import Consumer, Nic, PeerLink, Timer
@@ -24,7 +25,7 @@ from fabricd.shm import ShmMapper
 from fabricd.turn import Turn
 from proto.codec import Frame, FrameReader, Sink, encode
 from proto.errors import ProtocolError
-from proto.frames import FrameType
+from proto.frames import ROLE_ADMIN, FrameType, admin_socket
 
 log = logging.getLogger("fabricd")
 CLOSE_GRACE = 2.0  # seconds a half-closed stream waits for the peer's end before an abort
@@ -195,6 +196,15 @@ class ConsumerStream(_Stream):
             self.consumer = None
 
 
+class AdminStream(ConsumerStream):
+    """An admin connection (fabricctl, client.faults) on the daemon's admin socket."""
+
+    kind = "admin"
+
+    def _frame(self, frame: Frame) -> None:
+        self.consumer = self.nic.consumer_frame(self, self.consumer, frame, ROLE_ADMIN)
+
+
 class PeerStream(_Stream):
     """A TCP stream to or from another daemon, carrying one connected endpoint pair."""
 
@@ -268,8 +278,10 @@ class Daemon:
         coherent: bool = True,
         heartbeat: tuple[float, float] = (1.0, 3.0),
         advertise: str = "",
+        socket_group: str | None = None,
     ) -> None:
         self.name = name
+        self.socket_group = socket_group
         self.host = host
         self.advertise = advertise or advertised(host)
         self.port = port
@@ -305,13 +317,17 @@ class Daemon:
         )
         self.port = tcp.sockets[0].getsockname()[1]
         self.nic.address = (self.advertise, self.port)
-        os.makedirs(os.path.dirname(self.socket_path) or ".", exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.socket_path)
+        gid = sockdir.group_id(self.socket_group)
+        sockdir.prepare(os.path.dirname(self.socket_path), gid)
+        consumers = sockdir.listen(self.socket_path, sockdir.consumer_mode(gid), gid)
+        admins = sockdir.listen(admin_socket(self.socket_path), sockdir.ADMIN_MODE, None)
         unix = await loop.create_unix_server(
-            lambda: ConsumerStream(self.nic, self.mapper, self.turn), self.socket_path, backlog=4096
+            lambda: ConsumerStream(self.nic, self.mapper, self.turn), sock=consumers
         )
-        self._servers = [tcp, unix]
+        admin = await loop.create_unix_server(
+            lambda: AdminStream(self.nic, self.mapper, self.turn), sock=admins
+        )
+        self._servers = [tcp, unix, admin]
         self._tick()
         log.info(
             "fabricd %s: peers on %s:%d, consumers on %s",
@@ -334,8 +350,9 @@ class Daemon:
             server.close()
         for task in list(self._tasks):
             task.cancel()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.socket_path)
+        for path in (self.socket_path, admin_socket(self.socket_path)):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
         for region in self.nic.shared.values():
             self.mapper.remove(region.segment)
         self.mapper.close()

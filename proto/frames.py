@@ -71,3 +71,9 @@ FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
 
 ROLE_CONSUMER: Final = "consumer"
 ROLE_PEER: Final = "peer"
+ROLE_ADMIN: Final = "admin"  # fault rules, revoke, crash, status: the admin socket only
+
+
+def admin_socket(consumer_socket: str) -> str:
+    """Where a daemon whose consumers connect at ``consumer_socket`` takes admin calls."""
+    return consumer_socket + ".admin"

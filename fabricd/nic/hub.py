@@ -53,7 +53,7 @@ from proto.errors import (
     MalformedFrame,
     UnexpectedFrame,
 )
-from proto.frames import ROLE_CONSUMER, ROLE_PEER, FrameType
+from proto.frames import ROLE_ADMIN, ROLE_CONSUMER, ROLE_PEER, FrameType
 from proto.hostif import OPCODE_DTOS, RingError
 from proto.schema import Empty, parse
 
@@ -117,15 +117,15 @@ class Nic:
         self.wire.on_reset = self.links.reset
         self._new_handle = handles
         self.calls = self._call_table()
+        self.admin_calls = self._admin_table()
         self.peer_frames = self._peer_table()
 
     def _call_table(self) -> dict[str, Route]:
-        regs, win, ep, cm, adm, evd = (
+        regs, win, ep, cm, evd = (
             self.regs,
             self.windows,
             self.endpoints,
             self.connections,
-            self.admin,
             self.events,
         )
         return {
@@ -154,6 +154,11 @@ class Nic:
             "rsp_free": route(calls.RspFree, cm.rsp_free),
             "cr_accept": route(calls.CrAccept, cm.cr_accept),
             "cr_reject": route(calls.CrReject, cm.cr_reject),
+        }
+
+    def _admin_table(self) -> dict[str, Route]:
+        adm = self.admin
+        return {
             "fault_add": route(calls.FaultAdd, adm.fault_add),
             "fault_remove": route(calls.FaultRemove, adm.fault_remove),
             "fault_clear": route(Empty, adm.fault_clear),
@@ -209,16 +214,20 @@ class Nic:
     # -- the consumer plane --------------------------------------------------------------------
 
     def consumer_frame(
-        self, channel: Channel, consumer: Consumer | None, frame: Frame
+        self, channel: Channel, consumer: Consumer | None, frame: Frame, role: str = ROLE_CONSUMER
     ) -> Consumer | None:
-        """Handle one frame from a consumer; the first must be HELLO, which opens the IA."""
+        """Handle one frame from a consumer (or, on the admin socket, an admin); the first must
+        be HELLO in that ``role``, which opens the IA (or the admin connection)."""
         if consumer is None:
-            name = check_hello(frame, ROLE_CONSUMER)
-            consumer = Consumer(self._new_handle(), channel, name, pid=channel.peer_pid)
-            self.consumers[consumer.id] = consumer
+            name = check_hello(frame, role)
+            admin = role == ROLE_ADMIN
+            pid = channel.peer_pid
+            consumer = Consumer(self._new_handle(), channel, name, pid=pid, admin=admin)
+            if not admin:
+                self.consumers[consumer.id] = consumer
             channel.send(self._hello())
-            log.info("consumer %s opened IA %d", consumer.name, consumer.id)
-        elif frame.type == FrameType.DOORBELL:
+            log.info("%s %s opened connection %d", role, consumer.name, consumer.id)
+        elif frame.type == FrameType.DOORBELL and not consumer.admin:
             self._doorbell(consumer, frame.fields[0])
         elif frame.type == FrameType.CALL:
             for ep in list(consumer.polled.values()):  # a call never overtakes a post
@@ -232,10 +241,13 @@ class Nic:
         req_id, method, args = fields
         if type(req_id) is not int:
             raise MalformedFrame("a call's request id is an integer")
-        found = self.calls.get(method) if isinstance(method, str) else None
+        table = self.admin_calls if consumer.admin else self.calls
+        found = table.get(method) if isinstance(method, str) else None
         result: Sequence[object] = ()
         code, message = 0, ""
         try:
+            if found is None and method in self.admin_calls:
+                raise DatModelNotSupported(message=f"{method} is served on the admin socket only")
             if found is None:
                 raise DatModelNotSupported(message=f"unknown call {method!r}")
             result = found[1](consumer, args, str(method))

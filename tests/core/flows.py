@@ -121,10 +121,10 @@ def add_rule(c: SimConsumer, seed: int | None = None, **rule: Any) -> None:
     """Install one fault rule on the consumer's node through the admin call (name defaults to
     its action)."""
     rule.setdefault("name", rule["action"])
-    c.call(c.core.admin("fault_add", [[rule], seed]))
+    c.admin("fault_add", [[rule], seed])
 
 
 def fault_log(c: SimConsumer) -> list[dict[str, Any]]:
     """The fault log of the consumer's node, each line parsed."""
-    (lines,) = c.call(c.core.admin("fault_log", [False]))
+    (lines,) = c.admin("fault_log", [False])
     return [json.loads(line) for line in lines]

@@ -24,7 +24,7 @@ from client.core import ClientCore, Event
 from fabricd.nic import Consumer, Nic, PeerLink
 from proto.codec import Frame, FrameReader, decode_header, encode, hello
 from proto.errors import ProtocolError
-from proto.frames import ROLE_CONSUMER, FrameType
+from proto.frames import ROLE_ADMIN, ROLE_CONSUMER, FrameType
 from tests.core.processes import Processes
 
 SEGMENT_BASE = 0x7F00_0000_0000
@@ -261,8 +261,8 @@ class Node:
 class SimConsumer:
     """One IA on a node, driven through the real client core."""
 
-    def __init__(self, fabric: Fabric, node: Node, name: str) -> None:
-        self.fabric, self.node, self.name = fabric, node, name
+    def __init__(self, fabric: Fabric, node: Node, name: str, role: str = ROLE_CONSUMER) -> None:
+        self.fabric, self.node, self.name, self.role = fabric, node, name, role
         self.pid = 1000 + fabric.consumers  # its process, as SO_PEERCRED would tell
         self.core = ClientCore(name, QueueMaps(node.memory))
         self.end = ConsumerEnd(self)
@@ -270,17 +270,19 @@ class SimConsumer:
         self.reader = FrameReader()
         self.segments: list[tuple[int, str, int]] = []  # (address, segment, length)
         self.closed_for = ""  # why the daemon closed this IA (a protocol error), if it did
-        self.send(hello(ROLE_CONSUMER, name))
+        self._admin: SimConsumer | None = None
+        self.send(hello(role, name))
         fabric.run()
         assert self.core.ready
-        self.call(self.core.async_evd_create())
+        if role == ROLE_CONSUMER:
+            self.call(self.core.async_evd_create())
 
     def send(self, data: bytes) -> None:
         """Bytes to the daemon (a frame at a time, as the client writes them)."""
         self.reader.feed(data)
         try:
             while (frame := self.reader.next_event()) is not None:
-                self.state = self.node.nic.consumer_frame(self.end, self.state, frame)
+                self.state = self.node.nic.consumer_frame(self.end, self.state, frame, self.role)
         except ProtocolError as err:  # as the daemon's shell: that one IA closes
             self.closed_for = str(err)
             self.end.close(f"protocol error: {err}")
@@ -304,6 +306,13 @@ class SimConsumer:
                 call = op.send(result)
         except StopIteration as stop:
             return stop.value
+
+    def admin(self, method: str, args: list[Any], run: bool = True) -> Any:
+        """An admin call to this consumer's node, over an admin connection (as client.faults
+        makes on the admin socket)."""
+        if self._admin is None:
+            self._admin = SimConsumer(self.fabric, self.node, f"{self.name}-admin", ROLE_ADMIN)
+        return self._admin.call(self._admin.core.admin(method, args), run)
 
     def alloc(self, size: int) -> int:
         """Registrable memory: a new segment of the node; returns its address."""

@@ -265,6 +265,8 @@ def test_a_crashed_node_breaks_every_peer_and_completes_each_dto_once(how: str) 
     a, b, c, b2 = side(fabric, n1), side(fabric, n2), side(fabric, n3), side(fabric, n2)
     connect(fabric, a, b, conn_qual=1)
     connect(fabric, c, b2, conn_qual=2)
+    if how == "admin":
+        b.c.admin("node_status", [])  # the admin connection is open before the traffic
     b.memory(0, 8)[:] = b"survives"
     for cookie in (1, 2):
         _write(a, b, cookie)
@@ -274,7 +276,7 @@ def test_a_crashed_node_breaks_every_peer_and_completes_each_dto_once(how: str) 
     if how == "fabric":
         fabric.crash(n2)
     else:
-        b.c.call(b.c.core.admin("node_crash", []), run=False)
+        b.c.admin("node_crash", [], run=False)
     fabric.run()
     fabric.advance(30.0)
     assert a.log() == [

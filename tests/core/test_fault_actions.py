@@ -133,7 +133,7 @@ def test_clearing_the_rules_releases_what_a_delay_holds() -> None:
     _write(a, b, 1)
     fabric.run()
     assert a.log() == []
-    assert a.c.call(a.c.core.admin("fault_clear", [])) == (0,)
+    assert a.c.admin("fault_clear", []) == (0,)
     assert a.log() == [(DTO, 1, OK, 64)]
 
 
@@ -338,7 +338,7 @@ def test_a_blackhole_silences_the_link_until_the_heartbeat_cuts_it_then_heals() 
     fabric.advance(1.5)
     assert fresh.log() == [(E.CONNECTION_EVENT_TIMED_OUT, b"")]
     for s in (a, b):
-        assert s.c.call(s.c.core.admin("fault_clear", [])) == (0,)
+        assert s.c.admin("fault_clear", []) == (0,)
     healed, peer = side(fabric, a.c.node), side(fabric, b.c.node)
     connect(fabric, healed, peer, conn_qual=3)
     _write(healed, peer, 5)
@@ -422,7 +422,7 @@ def _workload(seed: int, rules: list[dict[str, Any]] | None = None) -> list[str]
         add_rule(a.c, seed=seed, action="drop", probability=0.25, name="flaky")
         add_rule(a.c, action="duplicate", probability=0.2, op="SEND", name="twice")
     else:
-        a.c.call(a.c.core.admin("fault_add", [rules, seed]))
+        a.c.admin("fault_add", [rules, seed])
     for i in range(30):
         b.c.post(Dtos.RECEIVE, b.ep, [b.triplet(2048, 64)], i, None, 0)
         a.c.post(Dtos.SEND, a.ep, [a.triplet(0, 8)], 100 + i, None, 0)
@@ -430,7 +430,7 @@ def _workload(seed: int, rules: list[dict[str, Any]] | None = None) -> list[str]
         fabric.run()
         assert a.log() == [(DTO, 100 + i, OK, 8), (DTO, 200 + i, OK, 64)]
         assert b.log() == [(DTO, i, OK, 8)], "no receive completed twice"
-    (lines,) = a.c.call(a.c.core.admin("fault_log", [False]))
+    (lines,) = a.c.admin("fault_log", [False])
     return list(lines)
 
 

@@ -258,7 +258,7 @@ def _wrong_pz(fabric: Fabric, b: Side) -> list[int]:
 
 def _revoked(fabric: Fabric, b: Side) -> list[int]:
     triplet = _lmr(b, MemPriv.ALL)
-    b.c.call(b.c.core.admin("rmr_revoke", [triplet[2]]))
+    b.c.admin("rmr_revoke", [triplet[2]])
     return triplet
 
 

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import os
 import resource
+import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from client.api import Ia
+from client.core import Call, Op
+from client.faults import Faults
 from fabricd.launch import Node
 from proto.constants import EvdFlags, EventNumber
+from proto.errors import DatModelNotSupported
+from proto.frames import admin_socket
 from tests.conftest import StartNode
 
 HIGH_FD = 1100  # past select(2)'s FD_SETSIZE (1,024)
@@ -34,3 +42,59 @@ def test_an_ia_whose_socket_is_a_high_descriptor_works(start: StartNode) -> None
         for fd in fillers:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_admin_calls_are_refused_on_the_consumer_socket(start: StartNode) -> None:
+    node = start("adm")
+    with Ia(node.socket) as ia, pytest.raises(DatModelNotSupported, match="admin socket only"):
+        ia.run(ia_admin_call(ia, "node_crash"))
+    assert node.proc.poll() is None, "the node lives"
+    faults = Faults({"adm": node.socket})  # the admin socket, next to the consumers'
+    assert faults.status("adm")["consumers"] == 0
+    assert stat.S_IMODE(os.stat(admin_socket(node.socket)).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(node.socket).st_mode) == 0o600
+
+
+def ia_admin_call(ia: Ia, method: str) -> Op:
+    """An admin call sent on a consumer connection (past the client's own check)."""
+    return (yield Call(method, []))
+
+
+def start_fabricd(socket_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run fabricd on ``socket_path`` until it prints its ready line or exits."""
+    cmd = [sys.executable, "-m", "fabricd.cli", "--listen", "127.0.0.1:0"]
+    proc = subprocess.Popen(
+        [*cmd, "--socket", str(socket_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if " ready " in line:
+        proc.terminate()
+    _, err = proc.communicate(timeout=15)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, line, err)
+
+
+def test_the_socket_directory_is_created_owner_only(tmp_path: Path) -> None:
+    done = start_fabricd(tmp_path / "new" / "fabricd.sock")
+    assert " ready " in done.stdout, done.stderr
+    assert stat.S_IMODE(os.stat(tmp_path / "new").st_mode) == 0o700
+
+
+@pytest.mark.parametrize("how", ["writable by others", "a symbolic link", "another user's"])
+def test_a_socket_directory_others_control_is_refused(tmp_path: Path, how: str) -> None:
+    where = tmp_path / "sockets"
+    if how == "writable by others":
+        where.mkdir()
+        where.chmod(0o777)
+    elif how == "a symbolic link":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        where.symlink_to(tmp_path / "elsewhere")
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("giving a directory to another user needs root")
+        where.mkdir(mode=0o700)
+        os.chown(where, 65534, 65534)  # nobody
+    done = start_fabricd(where / "fabricd.sock")
+    assert done.returncode != 0 and "refusing to start" in done.stderr, done.stderr
+    assert not (where / "fabricd.sock").exists(), "no socket was made there"

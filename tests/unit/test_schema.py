@@ -74,10 +74,12 @@ def test_bools_are_not_ints_and_ints_are_not_bools() -> None:
 
 
 def test_every_method_has_one_route_with_its_record() -> None:
-    """The daemon's call table and proto.calls agree, method by method."""
+    """The daemon's call tables and proto.calls agree, method by method: the admin calls are
+    served on the admin socket only, every other call on the consumer socket only."""
     nic = Fabric().add_node("n").nic
-    assert set(nic.calls) == set(METHODS)
-    for method, (args, _) in nic.calls.items():
+    assert set(nic.admin_calls) == {m for m, spec in METHODS.items() if spec.admin}
+    assert set(nic.calls) == {m for m, spec in METHODS.items() if not spec.admin}
+    for method, (args, _) in (nic.calls | nic.admin_calls).items():
         assert args is METHODS[method].args, method
 
 
