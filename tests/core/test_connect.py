@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from proto.attrs import EpAttr
 from proto.constants import CloseFlags, Dtos, EpState, PspFlags
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import DtoCompletionStatus as St
@@ -297,3 +298,23 @@ def test_a_crashed_node_with_nothing_outstanding_is_broken_without_completions()
     fabric.crash(b.c.node)
     fabric.run()
     assert a.log() == [(E.CONNECTION_EVENT_BROKEN, b"")]
+
+
+def test_a_crash_with_4096_writes_outstanding_completes_every_one_once() -> None:
+    """Flushing a deep queue: every completion reaches the consumer, in posting order (none is
+    lost to an event batch bigger than a frame or a ring can carry)."""
+    fabric = Fabric()
+    n1, n2 = fabric.add_node("n1"), fabric.add_node("n2")
+    attr = EpAttr(max_request_dtos=4096)
+    a, b = side(fabric, n1, attr=attr, qlen=8192), side(fabric, n2, attr=attr, qlen=8192)
+    connect(fabric, a, b)
+    for cookie in range(1, 4097):
+        _write(a, b, cookie)
+    fabric.crash(n2)
+    fabric.run()
+    fabric.advance(30.0)
+    log = a.log()
+    dtos = [entry for entry in log if entry[0] == DTO]
+    assert [entry[1] for entry in dtos] == list(range(1, 4097))
+    assert {entry[2] for entry in dtos[1:]} == {St.DTO_ERR_FLUSHED}
+    assert (E.CONNECTION_EVENT_BROKEN, b"") in log
