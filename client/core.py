@@ -29,7 +29,6 @@ from proto.constants import (
     LMR_COOKIE_SIZE,
     TIMEOUT_INFINITE,
     CloseFlags,
-    CompletionFlags,
     DatReturnSubtype,
     Dtos,
     EpState,
@@ -40,7 +39,6 @@ from proto.constants import (
 )
 from proto.errors import (
     DatError,
-    DatInsufficientResources,
     DatInvalidHandle,
     DatInvalidParameter,
     DatInvalidState,
@@ -57,7 +55,6 @@ from proto.hostif import (
     EQ_ENTRY_SIZE,
     NOTIFIES,
     RingKind,
-    Word,
     check_descriptor,
     eq_ring,
     eq_segment,
@@ -69,11 +66,7 @@ from proto.schema import parse
 Sub = DatReturnSubtype
 Triplet = Sequence[int]
 
-_SUPPRESS: Final = int(CompletionFlags.SUPPRESS)
-_UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
-_STATE: Final = Word.STATE
 _DTO_COMPLETION: Final = EventNumber.DTO_COMPLETION_EVENT
-_POSTABLE: Final = ep_states.REQUEST_POST_STATES
 
 
 class ClientCore:
@@ -104,6 +97,7 @@ class ClientCore:
         self.queues = posting.queues
         self.post = posting.post  # the hot path: no delegating call in between
         self.kick = posting.kick
+        self.check_request = posting.check_request
 
     # -- frames in and out ---------------------------------------------------------------------
 
@@ -508,16 +502,7 @@ class ClientCore:
         if not is_int(cookie) or not 0 <= cookie < 1 << 64:
             raise DatInvalidParameter(Sub.INVALID_ARG7, "user_cookie must be a u64")
         mirror = self.ep_mirror(ep)
-        if mirror.state not in ep_states.REQUEST_POST_STATES:
-            raise ep_states.state_error(mirror.state, "dat_rmr_bind")
-        if flags & CompletionFlags.UNSIGNALLED and not (
-            mirror.attr.request_completion_flags & CompletionFlags.UNSIGNALLED
-        ):
-            raise DatInvalidParameter(
-                Sub.INVALID_ARG8, "UNSIGNALLED needs the EP's request_completion_flags to allow it"
-            )
-        if mirror.requests >= mirror.attr.max_request_dtos:
-            raise DatInsufficientResources(Sub.RESOURCE_TEP, "request queue is full")
+        self.check_request(mirror, int(flags), Sub.INVALID_ARG8, "an RMR bind")
         wire = list(parse_triplet(triplet, Sub.INVALID_ARG3))
         args = calls.RmrBind(rmr, lmr, wire, int(privileges), ep, cookie, int(flags))
         (context,) = yield Call("rmr_bind", args)

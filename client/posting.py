@@ -138,14 +138,7 @@ class Posting:
             write_wqe(rq, rule.opcode, flags, cookie, local_iov)
             rq.publish()
             return self._doorbell(ep)
-        if sq.word(_STATE) not in _POSTABLE:
-            raise ep_states.state_error(ep.state, f"posting {kind.name}")
-        if flags & _UNSIGNALLED and not attr.request_completion_flags & _UNSIGNALLED:
-            raise DatInvalidParameter(
-                rule.flags_arg, "UNSIGNALLED needs the EP's request_completion_flags to allow it"
-            )
-        if ep.requests >= attr.max_request_dtos:
-            raise DatInsufficientResources(Sub.RESOURCE_TEP, "request queue is full")
+        self.check_request(ep, flags, rule.flags_arg, kind.name)
         used = check_local_iov(
             local_iov, self.regions.get, ep.pz, rule.need, getattr(attr, rule.max_iov)
         )
@@ -167,6 +160,20 @@ class Posting:
         write_wqe(sq, rule.opcode, flags, cookie, local_iov, target)
         sq.publish()
         return self._doorbell(ep)
+
+    def check_request(self, ep: EpMirror, flags: int, flags_arg: Sub, what: str) -> None:
+        """What every request (a post to the send queue, dat_rmr_bind) must pass: the EP's
+        state as the daemon published it, UNSIGNALLED only where the EP's attributes allow it,
+        room in the request queue."""
+        sq, _ = self.queues(ep)
+        if sq.word(_STATE) not in _POSTABLE:
+            raise ep_states.state_error(ep.state, f"posting {what}")
+        if flags & _UNSIGNALLED and not ep.attr.request_completion_flags & _UNSIGNALLED:
+            raise DatInvalidParameter(
+                flags_arg, "UNSIGNALLED needs the EP's request_completion_flags to allow it"
+            )
+        if ep.requests >= ep.attr.max_request_dtos:
+            raise DatInsufficientResources(Sub.RESOURCE_TEP, "request queue is full")
 
     def _doorbell(self, ep: EpMirror) -> bytes:
         """The doorbell frame, unless the daemon will look anyway: it polls the EP (POLL, read
