@@ -20,15 +20,9 @@ import pytest
 import yaml
 
 from fabricd.cli import build_parser as fabricd_parser
-from tools.containers import (
-    ROOT,
-    Engine,
-    Topology,
-    descendants,
-    ensure_image,
-    find_engine,
-    pid_alive,
-)
+from tools.containers import ROOT, Topology
+from tools.engine import Engine, descendants, find_engine, pid_alive
+from tools.image import ensure_image
 from tools.steps import Missing
 
 pytestmark = pytest.mark.timeout(900)  # the first test may build the base image

@@ -144,7 +144,7 @@ def test_consumers_follow_the_template() -> None:
 
 
 def test_the_image_is_the_one_tools_containers_builds() -> None:
-    from tools.containers import IMAGE
+    from tools.image import IMAGE
 
     images = {c["image"] for _, doc in documents() if doc["kind"] != "Namespace"
               for c in pod_spec(doc)["containers"]}  # fmt: skip

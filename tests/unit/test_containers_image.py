@@ -1,4 +1,4 @@
-"""tools.containers without an engine: the image step against a scripted one (a rebuild leaves
+"""tools.image without an engine: the image step against a scripted one (a rebuild leaves
 no image behind), the Debian mirror it picks."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tools import containers, context
-from tools.containers import IMAGE, Engine
+from tools import context, image
+from tools.engine import Engine
+from tools.image import IMAGE
 from tools.steps import Missing
 
 
@@ -37,7 +38,7 @@ class ScriptedEngine(Engine):
 
 @pytest.fixture(autouse=True)
 def no_wheels(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(containers, "build_context", lambda: None)
+    monkeypatch.setattr(image, "build_context", lambda: None)
 
 
 def removed(engine: ScriptedEngine) -> list[tuple[str, ...]]:
@@ -46,19 +47,19 @@ def removed(engine: ScriptedEngine) -> list[tuple[str, ...]]:
 
 def test_a_rebuild_from_changed_sources_removes_the_image_it_replaced() -> None:
     engine = ScriptedEngine(["sha256:old", "sha256:new"])
-    containers.build_image(engine, "base")
+    image.build_image(engine, "base")
     assert removed(engine) == [("rmi", "sha256:old")]
 
 
 def test_a_rebuild_giving_the_same_image_removes_nothing() -> None:
     engine = ScriptedEngine(["sha256:same", "sha256:same"])
-    containers.build_image(engine, "base")
+    image.build_image(engine, "base")
     assert removed(engine) == []
 
 
 def test_a_first_build_removes_nothing() -> None:
     engine = ScriptedEngine([None, "sha256:new"])
-    containers.build_image(engine, "base")
+    image.build_image(engine, "base")
     assert removed(engine) == []
 
 
@@ -73,9 +74,9 @@ def test_the_debian_mirror_is_one_apt_reads(
         "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n"
         "\nTypes: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n"
     )
-    assert containers.debian_mirror(tmp_path) == "http://mirror.example/debian"
+    assert image.debian_mirror(tmp_path) == "http://mirror.example/debian"
     (parts / "debian.sources").unlink()
-    assert containers.debian_mirror(tmp_path) == containers.DEFAULT_MIRROR
+    assert image.debian_mirror(tmp_path) == image.DEFAULT_MIRROR
 
 
 def test_the_debian_release_is_the_hosts(tmp_path: Path) -> None:
