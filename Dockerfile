@@ -32,4 +32,6 @@ RUN fabricctl dat-conf --socket /run/datfabric/fabricd.sock --name datfabric \
 ENV DAT_OVERRIDE=/etc/datfabric-dat.conf
 
 EXPOSE 7471
-CMD ["fabricd", "--listen", "0.0.0.0:7471", "--socket", "/run/datfabric/fabricd.sock"]
+# The cluster key is a secret mounted at run time (docker-compose.yml, deploy/k8s), never baked in.
+CMD ["fabricd", "--listen", "0.0.0.0:7471", "--socket", "/run/datfabric/fabricd.sock", \
+     "--cluster-key", "/run/secrets/cluster-key"]

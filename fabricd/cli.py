@@ -11,10 +11,12 @@ import sys
 
 import uvloop
 
+from fabricd import keyfile
 from fabricd.server import Daemon
 from fabricd.sockdir import UnsafeSocketDir
 
 DEFAULT_PORT = 7471
+log = logging.getLogger("fabricd")
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -53,6 +55,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="a group whose members may also connect as consumers (the admin socket stays "
         "owner-only)",
     )
+    key = p.add_mutually_exclusive_group()
+    key.add_argument(
+        "--cluster-key",
+        metavar="FILE",
+        help="the key every node of this fabric holds: peers prove it to each other before "
+        "anything else (fabricctl cluster-key FILE makes one)",
+    )
+    key.add_argument(
+        "--no-cluster-key",
+        action="store_true",
+        help="run without one (a warning is logged): any program that reaches --listen may "
+        "then connect to listeners and, knowing an rmr_context, reach registered memory",
+    )
     p.add_argument("--seed", type=int, default=None, help="seed for keys (replayable runs)")
     p.add_argument(
         "--coherency",
@@ -77,8 +92,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def cluster_key(args: argparse.Namespace) -> bytes | None:
+    """The key from --cluster-key; None with --no-cluster-key (warned); neither is refused."""
+    if args.no_cluster_key:
+        log.warning(
+            "running without a cluster key (--no-cluster-key): peers are not authenticated; "
+            "anyone who reaches the peer port may connect to listeners"
+        )
+        return None
+    if not args.cluster_key:
+        raise SystemExit(
+            f"fabricd {args.name}: refusing to start: peers are authenticated with a cluster "
+            "key: give --cluster-key FILE (fabricctl cluster-key FILE makes one), or "
+            "--no-cluster-key to run without"
+        )
+    try:
+        return keyfile.load(args.cluster_key)
+    except keyfile.BadKeyFile as err:
+        raise SystemExit(f"fabricd {args.name}: refusing to start: {err}") from None
+
+
 async def run(args: argparse.Namespace) -> None:
     """Start the daemon, print one ready line, and serve until SIGTERM or SIGINT."""
+    key = cluster_key(args)
     host, port = args.listen
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # one socket per connected EP
@@ -92,6 +128,7 @@ async def run(args: argparse.Namespace) -> None:
         heartbeat=(args.heartbeat_interval, args.heartbeat_timeout),
         advertise=args.advertise,
         socket_group=args.socket_group,
+        cluster_key=key,
     )
     try:
         await daemon.start()

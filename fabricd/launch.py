@@ -8,8 +8,16 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
+
+from fabricd import keyfile
+
+
+def user_key() -> str:
+    """The cluster key of the nodes this user starts here (made at first use)."""
+    return keyfile.for_this_user(os.path.join(tempfile.gettempdir(), f"datfabric-{os.getuid()}"))
 
 
 @dataclass
@@ -61,8 +69,17 @@ def start_node(
     extra: list[str] | None = None,
     log_path: str | None = None,
     timeout: float = 15.0,
+    cluster_key: str | None = "",
 ) -> Node:
-    """Start ``fabricd`` (optionally inside a network namespace) and wait for its ready line."""
+    """Start ``fabricd`` (optionally inside a network namespace) and wait for its ready line.
+
+    ``cluster_key`` is the key file its peers must prove: "" is this user's (``user_key``),
+    None runs it with --no-cluster-key."""
+    key = (
+        ["--no-cluster-key"]
+        if cluster_key is None
+        else ["--cluster-key", cluster_key or user_key()]
+    )
     cmd = [
         sys.executable,
         "-m",
@@ -75,6 +92,7 @@ def start_node(
         socket_path,
         "--log-level",
         log_level,
+        *key,
         *(extra or []),
     ]
     if netns is not None:

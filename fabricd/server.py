@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import random
+import secrets
 import socket
 import struct
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ from fabricd.turn import Turn
 from proto.codec import Frame, FrameReader, Sink, encode
 from proto.errors import ProtocolError
 from proto.frames import ROLE_ADMIN, FrameType, admin_socket
+from proto.peer_auth import NONCE_BYTES
 
 log = logging.getLogger("fabricd")
 CLOSE_GRACE = 2.0  # seconds a half-closed stream waits for the peer's end before an abort
@@ -279,6 +281,7 @@ class Daemon:
         heartbeat: tuple[float, float] = (1.0, 3.0),
         advertise: str = "",
         socket_group: str | None = None,
+        cluster_key: bytes | None = None,
     ) -> None:
         self.name = name
         self.socket_group = socket_group
@@ -298,6 +301,8 @@ class Daemon:
             coherent,
             heartbeat,
             CrossMemory(),
+            cluster_key,
+            lambda: secrets.token_bytes(NONCE_BYTES),  # never from the seed: a nonce is a secret
         )
         self._ticker: asyncio.TimerHandle | None = None
         self.nic.pid = os.getpid()

@@ -94,6 +94,10 @@ class EpAttr:
             raise DatInvalidParameter(DatReturnSubtype.INVALID_ARG6, "only RC service is offered")
 
 
+MAX_LMR_BLOCK: Final = 1 << 40
+"""The largest LMR (and SHARED_VIRTUAL region) a consumer may register: max_lmr_block_size."""
+
+
 def ia_attributes(adapter_name: str, address: str, lmr_sync_req: bool) -> dict[str, object]:
     """DAT_IA_ATTR and the provider attributes a dat_ia_query reports."""
     return {
@@ -108,7 +112,7 @@ def ia_attributes(adapter_name: str, address: str, lmr_sync_req: bool) -> dict[s
         "max_evd_qlen": 1 << 20,
         "max_iov_segments_per_dto": MAX_IOV,
         "max_lmrs": 1 << 20,
-        "max_lmr_block_size": 1 << 40,
+        "max_lmr_block_size": MAX_LMR_BLOCK,
         "max_pzs": 65536,
         "max_message_size": MAX_MESSAGE_SIZE,
         "max_rdma_size": MAX_MESSAGE_SIZE,

@@ -14,7 +14,7 @@ from typing import Annotated, Final, NamedTuple
 
 from proto.constants import DatReturnSubtype as Sub
 from proto.errors import DatInvalidHandle, DatLengthError, DatModelNotSupported
-from proto.schema import Bad, Empty, arg
+from proto.schema import U64, Bad, Empty, arg
 
 HANDLE_EP: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_EP)
 HANDLE_LMR: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_LMR)
@@ -117,7 +117,7 @@ class EvdPostSe(NamedTuple):
     """dat_evd_post_se: the software event's pointer value."""
 
     evd: Annotated[int, EVD_REQUEST]
-    pointer: Annotated[int, arg(2)]
+    pointer: Annotated[int, arg(2), U64]
 
 
 class EpCreate(NamedTuple):

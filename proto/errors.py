@@ -310,3 +310,7 @@ class VersionMismatch(ProtocolError):
 
 class UnexpectedFrame(ProtocolError):
     """A well-formed frame arrived where the protocol state does not allow it."""
+
+
+class PeerRefused(ProtocolError):
+    """A peer daemon did not prove the cluster key (or proved it wrongly)."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Final
 
-PROTOCOL_VERSION: Final = 2
-MAX_PROTOCOL_VERSION: Final = 2
+PROTOCOL_VERSION: Final = 3
+MAX_PROTOCOL_VERSION: Final = 3
 """The one wire version this build speaks; HELLO carries the range a peer accepts."""
 
-MIN_PROTOCOL_VERSION: Final = 2
+MIN_PROTOCOL_VERSION: Final = 3
 MAX_HEADER_LEN: Final = 64 * 1024
 """Largest msgpack header accepted; a longer length prefix closes the connection."""
 
@@ -38,6 +38,7 @@ class FrameType(IntEnum):
     CONN_RTU = 0x83
     DISCONNECT = 0x84
     HEARTBEAT = 0x85
+    AUTH = 0x86
     WRITE = 0x90
     READ_REQ = 0x91
     READ_RESP = 0x92
@@ -60,6 +61,7 @@ FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
     FrameType.CONN_RTU: (),
     FrameType.DISCONNECT: (),
     FrameType.HEARTBEAT: (),
+    FrameType.AUTH: ("nonce", "proof"),  # proto.peer_auth: the cluster key's challenge-response
     FrameType.WRITE: ("seq", "address", "rmr_context"),
     FrameType.READ_REQ: ("seq", "address", "rmr_context", "length", "reads_done"),
     FrameType.READ_RESP: ("seq",),

@@ -7,7 +7,8 @@ the msgpack array of its fields (a NamedTuple is a tuple), so the wire stays pos
 both sides name every field the same way.
 
 Types understood: int (bools are not ints), bool, float, str, bytes, list[...] and dict[...]
-(the container is checked, its elements by whoever reads them), ``T | None``, and ``object``.
+(the container is checked, its elements by whoever reads them), ``T | None``, and ``object``;
+``Range`` bounds an int (``U64``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ def arg(n: int) -> Bad:
     """DAT_INVALID_PARAMETER | DAT_INVALID_ARGn (``n`` counts the C call's parameters)."""
     return Bad(DatInvalidParameter, DatReturnSubtype[f"INVALID_ARG{n}"])
 
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """An int field's bounds (inclusive): ``Annotated[int, Bad(...), U64]``."""
+
+    low: int
+    high: int
+
+
+U64: Final = Range(0, 2**64 - 1)
+"""A value C carries in 64 unsigned bits (a DAT_PVOID, a DAT_DTO_COOKIE)."""
 
 PARAM: Final = Bad(DatInvalidParameter)
 """A field without a more precise error."""
@@ -76,6 +88,10 @@ def checker(hint: object) -> tuple[Check, str]:
     return _exact(base), base.__name__
 
 
+def _bounded(check: Check, r: Range) -> Check:
+    return lambda v: check(v) and r.low <= v <= r.high  # type: ignore[operator]
+
+
 R = TypeVar("R", bound=tuple[object, ...])
 
 _SPECS: dict[type, tuple[FieldSpec, ...]] = {}
@@ -88,11 +104,14 @@ def fields(cls: type[R]) -> tuple[FieldSpec, ...]:
         hints = typing.get_type_hints(cls, include_extras=True)
         out = []
         for name in cls._fields:  # type: ignore[attr-defined]
-            hint, bad = hints[name], PARAM
+            hint, bad, bounds = hints[name], PARAM, None
             if typing.get_origin(hint) is Annotated:
                 hint, *extras = typing.get_args(hint)
                 bad = next((e for e in extras if isinstance(e, Bad)), PARAM)
+                bounds = next((e for e in extras if isinstance(e, Range)), None)
             check, kind = checker(hint)
+            if bounds is not None:
+                check, kind = _bounded(check, bounds), f"{kind} in {bounds.low}..{bounds.high}"
             out.append(FieldSpec(name, check, bad, kind))
         specs = _SPECS[cls] = tuple(out)
     return specs

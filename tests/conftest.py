@@ -21,6 +21,7 @@ class NodeOptions(TypedDict, total=False):
     netns: str | None
     extra: list[str] | None
     timeout: float
+    cluster_key: str | None
 
 
 class StartNode(Protocol):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fabricd import keyfile
 from tools.engine import Engine, find_engine, pid_alive
 from tools.image import IMAGE, ensure_image
 from tools.steps import Missing, cache_dir, run, say, step
@@ -56,6 +58,9 @@ class Topology:
     def compose(
         self, *args: str, check: bool = True, timeout: float = 600
     ) -> subprocess.CompletedProcess[str]:
+        if "DATFABRIC_CLUSTER_KEY" not in os.environ:  # the file the compose secret names
+            with contextlib.suppress(FileExistsError):
+                keyfile.generate(str(self.compose_file.parent / ".cluster.key"))
         argv = [*self.engine.compose, "-p", self.project, "-f", str(self.compose_file), *args]
         return run(argv, check=check, timeout=timeout)
 

@@ -11,6 +11,7 @@ import tempfile
 import threading
 
 from client.faults import Faults
+from fabricd import keyfile
 from fabricd.launch import Node, start_node
 from proto.errors import DatError
 from tools import datconf, faultctl
@@ -74,6 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--initiator", default="", help="socket of a running node (else local)")
     bench.add_argument("--target", default="", help="socket of the target's running node")
     bench.add_argument("--target-address", default="", help="HOST:PORT of the target's node")
+    key = sub.add_parser(
+        "cluster-key",
+        allow_abbrev=False,
+        help="write a new cluster key file (fabricd --cluster-key): 32 random bytes, owner-only",
+    )
+    key.add_argument("file", help="where to write it (an existing file is never replaced)")
     faultctl.add_parsers(sub)
     datconf.add_parser(sub)
     return p
@@ -195,6 +202,17 @@ def demo(args: argparse.Namespace) -> int:
         return 1
 
 
+def cluster_key(path: str) -> int:
+    """``fabricctl cluster-key FILE``: copy the file to every node, give it to fabricd."""
+    try:
+        keyfile.generate(path)
+    except OSError as err:
+        print(f"cluster-key: {path}: {err.strerror}", file=sys.stderr)
+        return 1
+    print(f"wrote a new cluster key to {path}: give every node of the fabric --cluster-key")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``fabricctl`` console script."""
     args = build_parser().parse_args(argv)
@@ -206,6 +224,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(bench_main(args))
     if args.command == "dat-conf":
         sys.exit(datconf.main(args))
+    if args.command == "cluster-key":
+        sys.exit(cluster_key(args.file))
     try:
         sys.exit(faultctl.run(args))
     except BrokenPipeError:  # the output went to a pipe that closed (| head): not an error

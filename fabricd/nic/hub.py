@@ -51,6 +51,7 @@ from proto.errors import (
     DatInternalError,
     DatModelNotSupported,
     MalformedFrame,
+    PeerRefused,
     UnexpectedFrame,
 )
 from proto.frames import ROLE_ADMIN, ROLE_CONSUMER, ROLE_PEER, FrameType
@@ -87,6 +88,8 @@ class Nic:
         coherent: bool = True,
         heartbeat: tuple[float, float] = (1.0, 3.0),
         process: ProcessMemory | None = None,
+        cluster_key: bytes | None = None,
+        nonce: Callable[[], bytes] | None = None,
     ) -> None:
         self.name = name
         self.address = address
@@ -105,7 +108,16 @@ class Nic:
         )
         self.initiator = Initiator(name, self.wire, self.eps, self.memory, self.faults, shell.now)
         self.target = Target(self.wire, self.eps, self.events, self.memory)
-        self.links = Links(self.wire, self.eps, self._hello, handles, peer_names, heartbeat)
+        self.links = Links(
+            self.wire,
+            self.eps,
+            self._hello_name,
+            handles,
+            peer_names,
+            heartbeat,
+            cluster_key,
+            nonce or (lambda: b"".join(random_u32().to_bytes(4, "little") for _ in range(4))),
+        )
         self.connections = ConnectionManager(
             shell, self.wire, self.eps, self.events, self.listeners, handles, peer_names
         )
@@ -185,7 +197,7 @@ class Nic:
             FrameType.CONN_RTU: cm.rtu,
             FrameType.DISCONNECT: cm.peer_disconnect,
             FrameType.HEARTBEAT: lambda link, frame: None,
-            FrameType.ERROR: lambda link, frame: self.links.lost(link, f"peer: {frame.fields[0]}"),
+            FrameType.ERROR: self._peer_error,
         }
 
     @property
@@ -198,8 +210,11 @@ class Nic:
         """The node's SHARED_VIRTUAL regions by cookie (the shell removes them at exit)."""
         return self.regs.shared
 
+    def _hello_name(self) -> str:
+        return f"{self.name}@{self.address_text}"
+
     def _hello(self) -> bytes:
-        return hello(ROLE_PEER, f"{self.name}@{self.address_text}")
+        return hello(ROLE_PEER, self._hello_name())
 
     def _status(self) -> dict[str, object]:
         return {
@@ -239,10 +254,10 @@ class Nic:
 
     def _call(self, consumer: Consumer, fields: list[object]) -> None:
         req_id, method, args = fields
-        if type(req_id) is not int:
-            raise MalformedFrame("a call's request id is an integer")
+        if type(req_id) is not int or type(method) is not str:
+            raise MalformedFrame("a call's request id is an integer, its method a string")
         table = self.admin_calls if consumer.admin else self.calls
-        found = table.get(method) if isinstance(method, str) else None
+        found = table.get(method)
         result: Sequence[object] = ()
         code, message = 0, ""
         try:
@@ -250,7 +265,7 @@ class Nic:
                 raise DatModelNotSupported(message=f"{method} is served on the admin socket only")
             if found is None:
                 raise DatModelNotSupported(message=f"unknown call {method!r}")
-            result = found[1](consumer, args, str(method))
+            result = found[1](consumer, args, method)
         except DatError as err:
             code, message = err.code, err.message
         except Exception as err:  # a bug of the daemon: never disguised as the caller's error
@@ -367,7 +382,7 @@ class Nic:
 
     def peer_sink(self, link: PeerLink, frame: Frame) -> Sink:
         """Where the payload of a frame from a peer lands: straight into registered memory."""
-        if not link.hello:
+        if not link.authenticated:
             return DISCARD  # the frame itself will be refused
         if frame.type == FrameType.READ_RESP:
             return self.initiator.read_sink(link, frame)
@@ -376,14 +391,26 @@ class Nic:
         raise MalformedFrame(f"{frame.type.name} carries no payload")
 
     def peer_frame(self, link: PeerLink, frame: Frame) -> None:
-        """Handle one complete frame from a peer daemon; the first must be HELLO."""
-        if not link.hello:
-            self.links.hello(link, frame)
+        """Handle one complete frame from a peer daemon; the first must be HELLO, then the
+        cluster key's challenge-response; only then anything else."""
+        if not link.authenticated:
+            if not link.hello:
+                self.links.hello(link, frame)
+            elif frame.type == FrameType.AUTH:
+                self.links.auth(link, frame)
+            elif frame.type == FrameType.ERROR:
+                self._peer_error(link, frame)
+            else:
+                raise PeerRefused(f"{frame.type.name} from a peer that has not authenticated")
             return
         handler = self.peer_frames.get(frame.type)
         if handler is None:
             raise UnexpectedFrame(f"{frame.type.name} is not a peer frame")
         handler(link, frame)
+
+    def _peer_error(self, link: PeerLink, frame: Frame) -> None:
+        """The peer gave up on the stream and says why: it ends here too."""
+        self.links.reset(link, f"peer: {frame.fields[0]}")
 
     def peer_batch_end(self, link: PeerLink) -> None:
         """After one read from the stream: one cumulative ACK."""

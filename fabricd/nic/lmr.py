@@ -16,7 +16,7 @@ from collections.abc import Callable
 from fabricd.memory import Lmr, MemoryRegistry
 from fabricd.nic.objects import Consumer, SharedRegion, lookup
 from proto import calls
-from proto.attrs import ia_attributes
+from proto.attrs import MAX_LMR_BLOCK, ia_attributes
 from proto.checks import Region, parse_triplet
 from proto.constants import LMR_COOKIE_SIZE, MemPriv, MemType
 from proto.constants import DatReturnSubtype as Sub
@@ -184,8 +184,8 @@ class Registrations:
         """Create or join the node's shared region of a cookie (the platform's primitive)."""
         if len(a.cookie) != LMR_COOKIE_SIZE:
             raise DatInvalidParameter(Sub.INVALID_ARG1, "a DAT_LMR_COOKIE is 40 bytes")
-        if a.size <= 0:
-            raise DatLengthError(message="size must be positive")
+        if not 0 < a.size <= MAX_LMR_BLOCK:
+            raise DatLengthError(message=f"size must be 1..{MAX_LMR_BLOCK} (max_lmr_block_size)")
         region = self.shared.get(a.cookie)
         if region is None:
             segment = shared_segment_name(a.cookie)

@@ -245,14 +245,19 @@ class PeerLink:
     cm: CmState = CmState.IDLE
     ep: Ep | None = None
     cr: Cr | None = None
-    hello: bool = False
+    hello: bool = False  # the peer's HELLO arrived
+    authenticated: bool = False  # both sides proved the cluster key (proto.peer_auth)
+    their_hello: str = ""  # the name its HELLO carried
+    nonce: bytes = b""  # our challenge
+    their_nonce: bytes = b""  # its challenge (the accepting side)
+    born: float = 0.0  # when the stream came up
     remote_name: str = ""
     acked: int = 0  # target side: last request sequence number executed
     reads_in: int = 0  # target side: RDMA Read requests received
     ack_due: bool = False
     fault: tuple[int, St] | None = None  # target side: a request refused while its payload drains
     stalled: deque[Frame] = field(default_factory=deque)  # frames held behind an RNR send
-    unsent: list[bytes] = field(default_factory=list)  # CM frames waiting for the TCP connect
+    unsent: list[bytes] = field(default_factory=list)  # CM frames waiting for authentication
     closed: bool = False
     local: bool = False  # both ends in this daemon: no heartbeat needed
     remote_node: str = ""  # the peer daemon's node name

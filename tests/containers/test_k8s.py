@@ -61,7 +61,7 @@ def host_dirs(spec: dict[str, Any]) -> dict[str, str]:
     """Mount path -> host path, for the hostPath volumes of the (single) container."""
     (container,) = spec["containers"]
     host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
-    return {m["mountPath"]: host[m["name"]] for m in container["volumeMounts"]}
+    return {m["mountPath"]: host[m["name"]] for m in container["volumeMounts"] if m["name"] in host}
 
 
 def daemon() -> tuple[dict[str, Any], argparse.Namespace]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import mmap
 import random
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -27,6 +28,12 @@ from proto.errors import ProtocolError
 from proto.frames import ROLE_ADMIN, ROLE_CONSUMER, FrameType
 from tests.core.processes import Processes
 
+CLUSTER_KEY = b"the in-memory fabric's cluster key"
+"""Every node of a Fabric proves this key to its peers unless a test gives it another (or None)."""
+
+SHM_BYTES = 64 << 20
+"""The simulated /dev/shm: a segment larger than this cannot be created."""
+
 SEGMENT_BASE = 0x7F00_0000_0000
 """Where the first consumer segment lives in its (simulated) address space."""
 
@@ -39,14 +46,19 @@ class Timer:
 
     def cancel(self) -> None:
         self.cancelled = True
+        self.fn = _nothing  # what it would have run is let go now, not when its time comes
+
+
+def _nothing() -> None:
+    return None
 
 
 class Memory:
     """Named segments of bytes: the shared memory of a node (a SegmentMapper)."""
 
     def __init__(self) -> None:
-        self.segments: dict[str, bytearray] = {}
-        self.shadows: dict[str, bytearray] = {}
+        self.segments: dict[str, mmap.mmap] = {}  # anonymous: a page costs only once touched
+        self.shadows: dict[str, mmap.mmap] = {}
 
     def map(self, name: str) -> memoryview:
         if name not in self.segments:
@@ -60,11 +72,18 @@ class Memory:
         self.segments.pop(name, None)
 
     def create(self, name: str, size: int) -> int:
-        seg = self.segments.setdefault(name, bytearray(size))
+        if size > SHM_BYTES and name not in self.segments:  # as tmpfs would say, in effect
+            raise OSError(28, f"no space for {size} bytes in /dev/shm")
+        seg = self.segments.get(name)
+        if seg is None:
+            seg = self.segments[name] = mmap.mmap(-1, size)
         return len(seg)
 
     def shadow(self, name: str) -> memoryview:
-        return memoryview(self.shadows.setdefault(name, bytearray(len(self.segments[name]))))
+        shadow = self.shadows.get(name)
+        if shadow is None:
+            shadow = self.shadows[name] = mmap.mmap(-1, len(self.segments[name]))
+        return memoryview(shadow)
 
     def fence(self) -> None:
         """One process: program order is the order."""
@@ -215,6 +234,7 @@ class ConsumerEnd:
     def _ended(self) -> None:
         if self.consumer.state is not None:
             self.consumer.node.nic.consumer_lost(self.consumer.state)
+        self.consumer.forget_segments()
 
 
 class Node:
@@ -224,6 +244,8 @@ class Node:
         self.fabric, self.name, self.port = fabric, name, port
         self.memory = Memory()
         rng = random.Random(f"{fabric.seed}-{name}")
+        kw.setdefault("cluster_key", CLUSTER_KEY)
+        kw.setdefault("nonce", lambda: rng.randbytes(16))
         self.nic = Nic(
             name,
             ("10.0.0.1", port),
@@ -352,6 +374,12 @@ class SimConsumer:
         """The consumer process goes away."""
         if self.state is not None:
             self.node.nic.consumer_lost(self.state)
+        self.forget_segments()
+
+    def forget_segments(self) -> None:
+        """Its segments go (as the shell removes those of a consumer that is gone)."""
+        for _, segment, _ in self.segments:
+            self.node.memory.remove(segment)
 
 
 class Fabric:
@@ -425,6 +453,21 @@ class Fabric:
         b.link = other.nic.peer_accepted(b)
         node.nic.link_up(link, a)
 
+    def dial(self, node: Node) -> Stranger:
+        """A stream to ``node``'s peer port from a program that is no node of this fabric."""
+        stranger = Stranger(node.nic)
+        end = PeerEnd(self, node)
+        end.out = Pipe(self, node.name, "stranger", stranger.receive, stranger.ended)
+        stranger.pipe = Pipe(self, "stranger", node.name, end.receive, end.ended)
+        self.pipes += [end.out, stranger.pipe]
+        end.link = stranger.link = node.nic.peer_accepted(end)
+        stranger.end = end
+        return stranger
+
+    def forget_ended(self) -> None:
+        """Let go of the pipes whose stream ended (a long run opens many)."""
+        self.pipes = [p for p in self.pipes if p.end is None]
+
     def pipe(self, src: Node, dst: Node) -> Pipe:
         """The newest stream direction from ``src`` to ``dst``."""
         return next(p for p in reversed(self.pipes) if (p.src, p.dst) == (src.name, dst.name))
@@ -459,3 +502,28 @@ class Fabric:
 def inject(pipe: Pipe, ftype: FrameType, *fields: Any, payload: bytes = b"") -> None:
     """Put a frame on a pipe as if the sending daemon had sent it (a duplicate, garbage)."""
     pipe.write(encode(ftype, *fields, payload_len=len(payload)) + payload)
+
+
+@dataclass
+class Stranger:
+    """The far end of ``Fabric.dial``: what it sends is the test's, what it hears is kept."""
+
+    nic: Nic
+    pipe: Pipe | None = None
+    end: PeerEnd | None = None
+    link: PeerLink | None = None
+    heard: list[Frame] = field(default_factory=list)
+    closed: str = ""  # why the node ended the stream
+    reader: FrameReader = field(default_factory=FrameReader)
+
+    def send(self, ftype: FrameType, *fields: Any, payload: bytes = b"") -> None:
+        assert self.pipe is not None
+        inject(self.pipe, ftype, *fields, payload=payload)
+
+    def receive(self, data: bytes) -> None:
+        self.reader.feed(data)
+        while (frame := self.reader.next_event()) is not None:
+            self.heard.append(frame)
+
+    def ended(self, reason: str) -> None:
+        self.closed = reason

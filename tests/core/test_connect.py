@@ -45,7 +45,7 @@ def test_connect_and_accept_carry_private_data_both_ways() -> None:
     assert (est_b.ep, est_b.private_data) == (b.ep, b"")
     assert _state(a) == _state(b) == EpState.CONNECTED
     kinds = [name for _, _, name, _, _ in fabric.trace if name != "HELLO"]
-    assert kinds == ["CONN_REQ", "CONN_ACCEPT", "CONN_RTU"]
+    assert kinds == ["AUTH", "AUTH", "AUTH", "CONN_REQ", "CONN_ACCEPT", "CONN_RTU"]
     assert list(fabric.frames(FrameType.CONN_REQ)) == [("n1", "n2", [77, b"hi", 4, 4])]
     assert list(fabric.frames(FrameType.CONN_ACCEPT)) == [("n2", "n1", [b"ok", 4, 4])]
 

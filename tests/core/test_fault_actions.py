@@ -300,7 +300,7 @@ def _handshake(fabric: Fabric, a: Side, b: Side) -> None:
 def test_a_reset_before_rtu_is_an_accept_completion_error() -> None:
     fabric = Fabric()
     a, b = side(fabric, fabric.add_node("n1")), side(fabric, fabric.add_node("n2"))
-    add_rule(a.c, action="reset", op="CM", nth=3)  # HELLO, CONN_REQ, then the RTU
+    add_rule(a.c, action="reset", op="CM", nth=5)  # HELLO, AUTH, AUTH, CONN_REQ, then the RTU
     _handshake(fabric, a, b)
     assert a.log() == [(E.CONNECTION_EVENT_ESTABLISHED, b""), BROKEN]
     assert b.log() == [(E.CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, b"")]
@@ -309,7 +309,7 @@ def test_a_reset_before_rtu_is_an_accept_completion_error() -> None:
 def test_a_reset_after_hello_is_non_peer_rejected() -> None:
     fabric = Fabric()
     a, b = side(fabric, fabric.add_node("n1")), side(fabric, fabric.add_node("n2"))
-    add_rule(b.c, action="reset", op="CM", nth=2)  # n2's HELLO goes, its accept does not
+    add_rule(b.c, action="reset", op="CM", nth=3)  # n2's HELLO and AUTH go, its accept does not
     _handshake(fabric, a, b)
     assert a.log() == [(E.CONNECTION_EVENT_NON_PEER_REJECTED, b"")]
     assert b.log() == [(E.CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, b"")]

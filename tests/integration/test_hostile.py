@@ -15,11 +15,13 @@ import pytest
 from client.api import Ia
 from client.core import Call, Op
 from client.faults import Faults
+from fabricd import keyfile
 from fabricd.launch import Node
 from proto.constants import EvdFlags, EventNumber
-from proto.errors import DatModelNotSupported
+from proto.errors import DatModelNotSupported, DatQueueEmpty
 from proto.frames import admin_socket
 from tests.conftest import StartNode
+from tests.integration.flows import wait_event
 
 HIGH_FD = 1100  # past select(2)'s FD_SETSIZE (1,024)
 
@@ -60,9 +62,11 @@ def ia_admin_call(ia: Ia, method: str) -> Op:
     return (yield Call(method, []))
 
 
-def start_fabricd(socket_path: Path) -> subprocess.CompletedProcess[str]:
+def start_fabricd(
+    socket_path: Path, key: tuple[str, ...] = ("--no-cluster-key",)
+) -> subprocess.CompletedProcess[str]:
     """Run fabricd on ``socket_path`` until it prints its ready line or exits."""
-    cmd = [sys.executable, "-m", "fabricd.cli", "--listen", "127.0.0.1:0"]
+    cmd = [sys.executable, "-m", "fabricd.cli", "--listen", "127.0.0.1:0", *key]
     proc = subprocess.Popen(
         [*cmd, "--socket", str(socket_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
@@ -98,3 +102,50 @@ def test_a_socket_directory_others_control_is_refused(tmp_path: Path, how: str) 
     done = start_fabricd(where / "fabricd.sock")
     assert done.returncode != 0 and "refusing to start" in done.stderr, done.stderr
     assert not (where / "fabricd.sock").exists(), "no socket was made there"
+
+
+# -- peers: the cluster key -------------------------------------------------------------------
+
+
+def test_fabricd_needs_a_cluster_key_or_the_flag_that_goes_without(tmp_path: Path) -> None:
+    done = start_fabricd(tmp_path / "k" / "fabricd.sock", ())
+    assert done.returncode == 1 and " ready " not in done.stdout
+    assert "refusing to start" in done.stderr and "--cluster-key FILE" in done.stderr
+    warned = start_fabricd(tmp_path / "w" / "fabricd.sock")
+    assert " ready " in warned.stdout, warned.stderr
+    assert "WARNING running without a cluster key" in warned.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [(b"short\n", "holds 5 bytes"), (None, "cannot read the cluster key")],
+)
+def test_a_cluster_key_file_that_cannot_serve_is_refused(
+    tmp_path: Path, content: bytes | None, why: str
+) -> None:
+    key = tmp_path / "cluster.key"
+    if content is not None:
+        key.write_bytes(content)
+    done = start_fabricd(tmp_path / "s" / "fabricd.sock", ("--cluster-key", str(key)))
+    assert done.returncode == 1 and "refusing to start" in done.stderr and why in done.stderr
+
+
+def test_a_node_with_another_key_is_refused_and_logged_with_its_address(
+    start: StartNode, tmp_path: Path
+) -> None:
+    """Two real daemons, two keys: the connect is NON_PEER_REJECTED, the listener never sees
+    a request, and the refusing daemon logs who it refused."""
+    other = tmp_path / "other.key"
+    keyfile.generate(str(other))
+    a, b = start("ka"), start("kb", cluster_key=str(other))
+    with Ia(a.socket) as ia_a, Ia(b.socket) as ia_b:
+        evd_a, evd_b = ia_a.evd_create(8), ia_b.evd_create(8)
+        ep = ia_a.ep_create(ia_a.pz_create(), evd_a, evd_a, evd_a)
+        ia_b.psp_create(4100, evd_b)
+        ep.connect(b.address, 4100, 5_000_000)
+        wait_event(evd_a, EventNumber.CONNECTION_EVENT_NON_PEER_REJECTED)
+        with pytest.raises(DatQueueEmpty):
+            evd_b.dequeue()
+    refusal = [line for line in a.log_text().splitlines() if "refused" in line]
+    assert refusal and f"'kb@{b.host}:{b.port}' at 127.0.0.1:" in refusal[0], a.log_text()
+    assert "WARNING" in refusal[0] and "proof of the cluster key is wrong" in refusal[0]

@@ -170,6 +170,8 @@ SAMPLE_FIELDS: dict[str, Any] = {
     "reads_done": 3,
     "status": -3,
     "ops": [[0xDEAD0000, 17, 64], [0xDEAD0040, 17, 0]],
+    "nonce": bytes(range(16)),
+    "proof": b"\x5a" * 32,
 }
 
 
