@@ -9,7 +9,7 @@ VENV   ?= .venv
 PYTHON ?= python3
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test provider system-deps container-deps containers containers-up containers-down lint bench clean mutation
+.PHONY: demo test provider system-deps container-deps containers containers-up containers-down lint bench clean mutation fuzz
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +75,12 @@ mutation: $(STAMP)
 	$(VENV)/bin/python -c "import mutmut" 2>/dev/null || $(VENV)/bin/pip install -q "mutmut==3.*"
 	$(VENV)/bin/mutmut run --max-children 2
 	$(VENV)/bin/mutmut results
+
+# The hostile-input suites (tests/core/test_fuzz.py) ten times longer than `test` runs them:
+# 1,000,000 inputs per plane; FUZZ_SEED=N for another sequence.
+fuzz: $(STAMP)
+	DATFABRIC_FUZZ_INPUTS=1000000 DATFABRIC_FUZZ_SEED=$${FUZZ_SEED:-20261125} \
+		$(VENV)/bin/pytest -q tests/core/test_fuzz.py
 
 clean:
 	$(MAKE) -C provider clean

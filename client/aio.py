@@ -90,7 +90,7 @@ class AsyncIa:
             await ia._until(lambda: ia.core.ready or ia.core.catastrophic, 10.0)
         if not ia.core.ready:
             await ia.close()
-            raise DatProviderNotFound(Sub.NAME_NOT_REGISTERED, f"{name}: no HELLO from {path}")
+            raise ia.core.open_failure(f"{name} ({path})")
         await ia.run(ia.core.async_evd_create())
         return ia
 

@@ -82,7 +82,7 @@ class Ia:
         while not self.core.ready:
             if self.core.catastrophic or time.monotonic() > deadline:
                 self.close()
-                raise DatProviderNotFound(Sub.NAME_NOT_REGISTERED, f"{name}: no HELLO from {path}")
+                raise self.core.open_failure(f"{name} ({path})")
             self._pump(1.0)
         self.async_evd = Evd(self, ASYNC_EVD)
         atexit.register(self.close)

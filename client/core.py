@@ -39,9 +39,11 @@ from proto.constants import (
 )
 from proto.errors import (
     DatError,
+    DatInsufficientResources,
     DatInvalidHandle,
     DatInvalidParameter,
     DatInvalidState,
+    DatProviderNotFound,
     DatQueueEmpty,
     DatTimeoutExpired,
     MalformedFrame,
@@ -89,6 +91,7 @@ class ClientCore:
         self.cnos: dict[int, set[int]] = {}  # CNO -> its EVDs
         self.lmr_sync_req: bool | None = None  # the provider attribute, once asked
         self.catastrophic = False
+        self.lost_reason = ""
         self.ready = False  # the daemon's HELLO arrived
         self._pending: dict[int, str] = {}  # req_id -> method, until its reply is taken
         self._pointers: dict[int, Any] = {}  # dat_evd_post_se's pointers by the token sent
@@ -164,12 +167,20 @@ class ClientCore:
         """The daemon is gone: IA_CATASTROPHIC on the async EVD (once), after what the rings
         already hold."""
         if not self.catastrophic:
+            self.lost_reason = reason
             for evd in self.evds.values():
                 self.refill(evd)
             self.catastrophic = True
             async_evd = self.evds[ASYNC_EVD]
             if len(async_evd.queue) < async_evd.qlen:
                 async_evd.push(Event(EventNumber.ASYNC_ERROR_IA_CATASTROPHIC, ASYNC_EVD))
+
+    def open_failure(self, where: str) -> DatError:
+        """What dat_ia_open returns when the daemon at ``where`` did not say HELLO: the daemon's
+        refusal of one IA too many, or no provider there."""
+        if "DAT_INSUFFICIENT_RESOURCES" in self.lost_reason:
+            return DatInsufficientResources(DatReturnSubtype.RESOURCE_DEVICE, self.lost_reason)
+        return DatProviderNotFound(DatReturnSubtype.NAME_NOT_REGISTERED, f"{where}: no HELLO")
 
     # -- events --------------------------------------------------------------------------------
 

@@ -14,6 +14,8 @@ import uvloop
 from fabricd import keyfile
 from fabricd.server import Daemon
 from fabricd.sockdir import UnsafeSocketDir
+from proto.limits import NAMES
+from proto.limits import parse as parse_limits
 
 DEFAULT_PORT = 7471
 log = logging.getLogger("fabricd")
@@ -68,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="run without one (a warning is logged): any program that reaches --listen may "
         "then connect to listeners and, knowing an rmr_context, reach registered memory",
     )
+    p.add_argument(
+        "--limit",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help=f"a limit other than its default (repeatable; docs/security.md): {', '.join(NAMES)}",
+    )
     p.add_argument("--seed", type=int, default=None, help="seed for keys (replayable runs)")
     p.add_argument(
         "--coherency",
@@ -115,6 +124,10 @@ def cluster_key(args: argparse.Namespace) -> bytes | None:
 async def run(args: argparse.Namespace) -> None:
     """Start the daemon, print one ready line, and serve until SIGTERM or SIGINT."""
     key = cluster_key(args)
+    try:
+        limits = parse_limits(args.limit)
+    except ValueError as err:
+        raise SystemExit(f"fabricd {args.name}: {err}") from None
     host, port = args.listen
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # one socket per connected EP
@@ -129,6 +142,7 @@ async def run(args: argparse.Namespace) -> None:
         advertise=args.advertise,
         socket_group=args.socket_group,
         cluster_key=key,
+        limits=limits,
     )
     try:
         await daemon.start()

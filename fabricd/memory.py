@@ -67,6 +67,7 @@ class Lmr:
     bound_rmrs: int = 0
     cookie: bytes | None = None  # SHARED_VIRTUAL
     pid: int = 0  # a process's own memory (view: the daemon's mirror of it); 0: a segment
+    counted: int = 0  # bytes it adds to its IA's registered total (an LMR over an LMR: 0)
 
     @property
     def target(self) -> memoryview:

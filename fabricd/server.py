@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import logging
 import os
 import random
@@ -27,6 +29,7 @@ from fabricd.turn import Turn
 from proto.codec import Frame, FrameReader, Sink, encode
 from proto.errors import ProtocolError
 from proto.frames import ROLE_ADMIN, FrameType, admin_socket
+from proto.limits import Limits
 from proto.peer_auth import NONCE_BYTES
 
 log = logging.getLogger("fabricd")
@@ -34,6 +37,15 @@ CLOSE_GRACE = 2.0  # seconds a half-closed stream waits for the peer's end befor
 JOIN_LIMIT = 64 * 1024  # a turn's frames up to this size leave copied into one buffer
 _SCRATCH = memoryview(bytearray(64 * 1024))
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid (SO_PEERCRED)
+TRIM_AFTER = 1000  # an IA that held this many objects: give the freed heap back to the system
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
+def _trim() -> None:
+    """malloc_trim(0): glibc keeps freed memory for reuse; a closed large IA's is returned."""
+    trim = getattr(_LIBC, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 class _Stream(asyncio.BufferedProtocol):
@@ -191,9 +203,28 @@ class ConsumerStream(_Stream):
     def _frame(self, frame: Frame) -> None:
         self.consumer = self.nic.consumer_frame(self, self.consumer, frame)
 
+    def send(self, header: bytes, payload: Sequence[memoryview] = ()) -> None:
+        """As any stream; but a consumer that leaves more than ``unread_bytes`` of what we sent
+        unread is not reading its socket: its IA is closed (what it left is dropped)."""
+        t = self.transport
+        if t is not None and not t.is_closing():
+            backlog = t.get_write_buffer_size()
+            if backlog > self.nic.limits.unread_bytes:
+                log.warning(
+                    "consumer %s left %d bytes unread (--limit unread_bytes); closing its IA",
+                    self.consumer.name if self.consumer else "?",
+                    backlog,
+                )
+                t.abort()
+                return
+        super().send(header, payload)
+
     def _lost(self, reason: str) -> None:
         if self.consumer is not None:
+            objects = len(self.consumer.eps) + len(self.consumer.lmrs) + len(self.consumer.evds)
             self.nic.consumer_lost(self.consumer)
+            if objects >= TRIM_AFTER:
+                _trim()
             self.mapper.remove_consumer_segments(self.consumer.name)
             self.consumer = None
 
@@ -282,6 +313,7 @@ class Daemon:
         advertise: str = "",
         socket_group: str | None = None,
         cluster_key: bytes | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.name = name
         self.socket_group = socket_group
@@ -303,6 +335,7 @@ class Daemon:
             CrossMemory(),
             cluster_key,
             lambda: secrets.token_bytes(NONCE_BYTES),  # never from the seed: a nonce is a secret
+            limits,
         )
         self._ticker: asyncio.TimerHandle | None = None
         self.nic.pid = os.getpid()

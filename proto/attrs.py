@@ -7,6 +7,7 @@ from typing import Final
 
 from proto.constants import CompletionFlags, DatReturnSubtype, IovOwnership, Qos, ServiceType
 from proto.errors import DatInvalidParameter
+from proto.limits import Limits
 
 MAX_DTOS: Final = 4096
 MAX_IOV: Final = 16
@@ -98,25 +99,28 @@ MAX_LMR_BLOCK: Final = 1 << 40
 """The largest LMR (and SHARED_VIRTUAL region) a consumer may register: max_lmr_block_size."""
 
 
-def ia_attributes(adapter_name: str, address: str, lmr_sync_req: bool) -> dict[str, object]:
-    """DAT_IA_ATTR and the provider attributes a dat_ia_query reports."""
+def ia_attributes(
+    adapter_name: str, address: str, lmr_sync_req: bool, limits: Limits
+) -> dict[str, object]:
+    """DAT_IA_ATTR and the provider attributes a dat_ia_query reports (the per-IA limits as
+    the attributes that name them)."""
     return {
         "adapter_name": adapter_name,
         "vendor_name": "datfabric",
         "ia_address": address,
-        "max_eps": 65536,
+        "max_eps": limits.ia_eps,
         "max_dto_per_ep": MAX_DTOS,
         "max_rdma_read_per_ep_in": MAX_RDMA_READ,
         "max_rdma_read_per_ep_out": MAX_RDMA_READ,
-        "max_evds": 65536,
+        "max_evds": limits.ia_evds,
         "max_evd_qlen": 1 << 20,
         "max_iov_segments_per_dto": MAX_IOV,
-        "max_lmrs": 1 << 20,
-        "max_lmr_block_size": MAX_LMR_BLOCK,
-        "max_pzs": 65536,
+        "max_lmrs": limits.ia_lmrs,
+        "max_lmr_block_size": min(MAX_LMR_BLOCK, limits.ia_bytes),
+        "max_pzs": limits.ia_pzs,
         "max_message_size": MAX_MESSAGE_SIZE,
         "max_rdma_size": MAX_MESSAGE_SIZE,
-        "max_rmrs": 1 << 20,
+        "max_rmrs": limits.ia_rmrs,
         "max_private_data_size": MAX_PRIVATE_DATA,
         "optimal_buffer_alignment": 256,
         "lmr_sync_req": lmr_sync_req,

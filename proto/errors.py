@@ -312,5 +312,9 @@ class UnexpectedFrame(ProtocolError):
     """A well-formed frame arrived where the protocol state does not allow it."""
 
 
+class ResourceRefused(ProtocolError):
+    """A new connection past one of the daemon's limits (proto.limits)."""
+
+
 class PeerRefused(ProtocolError):
     """A peer daemon did not prove the cluster key (or proved it wrongly)."""

@@ -17,6 +17,9 @@ MIN_PROTOCOL_VERSION: Final = 3
 MAX_HEADER_LEN: Final = 64 * 1024
 """Largest msgpack header accepted; a longer length prefix closes the connection."""
 
+MAX_HELLO_NAME: Final = 256
+"""Longest name a HELLO may carry (an IA's token, a node's name@host:port)."""
+
 MAX_PAYLOAD_LEN: Final = 1 << 30
 """Largest payload accepted after a header (1 GiB)."""
 

@@ -112,9 +112,12 @@ static void take_frame(struct df_chan *ch, const uint8_t *hdr, uint32_t len)
 	if (type == DF_FRAME_REPLY && n == 6 && f[2].type == MSGPACK_OBJECT_POSITIVE_INTEGER)
 		df_keep_reply(ch, f[2].via.u64, hdr, len);
 	else if (type == DF_FRAME_ERROR && n == 3 && f[2].type == MSGPACK_OBJECT_STR) {
+		static const char limit[] = "DAT_INSUFFICIENT_RESOURCES";
 		char why[128];
 		snprintf(why, sizeof(why), "daemon reported: %.*s", (int)f[2].via.str.size,
 			 f[2].via.str.ptr);
+		ch->refused = memmem(f[2].via.str.ptr, f[2].via.str.size, limit,
+				     sizeof(limit) - 1) != NULL;
 		df_chan_kill(ch, why);
 	} else if (type != DF_FRAME_NOTIFY && type != DF_FRAME_HELLO)
 		df_chan_kill(ch, "a frame the daemon may not send");

@@ -54,6 +54,7 @@ struct df_chan {
 	pthread_mutex_t write_lock; /* one frame at a time on the socket */
 	bool reading; /* a thread is in poll()/read() for all the others */
 	bool dead; /* the daemon is gone (EOF, ERROR frame, broken ring) */
+	bool refused; /* its ERROR said DAT_INSUFFICIENT_RESOURCES: one IA past its limit */
 	uint64_t next_req;
 	struct df_reply *replies; /* arrived, not yet taken */
 	uint8_t *in;

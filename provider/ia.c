@@ -76,7 +76,10 @@ static DAT_RETURN open_ia(const char *name, DAT_BOOLEAN thread_safe, DAT_COUNT a
 	if (ret == DAT_SUCCESS)
 		ret = df_ia_fetch_attributes(ia);
 	if (ret != DAT_SUCCESS) {
+		bool refused = ia->chan.refused; /* the daemon serves its limit of IAs */
 		close_ia(ia);
+		if (refused)
+			return DF_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_DEVICE);
 		return DAT_GET_TYPE(ret) == DAT_ABORT ? DF_ERROR(DAT_PROVIDER_NOT_FOUND, 0) : ret;
 	}
 	*async_evd = ia->async_evd;

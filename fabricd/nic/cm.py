@@ -67,8 +67,10 @@ class ConnectionManager:
         listeners: Listeners,
         new_handle: Callable[[], int],
         peer_names: dict[str, str],
+        most_eps: int,
     ) -> None:
         self.shell = shell
+        self.most_eps = most_eps  # an IA's EPs (proto.limits ia_eps), those PSPs make included
         self.wire = wire
         self.eps = eps
         self.events = events
@@ -174,6 +176,9 @@ class ConnectionManager:
             waiting = sum(1 for cr in listener.consumer.crs.values() if cr.listener is listener)
             if waiting >= listener.backlog:
                 log.info("conn_qual %d: backlog of %d full", conn_qual, listener.backlog)
+                return None
+            if listener.flags & PspFlags.PROVIDER and len(listener.consumer.eps) >= self.most_eps:
+                log.info("conn_qual %d: its IA holds its limit of EPs", conn_qual)
                 return None
         return listener
 

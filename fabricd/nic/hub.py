@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from fabricd.faults import FaultEngine
 from fabricd.memory import MemoryRegistry, ProcessMemory, SegmentMapper
@@ -46,16 +46,20 @@ from fabricd.nic.target import Target
 from fabricd.nic.wire import Wire
 from proto import calls
 from proto.codec import DISCARD, Frame, Sink, encode, hello
+from proto.constants import DatReturnSubtype as Sub
 from proto.errors import (
     DatError,
+    DatInsufficientResources,
     DatInternalError,
     DatModelNotSupported,
     MalformedFrame,
     PeerRefused,
+    ResourceRefused,
     UnexpectedFrame,
 )
 from proto.frames import ROLE_ADMIN, ROLE_CONSUMER, ROLE_PEER, FrameType
 from proto.hostif import OPCODE_DTOS, RingError
+from proto.limits import Limits
 from proto.schema import Empty, parse
 
 log = logging.getLogger("fabricd")
@@ -64,6 +68,16 @@ A = TypeVar("A", bound=tuple[object, ...])
 Run = Callable[[Consumer, object, str], Sequence[object]]
 Route = tuple[type[tuple[object, ...]], Run]
 PeerHandler = Callable[[PeerLink, Frame], None]
+
+QUOTAS: Final = {  # a create call: the IA's objects of that kind, their limit, DAT_RESOURCE_*
+    "pz_create": ("pzs", "ia_pzs", Sub.RESOURCE_PROTECTION_DOMAIN),
+    "evd_create": ("evds", "ia_evds", Sub.RESOURCE_TEVD),
+    "ep_create": ("eps", "ia_eps", Sub.RESOURCE_TEP),
+    "lmr_create": ("lmrs", "ia_lmrs", Sub.RESOURCE_MEMORY_REGION),
+    "rmr_create": ("rmrs", "ia_rmrs", Sub.RESOURCE_MEMORY_REGION),
+    "psp_create": ("psps", "ia_listeners", Sub.RESOURCE_MEMORY),
+    "rsp_create": ("psps", "ia_listeners", Sub.RESOURCE_MEMORY),
+}
 
 
 def route(args: type[A], handler: Callable[[Consumer, A], Sequence[object]]) -> Route:
@@ -90,6 +104,7 @@ class Nic:
         process: ProcessMemory | None = None,
         cluster_key: bytes | None = None,
         nonce: Callable[[], bytes] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.name = name
         self.address = address
@@ -97,6 +112,7 @@ class Nic:
         self.pid = 0  # set by the shell, for fabricctl node pause/resume
         self.heartbeat_interval = heartbeat[0]
         self.consumers: dict[int, Consumer] = {}
+        self.limits = limits = limits or Limits()
         self.faults = FaultEngine()
         handles, peer_names = Handles(), dict[str, str]()
         self.memory = MemoryRegistry(mapper, random_u32, coherent, process)
@@ -115,13 +131,15 @@ class Nic:
             handles,
             peer_names,
             heartbeat,
+            limits.peer_links,
             cluster_key,
             nonce or (lambda: b"".join(random_u32().to_bytes(4, "little") for _ in range(4))),
         )
         self.connections = ConnectionManager(
-            shell, self.wire, self.eps, self.events, self.listeners, handles, peer_names
-        )
-        self.regs = Registrations(self.memory, handles, name, lambda: self.address_text)
+            shell, self.wire, self.eps, self.events, self.listeners, handles, peer_names,
+            limits.ia_eps,
+        )  # fmt: skip
+        self.regs = Registrations(self.memory, handles, name, lambda: self.address_text, limits)
         self.windows = Windows(self.memory, self.initiator, handles)
         self.endpoints = Endpoints(self.eps, handles)
         self.admin = Admin(self.faults, self.wire, self.memory, shell, self._status)
@@ -236,6 +254,11 @@ class Nic:
         if consumer is None:
             name = check_hello(frame, role)
             admin = role == ROLE_ADMIN
+            if not admin and len(self.consumers) >= self.limits.consumers:
+                raise ResourceRefused(
+                    f"DAT_INSUFFICIENT_RESOURCES: this node serves its limit of "
+                    f"{self.limits.consumers} IAs (--limit consumers)"
+                )
             pid = channel.peer_pid
             consumer = Consumer(self._new_handle(), channel, name, pid=pid, admin=admin)
             if not admin:
@@ -265,6 +288,9 @@ class Nic:
                 raise DatModelNotSupported(message=f"{method} is served on the admin socket only")
             if found is None:
                 raise DatModelNotSupported(message=f"unknown call {method!r}")
+            quota = QUOTAS.get(method)
+            if quota is not None:
+                self._within(consumer, *quota)
             result = found[1](consumer, args, method)
         except DatError as err:
             code, message = err.code, err.message
@@ -272,6 +298,14 @@ class Nic:
             log.exception("internal error in %s from consumer %s", method, consumer.name)
             code, message = DatInternalError().code, f"internal error in {method}: {err!r}"
         consumer.channel.send(encode(FrameType.REPLY, req_id, code, message, list(result)))
+
+    def _within(self, consumer: Consumer, kind: str, limit: str, subtype: Sub) -> None:
+        """A create call may add one object of ``kind`` to the IA (proto.limits)."""
+        most: int = getattr(self.limits, limit)
+        if len(getattr(consumer, kind)) >= most:
+            raise DatInsufficientResources(
+                subtype, f"this IA holds its limit of {most} {kind} (--limit {limit})"
+            )
 
     def _doorbell(self, consumer: Consumer, handle: object) -> None:
         ep = consumer.eps.get(handle) if type(handle) is int else None

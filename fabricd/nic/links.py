@@ -20,7 +20,7 @@ from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.ep_states import EpInput
 from proto.errors import MalformedFrame, PeerRefused, UnexpectedFrame, VersionMismatch
-from proto.frames import PROTOCOL_VERSION, ROLE_PEER, FrameType
+from proto.frames import MAX_HELLO_NAME, PROTOCOL_VERSION, ROLE_PEER, FrameType
 from proto.peer_auth import ACCEPT, CONNECT, NONCE_BYTES, Transcript, check, proof
 
 log = logging.getLogger("fabricd")
@@ -38,8 +38,8 @@ def check_hello(frame: Frame, role: str) -> str:
         )
     if their_role != role:
         raise UnexpectedFrame(f"a {their_role!r} said HELLO where a {role!r} was expected")
-    if not isinstance(name, str):
-        raise UnexpectedFrame("a HELLO's name is a string")
+    if not isinstance(name, str) or not 0 < len(name) <= MAX_HELLO_NAME:
+        raise UnexpectedFrame(f"a HELLO's name is a string of 1..{MAX_HELLO_NAME} characters")
     return name
 
 
@@ -54,6 +54,7 @@ class Links:
         new_handle: Callable[[], int],
         peer_names: dict[str, str],
         heartbeat: tuple[float, float],
+        most: int,
         key: bytes | None,
         nonce: Callable[[], bytes],
     ) -> None:
@@ -63,6 +64,7 @@ class Links:
         self.new_handle = new_handle
         self.peer_names = peer_names
         self.interval, self.timeout = heartbeat
+        self.most = most  # peer streams at once (proto.limits peer_links)
         self.key = key  # the cluster key; None: peers are not authenticated (--no-cluster-key)
         self.nonce = nonce
 
@@ -71,6 +73,14 @@ class Links:
         link = self.wire.new_link(self.new_handle(), active=False)
         link.channel = channel
         link.born = self.wire.shell.now()
+        if len(self.wire.links) > self.most:
+            log.warning(
+                "refused a peer stream from %s: this node holds its limit of %d "
+                "(--limit peer_links)",
+                channel.peer_address,
+                self.most,
+            )
+            self.wire.drop(link, "the node holds its limit of peer streams")
         return link
 
     def up(self, link: PeerLink, channel: Channel) -> None:

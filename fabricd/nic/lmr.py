@@ -28,6 +28,7 @@ from proto.errors import (
     DatLengthError,
     DatModelNotSupported,
 )
+from proto.limits import Limits
 from proto.schema import Empty
 from proto.segments import OWN_MEMORY, SHARED_PREFIX, shared_segment_name
 
@@ -61,15 +62,19 @@ class Registrations:
         new_handle: Callable[[], int],
         name: str,
         address: Callable[[], str],
+        limits: Limits,
     ) -> None:
         self.memory = memory
+        self.limits = limits
         self.new_handle = new_handle
         self.name, self.address = name, address  # the address once the shell bound its port
         self.shared: dict[bytes, SharedRegion] = {}  # by cookie: all 40 bytes are the key
 
     def ia_query(self, consumer: Consumer, a: Empty) -> calls.Attributes:
         """dat_ia_query: the IA and provider attributes."""
-        return calls.Attributes(ia_attributes(self.name, self.address(), not self.memory.coherent))
+        return calls.Attributes(
+            ia_attributes(self.name, self.address(), not self.memory.coherent, self.limits)
+        )
 
     def pz_create(self, consumer: Consumer, a: Empty) -> calls.Handle:
         """dat_pz_create."""
@@ -90,7 +95,15 @@ class Registrations:
         zone = pz(consumer, a.pz)
         privs = privileges(a.privileges, Sub.INVALID_ARG6)
         if a.mem_type in (MemType.VIRTUAL, MemType.SHARED_VIRTUAL):
+            if consumer.registered + a.length > self.limits.ia_bytes:
+                raise DatInsufficientResources(
+                    Sub.RESOURCE_MEMORY,
+                    f"this IA registers {consumer.registered} bytes; {a.length} more passes "
+                    f"its limit of {self.limits.ia_bytes} (--limit ia_bytes)",
+                )
             lmr = self._register_virtual(consumer, a, zone, privs)
+            lmr.counted = lmr.region.length
+            consumer.registered += lmr.counted
         elif a.mem_type == MemType.LMR:
             lmr = self._register_alias(consumer, a, zone, privs)
         else:
@@ -231,6 +244,7 @@ class Registrations:
     def release(self, consumer: Consumer, lmr: Lmr) -> None:
         """Forget an LMR: its keys stop working, its mapping is dropped."""
         consumer.lmrs.pop(lmr.handle, None)
+        consumer.registered -= lmr.counted
         if lmr.region.pz in consumer.pzs:
             consumer.pzs[lmr.region.pz] -= 1
         self.memory.free(lmr)

@@ -77,6 +77,7 @@ class Consumer:
     polled: dict[int, Ep] = field(default_factory=dict)  # looked at before each call
     closed: bool = False
     pid: int = 0  # the process that opened the IA (its own memory can be registered)
+    registered: int = 0  # bytes its VIRTUAL and SHARED_VIRTUAL LMRs cover (proto.limits)
     admin: bool = False  # an admin connection: admin calls only, no objects
 
 

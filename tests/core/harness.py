@@ -25,11 +25,21 @@ from client.core import ClientCore, Event
 from fabricd.nic import Consumer, Nic, PeerLink
 from proto.codec import Frame, FrameReader, decode_header, encode, hello
 from proto.errors import ProtocolError
-from proto.frames import ROLE_ADMIN, ROLE_CONSUMER, FrameType
+from proto.frames import (
+    MAX_PROTOCOL_VERSION,
+    MIN_PROTOCOL_VERSION,
+    ROLE_ADMIN,
+    ROLE_CONSUMER,
+    FrameType,
+)
+from proto.peer_auth import CONNECT, NONCE_BYTES, Transcript, proof
 from tests.core.processes import Processes
 
 CLUSTER_KEY = b"the in-memory fabric's cluster key"
 """Every node of a Fabric proves this key to its peers unless a test gives it another (or None)."""
+
+STRANGER = "stranger@10.9.9.9:9"
+"""The name a Stranger's HELLO gives by default."""
 
 SHM_BYTES = 64 << 20
 """The simulated /dev/shm: a segment larger than this cannot be created."""
@@ -283,7 +293,10 @@ class Node:
 class SimConsumer:
     """One IA on a node, driven through the real client core."""
 
-    def __init__(self, fabric: Fabric, node: Node, name: str, role: str = ROLE_CONSUMER) -> None:
+    def __init__(
+        self, fabric: Fabric, node: Node, name: str, role: str = ROLE_CONSUMER, open_ia: bool = True
+    ) -> None:
+        """``open_ia`` False: only the HELLO is sent and delivered (the daemon may refuse it)."""
         self.fabric, self.node, self.name, self.role = fabric, node, name, role
         self.pid = 1000 + fabric.consumers  # its process, as SO_PEERCRED would tell
         self.core = ClientCore(name, QueueMaps(node.memory))
@@ -295,6 +308,8 @@ class SimConsumer:
         self._admin: SimConsumer | None = None
         self.send(hello(role, name))
         fabric.run()
+        if not open_ia:
+            return
         assert self.core.ready
         if role == ROLE_CONSUMER:
             self.call(self.core.async_evd_create())
@@ -455,7 +470,7 @@ class Fabric:
 
     def dial(self, node: Node) -> Stranger:
         """A stream to ``node``'s peer port from a program that is no node of this fabric."""
-        stranger = Stranger(node.nic)
+        stranger = Stranger(self)
         end = PeerEnd(self, node)
         end.out = Pipe(self, node.name, "stranger", stranger.receive, stranger.ended)
         stranger.pipe = Pipe(self, "stranger", node.name, end.receive, end.ended)
@@ -508,17 +523,34 @@ def inject(pipe: Pipe, ftype: FrameType, *fields: Any, payload: bytes = b"") -> 
 class Stranger:
     """The far end of ``Fabric.dial``: what it sends is the test's, what it hears is kept."""
 
-    nic: Nic
+    fabric: Fabric
     pipe: Pipe | None = None
     end: PeerEnd | None = None
     link: PeerLink | None = None
     heard: list[Frame] = field(default_factory=list)
     closed: str = ""  # why the node ended the stream
+    name: str = STRANGER  # the name its HELLO gave
     reader: FrameReader = field(default_factory=FrameReader)
 
     def send(self, ftype: FrameType, *fields: Any, payload: bytes = b"") -> None:
         assert self.pipe is not None
         inject(self.pipe, ftype, *fields, payload=payload)
+
+    def hello(self, name: str = STRANGER) -> None:
+        """Say HELLO as a peer daemon named ``name`` would."""
+        self.name = name
+        self.send(FrameType.HELLO, MIN_PROTOCOL_VERSION, MAX_PROTOCOL_VERSION, "peer", name)
+        self.fabric.run()
+
+    def authenticate(self, key: bytes = CLUSTER_KEY) -> None:
+        """After ``hello``: the connecting side's part of the challenge-response, with ``key``."""
+        nonce = bytes(NONCE_BYTES)
+        self.send(FrameType.AUTH, nonce, b"")
+        self.fabric.run()
+        hello_back, answer = self.heard[-2:]
+        t = Transcript(nonce, answer.fields[0], self.name, hello_back.fields[3])
+        self.send(FrameType.AUTH, b"", proof(key, CONNECT, t))
+        self.fabric.run()
 
     def receive(self, data: bytes) -> None:
         self.reader.feed(data)

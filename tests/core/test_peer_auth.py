@@ -14,10 +14,9 @@ from proto.constants import EventNumber as E
 from proto.frames import FrameType
 from proto.peer_auth import ACCEPT, CONNECT, NONCE_BYTES, Transcript, proof
 from tests.core.flows import Side, address, connect, pair, side
-from tests.core.harness import CLUSTER_KEY, Fabric, Node, Stranger
+from tests.core.harness import CLUSTER_KEY, STRANGER, Fabric, Node, Stranger
 
 REJECTED = (E.CONNECTION_EVENT_NON_PEER_REJECTED, b"")
-STRANGER = "stranger@10.9.9.9:9"
 
 
 def _nodes(k1: bytes | None, k2: bytes | None) -> tuple[Fabric, Side, Side]:
@@ -96,7 +95,7 @@ def test_nodes_without_keys_connect_with_empty_proofs() -> None:
 
 def _stranger(fabric: Fabric, node: Node, hello: str = STRANGER) -> Stranger:
     s = fabric.dial(node)
-    s.send(FrameType.HELLO, 3, 3, "peer", hello)
+    s.hello(hello)
     return s
 
 
@@ -180,17 +179,6 @@ def test_a_malformed_challenge_closes_the_stream(nonce: object, why: str) -> Non
     assert b.c.node.nic.wire.links == {}
 
 
-def _authenticate(fabric: Fabric, s: Stranger) -> None:
-    """The stranger holds the key: it passes the exchange as a daemon would."""
-    nonce = bytes(NONCE_BYTES)
-    s.send(FrameType.AUTH, nonce, b"")
-    fabric.run()
-    hello_2, answer = s.heard[-2:]
-    t = Transcript(nonce, answer.fields[0], STRANGER, hello_2.fields[3])
-    s.send(FrameType.AUTH, b"", proof(CLUSTER_KEY, CONNECT, t))
-    fabric.run()
-
-
 @pytest.mark.parametrize(
     ("authenticates", "why"),
     [
@@ -208,7 +196,7 @@ def test_a_stream_that_asks_for_nothing_is_cut_within_the_heartbeat_timeout(
     start = fabric.now()
     s = _stranger(fabric, b.c.node)
     if authenticates:
-        _authenticate(fabric, s)
+        s.authenticate()
         assert _heard(s) == ["HELLO", "AUTH"] and not s.closed
     fabric.advance(4.0 - start - 1e-6)
     assert not s.closed and len(b.c.node.nic.wire.links) == 2

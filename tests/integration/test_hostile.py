@@ -18,7 +18,7 @@ from client.faults import Faults
 from fabricd import keyfile
 from fabricd.launch import Node
 from proto.constants import EvdFlags, EventNumber
-from proto.errors import DatModelNotSupported, DatQueueEmpty
+from proto.errors import DatInsufficientResources, DatModelNotSupported, DatQueueEmpty
 from proto.frames import admin_socket
 from tests.conftest import StartNode
 from tests.integration.flows import wait_event
@@ -149,3 +149,55 @@ def test_a_node_with_another_key_is_refused_and_logged_with_its_address(
     refusal = [line for line in a.log_text().splitlines() if "refused" in line]
     assert refusal and f"'kb@{b.host}:{b.port}' at 127.0.0.1:" in refusal[0], a.log_text()
     assert "WARNING" in refusal[0] and "proof of the cluster key is wrong" in refusal[0]
+
+
+# -- limits -------------------------------------------------------------------------------------
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        line = next(x for x in f if x.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+def test_limits_are_enforced_by_a_real_daemon(start: StartNode) -> None:
+    """--limit ia_eps=50: the 51st EP is DAT_INSUFFICIENT_RESOURCES, advertised as max_eps;
+    --limit consumers=1: a second IA is refused with the same status."""
+    node = start("lim", extra=["--limit", "ia_eps=50", "--limit", "consumers=1"])
+    with Ia(node.socket) as ia:
+        assert ia.query()["max_eps"] == 50
+        pz, evd = ia.pz_create(), ia.evd_create(8)
+        eps = [ia.ep_create(pz, evd, evd, evd) for _ in range(50)]
+        with pytest.raises(DatInsufficientResources, match="--limit ia_eps"):
+            ia.ep_create(pz, evd, evd, evd)
+        eps[0].free()
+        ia.ep_create(pz, evd, evd, evd)
+        with pytest.raises(DatInsufficientResources, match="--limit consumers"):
+            Ia(node.socket)
+    Ia(node.socket).close()  # the IA that closed made room
+
+
+def test_a_bad_limit_is_refused_at_start(tmp_path: Path) -> None:
+    done = start_fabricd(tmp_path / "l" / "fabricd.sock", ("--no-cluster-key", "--limit", "x=1"))
+    assert done.returncode == 1 and "NAME=N with NAME one of" in done.stderr
+
+
+def test_memory_returns_when_an_ia_with_thousands_of_objects_closes(start: StartNode) -> None:
+    """The daemon's RSS after an IA of 5,000 EPs closes gives back most of what it took, and a
+    second such IA takes no more than the first: nothing is kept per object."""
+    node = start("rss")
+    pid, before = node.proc.pid, _rss_mib(node.proc.pid)
+    peaks, after = [], []
+    for _ in range(2):
+        with Ia(node.socket) as ia:
+            pz, evd = ia.pz_create(), ia.evd_create(8)
+            for _ in range(5000):
+                ia.ep_create(pz, evd, evd, evd)
+            peaks.append(_rss_mib(pid))
+        with Ia(node.socket) as probe:  # served after the close: the IA is gone
+            probe.query()
+        after.append(_rss_mib(pid))
+    grown = peaks[0] - before
+    assert grown > 20, f"5,000 EPs took only {grown:.1f} MiB: the test measures nothing"
+    assert after[0] - before < grown / 2, f"RSS {before:.0f} -> {peaks[0]:.0f} -> {after[0]:.0f}"
+    assert peaks[1] <= peaks[0] * 1.1 and after[1] <= after[0] * 1.1, (peaks, after)

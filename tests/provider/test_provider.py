@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from client.api import Ia
+from proto.constants import DatReturnSubtype as Sub
+from proto.errors import DatInsufficientResources
 from tests.conftest import StartNode
 from tests.provider.support import conf, loopback_pair
 from tools.datconf import lines
@@ -71,6 +74,22 @@ def test_connection_management(
     with loopback_pair(start, tmp_path) as (a, b, _):
         path.write_text(lines("dfa", a.socket, library) + lines("dfb", b.socket, library))
         passes([str(where / program), "dfa", "dfb"], {**os.environ, "DAT_OVERRIDE": str(path)})
+
+
+def test_one_ia_past_the_daemons_limit_is_insufficient_resources(
+    build: Path, start: StartNode, tmp_path: Path
+) -> None:
+    """fabricd --limit consumers=1 with one IA open: a C program's dat_ia_open answers
+    DAT_INSUFFICIENT_RESOURCES | DAT_RESOURCE_DEVICE (the daemon said so), not a lost IA."""
+    node = start("full", extra=["--limit", "consumers=1"])
+    env = conf(tmp_path, node.socket, build / "libdatfabric.so")
+    with Ia(node.socket):
+        done = subprocess.run(
+            [str(build / "evd_basic"), "df"], env=env, capture_output=True, text=True, timeout=60
+        )
+    code = DatInsufficientResources(Sub.RESOURCE_DEVICE).code
+    assert done.returncode == 1
+    assert done.stdout.strip() == f"FAILED: dat_ia_open(df) gave 0x{code:08x}", done.stdout
 
 
 def test_no_daemon_at_the_socket_is_provider_not_found(build: Path, tmp_path: Path) -> None:
