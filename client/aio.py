@@ -16,6 +16,7 @@ from typing import Any
 
 from client.api import DEFAULT_IA_NAME, socket_for
 from client.core import ClientCore, CrInfo, Event, LmrInfo, Op, Triplet
+from client.desk import Desk
 from client.shm import Arena, Buffer, QueueMaps
 from proto.attrs import EpAttr
 from proto.codec import hello
@@ -63,9 +64,10 @@ class AsyncIa:
     def __init__(self, name: str, async_evd_qlen: int) -> None:
         self.name = name
         self.token = f"{os.getpid()}-{secrets.token_hex(4)}"
-        self.queues = QueueMaps()
+        self.desk = Desk(socket_for(name), self.token)
+        self.queues = QueueMaps(self.desk)
         self.core = ClientCore(self.token, self.queues, async_evd_qlen)
-        self.arena = Arena(self.token)
+        self.arena = Arena(self.desk)
         self.transport: asyncio.Transport | None = None
         self._waiters: list[asyncio.Future[None]] = []
         self.async_evd = AsyncEvd(self, ASYNC_EVD)
@@ -183,8 +185,6 @@ class AsyncIa:
             self.transport.close()
         self.arena.close()
         self.queues.close()
-        if self.core.catastrophic:  # the daemon cannot remove this IA's queues any more
-            self.queues.remove(self.core.queue_segments())
 
     def alloc(self, size: int) -> Buffer:
         """Registrable memory from the IA's shared-memory arena."""

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from client.core import Call, ClientCore, Event, Op, Triplet
+from client.desk import Desk
 from client.handles import Cno, Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Rsp
 from client.shm import Arena, Buffer, QueueMaps
 from proto.attrs import EpAttr
@@ -65,7 +66,8 @@ class Ia:
         path = socket_for(name)
         self.name = name
         self.token = f"{os.getpid()}-{secrets.token_hex(4)}"
-        self.queues = QueueMaps()
+        self.desk = Desk(path, self.token)
+        self.queues = QueueMaps(self.desk)
         self.core = ClientCore(self.token, self.queues, async_evd_qlen)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._poller = select.poll()  # poll(2): any descriptor number (select(2) stops at 1,024)
@@ -75,7 +77,7 @@ class Ia:
         except OSError as err:
             self.sock.close()
             raise DatProviderNotFound(Sub.NAME_NOT_REGISTERED, f"{name}: {path}: {err}") from None
-        self.arena = Arena(self.token)
+        self.arena = Arena(self.desk)
         self.closed = False
         self._send(hello(ROLE_ADMIN if admin else ROLE_CONSUMER, self.token))
         deadline = time.monotonic() + 10.0
@@ -186,8 +188,6 @@ class Ia:
         self.sock.close()
         self.arena.close()
         self.queues.close()
-        if self.core.catastrophic:  # the daemon cannot remove this IA's queues any more
-            self.queues.remove(self.core.queue_segments())
 
     def alloc(self, size: int) -> Buffer:
         """Registrable memory from the IA's shared-memory arena."""

@@ -155,14 +155,6 @@ class ClientCore:
         except DatError as err:
             raise MalformedFrame(str(err)) from None
 
-    def queue_segments(self) -> list[str]:
-        """The names of every queue segment the daemon made for this IA (its EVDs' event
-        queues, its EPs' work queues): once the daemon is dead, only the driver can remove
-        them."""
-        return [eq_segment(self.name, h) for h in self.evds] + [
-            wq_segment(self.name, h) for h in self.eps
-        ]
-
     def lost(self, reason: str) -> None:
         """The daemon is gone: IA_CATASTROPHIC on the async EVD (once), after what the rings
         already hold."""

@@ -1,7 +1,8 @@
-"""The consumer's registered-memory allocator: an arena of POSIX shared-memory segments per IA.
+"""The consumer's registered-memory allocator: an arena of shared-memory segments per IA.
 
 Every buffer has a real virtual address in this process (what DAT triplets carry), and lives in
-a segment the node's daemon can map, so RDMA lands in it without the consumer's help.
+a memfd handed to the node's daemon (client.desk), so RDMA lands in it without the consumer's
+help; the daemon seals each against resizing before it maps it.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ import os
 import threading
 from dataclasses import dataclass
 
+from client.desk import Desk
 from proto.constants import OPTIMAL_ALIGNMENT
 from proto.segments import SEGMENT_PREFIX, SHARED_PREFIX
-
-SHM_DIR = "/dev/shm"
 
 DEFAULT_CHUNK = 64 << 20
 
@@ -56,20 +56,21 @@ def _address_of(mm: mmap.mmap) -> int:
 class Arena:
     """Sub-allocates shared-memory segments (first fit, 256-byte aligned)."""
 
-    def __init__(self, token: str, chunk: int = DEFAULT_CHUNK) -> None:
-        self.token = token
+    def __init__(self, desk: Desk, chunk: int = DEFAULT_CHUNK) -> None:
+        self.desk = desk
         self.chunk = chunk
         self._segments: list[_Segment] = []
         self._by_base: list[int] = []
-        self._n = 0
 
     def _new_segment(self, size: int) -> _Segment:
-        self._n += 1
-        name = f"{SEGMENT_PREFIX}{self.token}-{self._n}"
-        fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        """A memfd of ``size`` bytes, mapped here and handed to the daemon (which seals it
+        against resizing before it maps it: docs/host-interface.md section 2)."""
+        name = f"{SEGMENT_PREFIX}{self.desk.ia}-arena"  # as /proc/PID/maps shows it
+        fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(fd, size)
             mm = mmap.mmap(fd, size)
+            name = self.desk.hand_over(fd, size)
         finally:
             os.close(fd)
         return self._add(_Segment(name, mm, memoryview(mm), _address_of(mm), [(0, size)]))
@@ -78,7 +79,7 @@ class Arena:
         """Map a shared region the daemon created for a cookie (SHARED_VIRTUAL memory)."""
         if not name.startswith(SHARED_PREFIX):
             raise ValueError(f"{name!r} is not a shared region")
-        fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
+        fd = self.desk.fetch(name)
         try:
             mm = mmap.mmap(fd, os.fstat(fd).st_size)
         finally:
@@ -156,11 +157,8 @@ class Arena:
         return seg.view[off : off + length]
 
     def close(self) -> None:
-        """Unlink and unmap every segment (the daemon removes shared regions)."""
+        """Unmap every segment (the daemon's copies go with the IA)."""
         for seg in self._segments:
-            if not seg.name.startswith(SHARED_PREFIX):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(SHM_DIR, seg.name))
             seg.view.release()
             # a Buffer still referenced keeps its mapping until the process ends
             with contextlib.suppress(BufferError):
@@ -173,8 +171,8 @@ class QueueMaps:
     """The daemon's queue segments this IA maps (client.core.QueueMapper): the EPs' work
     queues, mapped by name on first use, unmapped when the EP goes."""
 
-    def __init__(self, root: str = SHM_DIR) -> None:
-        self._root = root
+    def __init__(self, desk: Desk) -> None:
+        self.desk = desk
         self._barrier = threading.Lock()
         self._maps: dict[str, tuple[mmap.mmap, memoryview]] = {}
 
@@ -188,7 +186,7 @@ class QueueMaps:
     def map(self, name: str) -> memoryview:
         entry = self._maps.get(name)
         if entry is None:
-            fd = os.open(os.path.join(self._root, name), os.O_RDWR)
+            fd = self.desk.fetch(name)
             try:
                 mm = mmap.mmap(fd, os.fstat(fd).st_size)
             finally:
@@ -207,9 +205,3 @@ class QueueMaps:
     def close(self) -> None:
         for name in list(self._maps):
             self.unmap(name)
-
-    def remove(self, names: list[str]) -> None:
-        """Unlink queue segments whose daemon died (it would have removed them itself)."""
-        for name in names:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(self._root, name))

@@ -110,6 +110,7 @@ class MemoryRegistry:
         self.by_rmr_context: dict[int, Lmr | Window] = {}
         self._reserved: set[int] = set()
         self._written: dict[str, list[tuple[int, int]]] = {}  # segment -> I/O-view ranges
+        self.owners: dict[str, int] = {}  # segment -> the consumer it belongs to (0: the node)
 
     def new_key(self) -> int:
         """A fresh non-zero 32-bit key not in use as a local or remote context."""
@@ -154,13 +155,26 @@ class MemoryRegistry:
         """A full memory barrier between our stores to shared memory and our next loads."""
         self._mapper.fence()
 
-    def create_segment(self, name: str, size: int) -> int:
-        """Create (or find) a segment of at least ``size`` bytes; returns its size."""
-        return self._mapper.create(name, size)
+    def create_segment(self, name: str, size: int, owner: int = 0) -> int:
+        """Create (or find) a segment of at least ``size`` bytes, ``owner``'s (a consumer id;
+        0: the node's); returns its size."""
+        size = self._mapper.create(name, size)
+        self.owners[name] = owner
+        return size
+
+    def adopt(self, name: str, owner: int) -> None:
+        """A segment the shell took over from consumer ``owner`` (the Python client's arena)."""
+        self.owners[name] = owner
 
     def remove_segment(self, name: str) -> None:
-        """Delete a shared segment nobody registers any more."""
+        """Delete a segment (it goes once nothing maps it)."""
+        self.owners.pop(name, None)
         self._mapper.remove(name)
+
+    def remove_owned(self, owner: int) -> None:
+        """The consumer went away: every segment it owned goes."""
+        for name in [n for n, o in self.owners.items() if o == owner]:
+            self.remove_segment(name)
 
     def register(
         self,

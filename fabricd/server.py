@@ -22,13 +22,14 @@ from typing import cast
 
 from fabricd import sockdir
 from fabricd.cma import CrossMemory
+from fabricd.desk import Desk
 from fabricd.local import local_pair
 from fabricd.nic import Consumer, Nic, PeerLink, Timer
 from fabricd.shm import ShmMapper
 from fabricd.turn import Turn
 from proto.codec import Frame, FrameReader, Sink, encode
 from proto.errors import ProtocolError
-from proto.frames import ROLE_ADMIN, FrameType, admin_socket
+from proto.frames import ROLE_ADMIN, FrameType, admin_socket, segment_desk
 from proto.limits import Limits
 from proto.peer_auth import NONCE_BYTES
 
@@ -194,10 +195,9 @@ class ConsumerStream(_Stream):
 
     kind = "consumer"
 
-    def __init__(self, nic: Nic, mapper: ShmMapper, turn: Turn) -> None:
+    def __init__(self, nic: Nic, turn: Turn) -> None:
         super().__init__(turn)
         self.nic = nic
-        self.mapper = mapper
         self.consumer: Consumer | None = None
 
     def _frame(self, frame: Frame) -> None:
@@ -225,7 +225,6 @@ class ConsumerStream(_Stream):
             self.nic.consumer_lost(self.consumer)
             if objects >= TRIM_AFTER:
                 _trim()
-            self.mapper.remove_consumer_segments(self.consumer.name)
             self.consumer = None
 
 
@@ -338,6 +337,7 @@ class Daemon:
             limits,
         )
         self._ticker: asyncio.TimerHandle | None = None
+        self.desk: Desk | None = None
         self.nic.pid = os.getpid()
         self._servers: list[asyncio.AbstractServer] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -359,12 +359,13 @@ class Daemon:
         sockdir.prepare(os.path.dirname(self.socket_path), gid)
         consumers = sockdir.listen(self.socket_path, sockdir.consumer_mode(gid), gid)
         admins = sockdir.listen(admin_socket(self.socket_path), sockdir.ADMIN_MODE, None)
+        desk = sockdir.listen(segment_desk(self.socket_path), sockdir.consumer_mode(gid), gid)
+        self.desk = Desk(self.nic, self.mapper, loop)
+        self.desk.serve(desk)
         unix = await loop.create_unix_server(
-            lambda: ConsumerStream(self.nic, self.mapper, self.turn), sock=consumers
+            lambda: ConsumerStream(self.nic, self.turn), sock=consumers
         )
-        admin = await loop.create_unix_server(
-            lambda: AdminStream(self.nic, self.mapper, self.turn), sock=admins
-        )
+        admin = await loop.create_unix_server(lambda: AdminStream(self.nic, self.turn), sock=admins)
         self._servers = [tcp, unix, admin]
         self._tick()
         log.info(
@@ -388,11 +389,13 @@ class Daemon:
             server.close()
         for task in list(self._tasks):
             task.cancel()
+        if self.desk is not None:
+            self.desk.close()
         for path in (self.socket_path, admin_socket(self.socket_path)):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-        for region in self.nic.shared.values():
-            self.mapper.remove(region.segment)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(segment_desk(self.socket_path))
         self.mapper.close()
 
     # Shell

@@ -1,32 +1,61 @@
-"""The daemon's side of registered memory: map the consumers' POSIX shared-memory segments."""
+"""The daemon's side of shared memory: segments as sealed memfds, never files it opens by name.
+
+A segment is a memfd the daemon made (an EP's work queues, an EVD's event queue, a
+SHARED_VIRTUAL region) or one a driver handed over through the segment desk (the Python
+client's arena). Either way it is sealed against shrinking and growing before the daemon maps
+it, so no consumer can truncate memory under the daemon's mapping (an access there would be a
+SIGBUS that kills the node), and the daemon never opens a path a consumer could name or link.
+Drivers get the daemon's segments as descriptors too (fabricd/desk.py); nothing is in /dev/shm.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import logging
+import fcntl
 import mmap
 import os
-import re
 import threading
+from dataclasses import dataclass
 
-log = logging.getLogger("fabricd.shm")
+F_SEAL_FUTURE_WRITE = 0x0010  # linux/fcntl.h; the fcntl module does not name it
+SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+"""What every mapped segment carries: its size is fixed for as long as it exists."""
 
-SHM_DIR = "/dev/shm"
-SEGMENT_NAME = re.compile(r"^datfabric-[A-Za-z0-9._-]{1,200}$")
-CONSUMER_TOKEN = re.compile(r"^[0-9]{1,10}-[0-9a-f]{1,32}$")
+
+class BadSegment(ValueError):
+    """A descriptor handed over that cannot serve as a segment (why is in the message)."""
+
+
+@dataclass(eq=False)
+class _Segment:
+    fd: int
+    mm: mmap.mmap
+    view: memoryview
+    refs: int = 0  # map() calls not yet undone
+    removed: bool = False  # closed once the last mapping goes
+
+
+def seal(fd: int) -> None:
+    """Fix the size of memfd ``fd`` (BadSegment if it is no memfd, or may be written no more, or
+    its seals were sealed without these)."""
+    try:
+        have = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    except OSError:
+        raise BadSegment("the descriptor is not a memfd (memfd_create)") from None
+    if have & (fcntl.F_SEAL_WRITE | F_SEAL_FUTURE_WRITE):
+        raise BadSegment("the memfd is sealed against writing")
+    if have & SEALS != SEALS:
+        try:
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+        except OSError as err:
+            raise BadSegment(f"the memfd cannot be sealed against resizing: {err}") from None
 
 
 class ShmMapper:
-    """Maps segments by name, shared by every LMR over them; unmaps when the last one goes.
+    """Every segment of the node by name: mapped once, shared by every LMR and queue over it."""
 
-    A mapping whose bytes are still referenced (a send queued on a socket) cannot be closed yet;
-    it is kept and closed at a later unmap.
-    """
-
-    def __init__(self, root: str = SHM_DIR) -> None:
-        self._root = root
+    def __init__(self) -> None:
         self._barrier = threading.Lock()
-        self._maps: dict[str, tuple[mmap.mmap, memoryview, int]] = {}
+        self._segments: dict[str, _Segment] = {}
         self._zombies: list[mmap.mmap] = []
         self._shadows: dict[str, memoryview] = {}
 
@@ -37,51 +66,86 @@ class ShmMapper:
         self._barrier.acquire()
         self._barrier.release()
 
+    def create(self, name: str, size: int) -> int:
+        """A new segment of ``size`` zero bytes (or the one of that name); returns its size."""
+        seg = self._segments.get(name)
+        if seg is not None:
+            return len(seg.view)
+        fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, size)
+            seal(fd)
+            self._add(name, fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+        return size
+
+    def attach(self, name: str, fd: int, size: int) -> None:
+        """Take over a driver's memfd as segment ``name`` (the descriptor is ours from now on,
+        closed when the segment goes). BadSegment if it cannot serve."""
+        try:
+            seal(fd)
+            if not 0 < size == os.fstat(fd).st_size:
+                raise BadSegment(f"the memfd does not hold {size} bytes")
+            self._add(name, fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _add(self, name: str, fd: int, size: int) -> None:
+        mm = mmap.mmap(fd, size)
+        self._segments[name] = _Segment(fd, mm, memoryview(mm))
+
+    def descriptor(self, name: str) -> int:
+        """The memfd of segment ``name`` (KeyError if there is none), for a driver to map."""
+        return self._segments[name].fd
+
     def map(self, name: str) -> memoryview:
-        """Return a writable view of the whole segment ``name`` (counted)."""
-        entry = self._maps.get(name)
-        if entry is None:
-            if not SEGMENT_NAME.match(name):
-                raise ValueError(f"{name!r} is not a datfabric segment name")
-            fd = os.open(os.path.join(self._root, name), os.O_RDWR)
-            try:
-                size = os.fstat(fd).st_size
-                if size == 0:
-                    raise ValueError(f"segment {name} is empty")
-                mm = mmap.mmap(fd, size)
-            finally:
-                os.close(fd)
-            entry = (mm, memoryview(mm), 0)
-        mm, view, refs = entry
-        self._maps[name] = (mm, view, refs + 1)
-        return view
+        """A writable view of the whole segment ``name`` (counted; ValueError if none)."""
+        seg = self._segments.get(name)
+        if seg is None or seg.removed:
+            raise ValueError(f"no segment {name!r} on this node")
+        seg.refs += 1
+        return seg.view
 
     def shadow(self, name: str) -> memoryview:
         """Private memory the size of segment ``name``: its I/O view in noncoherent mode."""
         view = self._shadows.get(name)
         if view is None:
-            size = len(self._maps[name][1])
+            size = len(self._segments[name].view)
             view = self._shadows[name] = memoryview(mmap.mmap(-1, size))
         return view
 
     def unmap(self, name: str) -> None:
-        """Drop one reference; the last one unmaps the segment."""
-        entry = self._maps.get(name)
-        if entry is None:
-            return
-        mm, view, refs = entry
-        if refs > 1:
-            self._maps[name] = (mm, view, refs - 1)
-            return
-        del self._maps[name]
-        view.release()
+        """Drop one reference; a removed segment goes with its last one."""
+        seg = self._segments.get(name)
+        if seg is not None:
+            seg.refs -= 1
+            if seg.refs <= 0 and seg.removed:
+                self._close(name, seg)
+
+    def remove(self, name: str) -> None:
+        """The segment's owner is done with it: it goes once nothing maps it."""
+        seg = self._segments.get(name)
+        if seg is not None:
+            seg.removed = True
+            if seg.refs <= 0:
+                self._close(name, seg)
+
+    def _close(self, name: str, seg: _Segment) -> None:
+        del self._segments[name]
+        seg.view.release()
+        os.close(seg.fd)
         shadow = self._shadows.pop(name, None)
         if shadow is not None:
             shadow.release()
-        self._zombies.append(mm)
+        self._zombies.append(seg.mm)
         self._reap()
 
     def _reap(self) -> None:
+        """Close the mappings whose bytes nothing references any more (a send queued on a
+        socket may still view one; it is closed at a later call)."""
         alive = []
         for mm in self._zombies:
             try:
@@ -90,45 +154,8 @@ class ShmMapper:
                 alive.append(mm)
         self._zombies = alive
 
-    def create(self, name: str, size: int) -> int:
-        """Create a segment (or find the one a crashed daemon left); returns its size."""
-        if not SEGMENT_NAME.match(name):
-            raise ValueError(f"{name!r} is not a datfabric segment name")
-        fd = os.open(os.path.join(self._root, name), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            if os.fstat(fd).st_size < size:
-                os.ftruncate(fd, size)
-            return os.fstat(fd).st_size
-        finally:
-            os.close(fd)
-
-    def remove(self, name: str) -> None:
-        """Unlink a segment (the last LMR over a shared region went away)."""
-        if SEGMENT_NAME.match(name):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(self._root, name))
-
-    def remove_consumer_segments(self, token: str) -> list[str]:
-        """Unlink the segments a consumer created (it died without dat_ia_close)."""
-        if not CONSUMER_TOKEN.match(token):
-            return []
-        prefix = f"datfabric-{token}-"
-        gone = []
-        for name in os.listdir(self._root):
-            if name.startswith(prefix):
-                try:
-                    os.unlink(os.path.join(self._root, name))
-                    gone.append(name)
-                except FileNotFoundError:
-                    pass
-        if gone:
-            log.info("removed %d segments of consumer %s", len(gone), token)
-        return gone
-
     def close(self) -> None:
         """Unmap everything (daemon shutdown)."""
-        for name in list(self._maps):
-            mm, view, _ = self._maps.pop(name)
-            view.release()
-            self._zombies.append(mm)
-        self._reap()
+        for name, seg in list(self._segments.items()):
+            seg.refs, seg.removed = 0, True
+            self._close(name, seg)

@@ -34,6 +34,10 @@ class FrameType(IntEnum):
     REPLY = 0x41
     NOTIFY = 0x43
     DOORBELL = 0x48
+    # driver <-> its daemon's segment desk (one request per connection; fds by SCM_RIGHTS)
+    SEGMENT_GET = 0x4C
+    SEGMENT_PUT = 0x4D
+    SEGMENT = 0x4E
     # daemon <-> daemon
     CONN_REQ = 0x80
     CONN_ACCEPT = 0x81
@@ -58,6 +62,9 @@ FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
     FrameType.REPLY: ("req_id", "code", "message", "result"),
     FrameType.NOTIFY: ("evds",),
     FrameType.DOORBELL: ("ep",),
+    FrameType.SEGMENT_GET: ("ia", "segment"),  # -> SEGMENT with the segment's memfd
+    FrameType.SEGMENT_PUT: ("ia", "size"),  # with a memfd of the driver's -> SEGMENT (its name)
+    FrameType.SEGMENT: ("segment", "size"),
     FrameType.CONN_REQ: ("conn_qual", "private_data", "rdma_read_in", "rdma_read_out"),
     FrameType.CONN_ACCEPT: ("private_data", "rdma_read_in", "rdma_read_out"),
     FrameType.CONN_REJECT: ("by_peer", "private_data"),
@@ -77,6 +84,12 @@ FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
 ROLE_CONSUMER: Final = "consumer"
 ROLE_PEER: Final = "peer"
 ROLE_ADMIN: Final = "admin"  # fault rules, revoke, crash, status: the admin socket only
+
+
+def segment_desk(consumer_socket: str) -> str:
+    """Where drivers of a daemon whose consumers connect at ``consumer_socket`` fetch and hand
+    over shared-memory segments as descriptors (docs/host-interface.md section 2)."""
+    return consumer_socket + ".seg"
 
 
 def admin_socket(consumer_socket: str) -> str:

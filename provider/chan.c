@@ -213,17 +213,6 @@ void df_chan_interrupt(struct df_chan *ch)
 		return; /* the counter is full: a wake-up is pending anyway */
 }
 
-/* Read what the daemon has sent, without waiting (a death behind other frames shows). */
-void df_chan_drain(struct df_chan *ch)
-{
-	struct timespec now;
-	pthread_mutex_lock(&ch->lock);
-	do
-		clock_gettime(CLOCK_MONOTONIC, &now);
-	while (!ch->reading && df_pump_locked(ch, &now));
-	pthread_mutex_unlock(&ch->lock);
-}
-
 /* The daemon reaches registered memory with cross-memory attach (docs/provider.md): where
  * Yama restricts ptrace to ancestors, name the daemon at the other end of the socket as this
  * process's ptracer. Without Yama the call fails harmlessly and nothing is needed. */

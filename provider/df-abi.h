@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DF_HOSTIF_VERSION 3u
+#define DF_HOSTIF_VERSION 4u
 #define DF_PROTOCOL_VERSION 3u /* the HELLO version range this driver speaks (min = max) */
 #define DF_RING_MAGIC 0x31514644u /* the bytes "DFQ1" */
 #define DF_LINE 64u
@@ -111,6 +111,9 @@ enum df_frame {
 	DF_FRAME_REPLY = 0x41,
 	DF_FRAME_NOTIFY = 0x43,
 	DF_FRAME_DOORBELL = 0x48,
+	DF_FRAME_SEGMENT_GET = 0x4C,
+	DF_FRAME_SEGMENT_PUT = 0x4D,
+	DF_FRAME_SEGMENT = 0x4E,
 };
 #define DF_MAX_HEADER_LEN 65536u
 

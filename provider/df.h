@@ -225,7 +225,6 @@ void df_send_bytes_locked(struct df_chan *ch, uint8_t *frame, size_t len);
 void df_keep_reply(struct df_chan *ch, uint64_t req_id, const uint8_t *hdr, uint32_t len);
 void df_drop_replies(struct df_chan *ch);
 void df_chan_interrupt(struct df_chan *ch);
-void df_chan_drain(struct df_chan *ch);
 void df_chan_kill(struct df_chan *ch, const char *reason);
 bool df_chan_dead(struct df_chan *ch);
 DAT_RETURN df_result_u64(const struct df_reply *r, uint32_t index, uint64_t *value);
@@ -343,7 +342,7 @@ void df_parse_address(const msgpack_object *o, DAT_SOCK_ADDR6 *out);
 struct df_cr *df_cr_from_request(struct df_ia *ia, const msgpack_object *f, struct df_sp **sp);
 
 /* shm.c */
-void *df_shm_map(const char *name, size_t *len);
+void *df_shm_map(const struct df_ia *ia, const char *name, size_t *len);
 void df_shm_unmap(void *base, size_t len);
 void df_segment_name(char *out, size_t size, const struct df_ia *ia, const char *kind,
 		     uint32_t handle);

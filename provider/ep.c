@@ -115,7 +115,7 @@ DAT_RETURN df_ep_queues(struct df_ep *ep)
 	char name[128];
 	df_segment_name(name, sizeof(name), ep->obj.ia, "wq", ep->obj.handle);
 	size_t len = 0;
-	void *base = df_shm_map(name, &len);
+	void *base = df_shm_map(ep->obj.ia, name, &len);
 	if (!base)
 		return DF_ERROR(DAT_INTERNAL_ERROR, 0);
 	if (len < DF_WQ_SEGMENT_SIZE ||

@@ -33,7 +33,7 @@ static DAT_RETURN map_queue(struct df_evd *evd, uint64_t entries)
 {
 	char name[128];
 	df_segment_name(name, sizeof(name), evd->obj.ia, "eq", evd->obj.handle);
-	void *base = df_shm_map(name, &evd->map_len);
+	void *base = df_shm_map(evd->obj.ia, name, &evd->map_len);
 	if (!base)
 		return DF_ERROR(DAT_INTERNAL_ERROR, 0);
 	evd->ring.hdr = base;

@@ -25,20 +25,6 @@ static void close_ia(struct df_ia *ia)
 	free(ia);
 }
 
-/* The daemon is gone: remove the queue segments it made for this IA, which it cannot. */
-static void unlink_queues(struct df_ia *ia)
-{
-	char name[128];
-	for (struct df_obj *o = ia->children; o; o = o->next) {
-		const char *kind = o->type == DAT_HANDLE_TYPE_EVD ? "eq"
-				   : o->type == DAT_HANDLE_TYPE_EP ? "wq" : NULL;
-		if (kind) {
-			df_segment_name(name, sizeof(name), ia, kind, o->handle);
-			shm_unlink(name);
-		}
-	}
-}
-
 static DAT_RETURN open_ia(const char *name, DAT_BOOLEAN thread_safe, DAT_COUNT async_qlen,
 			  DAT_EVD_HANDLE *async_evd, DAT_IA_HANDLE *ia_handle)
 {
@@ -116,9 +102,6 @@ DAT_RETURN df_ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags)
 	pthread_mutex_unlock(&ia->chan.lock);
 	if (flags == DAT_CLOSE_GRACEFUL_FLAG && busy)
 		return DF_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_IA_IN_USE);
-	df_chan_drain(&ia->chan); /* a death behind frames not yet read counts */
-	if (df_chan_dead(&ia->chan))
-		unlink_queues(ia);
 	close_ia(ia);
 	return DAT_SUCCESS;
 }

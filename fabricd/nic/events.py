@@ -73,7 +73,7 @@ class Events:
             raise DatInvalidParameter(Sub.INVALID_ARG2, f"min_qlen {args.qlen} exceeds the max")
         entries = ring_entries(args.qlen)
         name = eq_segment(consumer.name, args.evd)
-        self.memory.create_segment(name, ring_bytes(entries, EQ_ENTRY_SIZE))
+        self.memory.create_segment(name, ring_bytes(entries, EQ_ENTRY_SIZE), consumer.id)
         view = self.memory.map_segment(name)
         format_ring(view, RingKind.EQ, entries, EQ_ENTRY_SIZE)
         ring = eq_ring(view, entries, producer=True)

@@ -61,6 +61,7 @@ from proto.frames import ROLE_ADMIN, ROLE_CONSUMER, ROLE_PEER, FrameType
 from proto.hostif import OPCODE_DTOS, RingError
 from proto.limits import Limits
 from proto.schema import Empty, parse
+from proto.segments import SEGMENT_PREFIX
 
 log = logging.getLogger("fabricd")
 
@@ -254,6 +255,8 @@ class Nic:
         if consumer is None:
             name = check_hello(frame, role)
             admin = role == ROLE_ADMIN
+            if not admin and any(c.name == name for c in self.consumers.values()):
+                raise UnexpectedFrame(f"an open IA is named {name!r} already")
             if not admin and len(self.consumers) >= self.limits.consumers:
                 raise ResourceRefused(
                     f"DAT_INSUFFICIENT_RESOURCES: this node serves its limit of "
@@ -386,7 +389,32 @@ class Nic:
         self.windows.abandon(consumer)
         self.regs.abandon(consumer)
         self.events.abandon(consumer)
+        self.memory.remove_owned(consumer.id)
         log.info("consumer %s closed IA %d", consumer.name, consumer.id)
+
+    # -- the segment desk (fabricd/desk.py: descriptors over SCM_RIGHTS) -------------------------
+
+    def desk_consumer(self, ia: object, pid: int) -> Consumer:
+        """The open IA named ``ia`` of process ``pid`` (the kernel's word for who connected to
+        the desk); PermissionError if there is none."""
+        for consumer in self.consumers.values():
+            if consumer.name == ia and consumer.pid == pid:
+                return consumer
+        raise PermissionError(f"process {pid} has no open IA named {ia!r}")
+
+    def desk_may_fetch(self, consumer: Consumer, segment: object) -> bool:
+        """A driver may map its IA's own segments and the shared regions it attached."""
+        owner = self.memory.owners.get(segment) if isinstance(segment, str) else None
+        if owner is None or owner not in (0, consumer.id):
+            return False
+        return owner == consumer.id or any(
+            r.segment == segment and consumer.id in r.users for r in self.regs.shared.values()
+        )
+
+    def desk_name(self, consumer: Consumer) -> str:
+        """The name of the next segment ``consumer`` hands over (its arena's next chunk)."""
+        consumer.handed += 1
+        return f"{SEGMENT_PREFIX}{consumer.name}-a{consumer.handed}"
 
     def flush_events(self) -> None:
         """Send every consumer its queued events now."""

@@ -131,6 +131,10 @@ class Registrations:
             return lmr
         if cookie is not None:
             self._check_shared(consumer, cookie, a.segment)
+        elif self.memory.owners.get(a.segment) != consumer.id:
+            raise DatInvalidParameter(
+                Sub.INVALID_ARG3, f"{a.segment!r} is no segment this IA handed to its node"
+            )
         view = self._map_range(a.segment, a.offset, a.length)
         region = Region(a.address, a.length, zone, privs)
         lmr = self.memory.register(

@@ -78,6 +78,8 @@ class Consumer:
     closed: bool = False
     pid: int = 0  # the process that opened the IA (its own memory can be registered)
     registered: int = 0  # bytes its VIRTUAL and SHARED_VIRTUAL LMRs cover (proto.limits)
+    handed: int = 0  # segments it handed over at the segment desk
+    handed_bytes: int = 0  # their bytes (proto.limits ia_bytes)
     admin: bool = False  # an admin connection: admin calls only, no objects
 
 

@@ -48,7 +48,7 @@ class Queues:
     def attach(self, ep: Ep) -> None:
         """Create the EP's queue segment, format both rings, publish the EP's state."""
         name = wq_segment(ep.consumer.name, ep.handle)
-        self.memory.create_segment(name, WQ_SEGMENT_BYTES)
+        self.memory.create_segment(name, WQ_SEGMENT_BYTES, ep.consumer.id)
         view = self.memory.map_segment(name)
         format_ring(view[SQ_OFFSET:RQ_OFFSET], RingKind.SQ, WQ_ENTRIES, WQ_ENTRY_SIZE)
         format_ring(view[RQ_OFFSET:], RingKind.RQ, WQ_ENTRIES, WQ_ENTRY_SIZE)

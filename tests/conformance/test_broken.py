@@ -3,6 +3,7 @@ posting order: the failed one with its error, then BROKEN, then the rest FLUSHED
 
 from __future__ import annotations
 
+import gc
 import glob
 import os
 import signal
@@ -17,7 +18,7 @@ from proto.constants import EpState, EventNumber, MemPriv, MemType
 from proto.errors import DatAbort, DatQueueEmpty, DatTimeoutExpired
 from tests.conformance.support import Sub, refused
 from tests.conftest import StartNode
-from tests.integration.flows import Pair, connect_pair, wait_event
+from tests.integration.flows import Pair, connect_pair, memfds, wait_event
 from tests.integration.netns import two_hosts, unavailable
 
 FAST_HEARTBEAT = ["--heartbeat-interval", "0.2", "--heartbeat-timeout", "1.0"]
@@ -83,8 +84,9 @@ def test_a_consumer_whose_daemon_dies_gets_ia_catastrophic(start: StartNode) -> 
 def test_an_ia_whose_daemon_died_removes_the_queues_the_daemon_made_for_it(
     start: StartNode,
 ) -> None:
-    """A dead daemon cannot unlink the event and work queue segments it created for an IA:
-    closing that IA does (a daemon that died unseen is noticed at the close)."""
+    """A dead daemon's queue segments (memfds) live on in its consumer only while the IA and
+    the program's buffers map them: once closed and let go, nothing maps them, and nothing was
+    ever a file in /dev/shm."""
     node = start("doomed-queues")
     ia = Ia(node.socket)
     pz = ia.pz_create()
@@ -93,12 +95,16 @@ def test_an_ia_whose_daemon_died_removes_the_queues_the_daemon_made_for_it(
     buf = ia.alloc(64)
     lmr = ia.lmr_create(MemType.VIRTUAL, buf, 64, pz, MemPriv.ALL)
     ep.post_recv([lmr.triplet(0, 64)], 1)  # maps the work queues
-    mine = {os.path.basename(p) for p in glob.glob(f"/dev/shm/datfabric-{ia.core.name}-*")}
-    assert set(ia.core.queue_segments()) <= mine and any("-wq" in n for n in mine), mine
+    mine = memfds(os.getpid(), f"datfabric-{ia.core.name}-")
+    assert any("-wq" in n for n in mine) and any("-eq" in n for n in mine), mine
+    assert glob.glob(f"/dev/shm/datfabric-{ia.core.name}-*") == []
     node.proc.send_signal(signal.SIGKILL)
     node.proc.wait()
     ia.close()
-    assert glob.glob(f"/dev/shm/datfabric-{ia.core.name}-*") == []
+    name = ia.core.name
+    del ia, pz, evd, ep, buf, lmr  # what the program held: then nothing maps the queues
+    gc.collect()
+    assert memfds(os.getpid(), f"datfabric-{name}-") == set()
 
 
 def test_the_queues_are_removed_when_frames_came_before_the_daemon_died(
@@ -113,13 +119,15 @@ def test_the_queues_are_removed_when_frames_came_before_the_daemon_died(
     p.ep_a.disconnect()  # an event on it: node b sends the NOTIFY, unread
     wait_event(p.evd_a, EventNumber.CONNECTION_EVENT_DISCONNECTED)
     time.sleep(0.2)
-    mine = f"/dev/shm/datfabric-{p.ia_b.core.name}-*"
-    assert any("-eq" in n for n in glob.glob(mine))
+    mine = f"datfabric-{p.ia_b.core.name}-"
+    assert any("-eq" in n for n in memfds(os.getpid(), mine))
     b.proc.send_signal(signal.SIGKILL)
     b.proc.wait()
     p.ia_b.close()
-    assert glob.glob(mine) == []
     p.ia_a.close()
+    del p
+    gc.collect()
+    assert memfds(os.getpid(), mine) == set()
 
 
 def test_a_cut_link_is_detected_by_heartbeat(start: StartNode) -> None:

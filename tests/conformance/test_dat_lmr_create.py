@@ -12,9 +12,7 @@ closes them. The resource-exhaustion test runs its own daemon, since it squeezes
 from __future__ import annotations
 
 import ctypes
-import itertools
 import os
-import resource
 import time
 from collections.abc import Callable
 
@@ -576,23 +574,19 @@ def test_r_invalid_parameter_for_undefined_privilege_bits(
 
 def test_r_insufficient_resources_when_the_provider_runs_out(start: StartNode) -> None:
     """R: "DAT_UNSUFFICIENT_RESOURCES The operation failed due to resource limitations." The
-    daemon's descriptor limit is lowered to what it already uses, so it cannot open the new
-    segment of a fresh IA's memory; once the limit is back the same registration works."""
-    node = start("lmr-resources")
-    pid = node.proc.pid
+    daemon lets an IA register 64 MiB (--limit ia_bytes): past that, lmr_create is refused and
+    changes nothing; once an LMR is freed the same registration works."""
+    node = start("lmr-resources", extra=["--limit", f"ia_bytes={64 << 20}"])
     with Ia(node.socket) as ia:
         pz = ia.pz_create()
-        buf = ia.alloc(4096)  # a new segment the daemon has never mapped
-        fds = {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")}
-        lowest_free = next(n for n in itertools.count() if n not in fds)
-        old = resource.prlimit(pid, resource.RLIMIT_NOFILE)
-        resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest_free, old[1]))
-        try:
-            with refused(DatInsufficientResources, Sub.RESOURCE_MEMORY):
-                ia.lmr_create(MemType.VIRTUAL, buf, 4096, pz, MemPriv.ALL)
-        finally:
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
-        assert ia.lmr_create(MemType.VIRTUAL, buf, 4096, pz, MemPriv.ALL).lmr_context
+        half = 32 << 20
+        first, second = ia.alloc(half), ia.alloc(half - 4096)  # one 64 MiB arena chunk
+        lmr = ia.lmr_create(MemType.VIRTUAL, first, half, pz, MemPriv.ALL)
+        ia.lmr_create(MemType.VIRTUAL, second, half - 4096, pz, MemPriv.ALL)
+        with refused(DatInsufficientResources, Sub.RESOURCE_MEMORY):  # registered twice: 96 MiB
+            ia.lmr_create(MemType.VIRTUAL, first, half, pz, MemPriv.ALL)
+        lmr.free()
+        assert ia.lmr_create(MemType.VIRTUAL, first, half, pz, MemPriv.ALL).lmr_context
 
 
 @pytest.mark.parametrize("length", ["64", 64.0, None])

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from fabricd.cli import build_parser as fabricd_parser
+from tests.integration.flows import memfds
 from tools.containers import ROOT, Topology
 from tools.engine import Engine, descendants, find_engine, pid_alive
 from tools.image import ensure_image
@@ -86,10 +87,11 @@ def wait_for(topo: Topology, container: str, pattern: str, timeout: float = 90) 
         time.sleep(0.2)
 
 
-def shm_of(topo: Topology, node: str) -> list[str]:
-    """The POSIX shm segments in a node's IPC namespace (its consumers' and its own)."""
-    out = topo.engine("exec", topo.container(node), "ls", "-A", "/dev/shm").stdout
-    return out.split()
+def shm_of(topo: Topology, node: str) -> set[str]:
+    """The segments a node's daemon maps (memfds: its consumers' arenas and queues). The node
+    runs in the host's PID namespace, so its daemon's /proc entry is the host's."""
+    pid = int(topo.engine("inspect", "-f", "{{.State.Pid}}", topo.container(node)).stdout)
+    return memfds(pid)
 
 
 def demo_pairs(topo: Topology, pairs: list[tuple[str, str]], first_qual: int) -> None:
@@ -129,7 +131,7 @@ def test_the_demo_passes_between_every_pair_of_nodes(topology: Topology) -> None
     ring = [(NODES[i], NODES[(i + 1) % len(NODES)]) for i in range(len(NODES))]
     demo_pairs(topology, ring, 46000)
     for node in NODES:
-        assert shm_of(topology, node) == [], f"{node}: segments left by finished consumers"
+        assert shm_of(topology, node) == set(), f"{node}: segments of finished consumers"
 
 
 def node_ip(topo: Topology, node: str) -> str:
@@ -153,7 +155,7 @@ def test_debians_dtest_passes_between_two_node_containers(topology: Topology) ->
     # through the daemons: the client was given node-b's own address (not a wildcard)
     assert f"Server Name: {node_ip(topology, 'node-b')}" in outputs["dtest-client"]
     for node in ("node-a", "node-b"):
-        assert shm_of(topology, node) == [], f"{node}: segments left by dtest"
+        assert shm_of(topology, node) == set(), f"{node}: segments left by dtest"
 
 
 def start_stream(topo: Topology, src: str, dst: str, qual: int) -> tuple[str, str]:
@@ -208,7 +210,7 @@ def test_a_node_killed_mid_transfer_breaks_its_peers_only(topology: Topology) ->
     # new connections between the survivors work too
     demo_pairs(topo, [("node-b", "node-a")], 47100)
     for node in ("node-a", "node-b"):
-        assert shm_of(topo, node) == [], f"{node}: segments left by finished consumers"
+        assert shm_of(topo, node) == set(), f"{node}: segments of finished consumers"
 
 
 def test_a_network_disconnect_is_noticed_within_the_heartbeat_timeout(topology: Topology) -> None:
@@ -248,9 +250,9 @@ def test_down_leaves_no_container_volume_network_or_shm(topology: Topology) -> N
     topo = topology
     server, client = start_stream(topo, "node-a", "node-b", 49001)
     wait_for(topo, client, r"(?m)^writes \d+$")  # down with consumers and segments in use
-    assert shm_of(topo, "node-a"), "a streaming consumer has its segments in node-a's /dev/shm"
     ids = [topo.container(n) for n in NODES]
     local_engine = topo.engine.cli == ["docker"] and Path("/var/lib/docker").is_dir()
+    assert shm_of(topo, "node-a"), "a streaming consumer's segments are mapped by node-a"
     if local_engine:  # each shareable IPC namespace has its /dev/shm mounted on the host
         assert _mounts_of(ids), "expected the nodes' /dev/shm mounts on the host"
     host_shm = set(os.listdir("/dev/shm"))

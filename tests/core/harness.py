@@ -356,6 +356,8 @@ class SimConsumer:
         address = SEGMENT_BASE + 0x1_0000_0000 * len(self.segments)
         segment = f"datfabric-{self.name}-{len(self.segments)}"
         self.node.memory.create(segment, size)
+        if self.state is not None:  # handed to the node, as the segment desk takes it over
+            self.node.nic.memory.adopt(segment, self.state.id)
         self.segments.append((address, segment, size))
         return address
 

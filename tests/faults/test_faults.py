@@ -5,7 +5,6 @@ tests/core/test_fault_actions.py."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 
@@ -16,7 +15,7 @@ from fabricd.launch import Node
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
 from tests.conftest import StartNode
-from tests.integration.flows import Pair, connect_pair, wait_event
+from tests.integration.flows import Pair, connect_pair, memfds, wait_event
 
 FAST = ["--heartbeat-interval", "0.2", "--heartbeat-timeout", "1.0"]
 
@@ -70,15 +69,11 @@ def test_a_partition_breaks_connections_and_heals(
         healed.close()
 
 
-def _segments() -> set[str]:
-    """This process's POSIX shm segments (a consumer's names start with its pid)."""
-    return {n for n in os.listdir("/dev/shm") if n.startswith(f"datfabric-{os.getpid()}-")}
-
-
 def test_a_crashed_node_breaks_what_it_carried(fabric: tuple[Node, Node, Faults]) -> None:
     a, b, faults = fabric
-    before = _segments()
     p = _pair(a, b)
+    mine = f"datfabric-{p.ia_a.core.name}-"
+    assert memfds(a.proc.pid, mine), "n1 maps ia_a's queues"
     try:
         faults.crash("n2")
         b.proc.wait(10)
@@ -87,12 +82,11 @@ def test_a_crashed_node_breaks_what_it_carried(fabric: tuple[Node, Node, Faults]
     finally:
         p.ia_a.close()
         p.ia_b.close()
-    # n2 died removing nothing: its consumers' IAs (the pair's, and the one that asked for the
-    # crash) removed their queue segments themselves; n1 removes ia_a's once it sees the close
+    # n1 lets go of ia_a's segments once it sees the close (n2's went with its process)
     deadline = time.monotonic() + 10
-    while not _segments() <= before and time.monotonic() < deadline:
+    while memfds(a.proc.pid, mine) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _segments() <= before
+    assert memfds(a.proc.pid, mine) == set()
 
 
 def test_clear_leaves_zero_rules(fabric: tuple[Node, Node, Faults]) -> None:

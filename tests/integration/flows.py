@@ -19,6 +19,19 @@ from tests.integration.passive_consumer import own_pattern
 WAIT_US = 10_000_000
 
 
+def memfds(pid: int, prefix: str = "datfabric-") -> set[str]:
+    """The segments process ``pid`` maps whose name starts with ``prefix``: every segment is a
+    memfd, which /proc/PID/maps names "/memfd:NAME (deleted)" (empty once the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            lines = f.read().splitlines()
+    except (FileNotFoundError, ProcessLookupError):
+        return set()
+    names = (line.split("/memfd:", 1)[1].removesuffix(" (deleted)") for line in lines
+             if "/memfd:" in line)  # fmt: skip
+    return {name for name in names if name.startswith(prefix)}
+
+
 def wait_event(evd: Evd, number: EventNumber) -> Event:
     """The next event on ``evd``, which must be ``number``."""
     event, _ = evd.wait(WAIT_US)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 from client.api import Ia
 from proto.constants import CloseFlags, EventNumber, MemPriv, MemType
 from tests.conftest import StartNode
-from tests.integration.flows import WAIT_US, wait_event
+from tests.integration.flows import WAIT_US, memfds, wait_event
 from tests.provider.support import envs_for, line, loopback_pair, popen, programs, say
 
 DISCONNECTED = 0x4005  # DAT_CONNECTION_EVENT_DISCONNECTED
@@ -69,14 +70,16 @@ def test_killed_c_program_breaks_only_its_connection(
         assert line(wr) == "CONNECTED"
         say(wr)
         assert line(wr) == "WRITTEN 0"
+        assert memfds(b.proc.pid, f"datfabric-{wr.pid}-"), "its node maps its queues"
         wr.kill()
         wr.wait()
         say(tgt, "skip")
         assert line(tgt) in (f"ENDED {DISCONNECTED:#x}", f"ENDED {BROKEN:#x}")
         assert tgt.wait(timeout=60) == 0 and line(tgt) == "PASSED"
         assert a.proc.poll() is None and b.proc.poll() is None
-        left = [n for n in os.listdir("/dev/shm") if n.startswith(f"datfabric-{wr.pid}-")]
-        assert left == [], left
+        deadline = time.monotonic() + 10  # its node lets go of its queues (memfds)
+        while left := memfds(b.proc.pid, f"datfabric-{wr.pid}-"):
+            assert time.monotonic() < deadline, left
 
 
 def test_python_program_writes_into_a_c_program(

@@ -18,6 +18,7 @@ from client.api import Ia
 from proto.constants import DatReturnSubtype as Sub
 from proto.errors import DatInsufficientResources
 from tests.conftest import StartNode
+from tests.integration.flows import memfds
 from tests.provider.support import conf, loopback_pair
 from tools.datconf import lines
 
@@ -33,6 +34,7 @@ def passes(args: list[str], env: dict[str, str], timeout: float = 180) -> None:
 
 
 def segments_of(pid: int) -> list[str]:
+    """Files of ``pid`` in /dev/shm: there are none (every segment is a memfd), ever."""
     return [n for n in os.listdir("/dev/shm") if n.startswith(f"datfabric-{pid}-")]
 
 
@@ -105,8 +107,8 @@ def test_no_daemon_at_the_socket_is_provider_not_found(build: Path, tmp_path: Pa
 
 def test_daemon_death_wakes_the_waiter(build: Path, start: StartNode, tmp_path: Path) -> None:
     """A daemon killed under a blocked dat_evd_wait: the wait returns DAT_ABORT, the async EVD
-    gives IA_CATASTROPHIC once, calls give DAT_ABORT, and dat_ia_close removes the queue
-    segments the dead daemon cannot."""
+    gives IA_CATASTROPHIC once, calls give DAT_ABORT; its queues were memfds the program
+    mapped (never files a dead daemon would leave in /dev/shm)."""
     node = start("c1")
     where = build / "asan"
     env = conf(tmp_path, node.socket, where / "libdatfabric.so")
@@ -119,7 +121,8 @@ def test_daemon_death_wakes_the_waiter(build: Path, start: StartNode, tmp_path: 
     )
     assert prog.stdout is not None
     assert prog.stdout.readline().strip() == "WAITING"
-    assert segments_of(prog.pid), "the daemon placed the IA's event queues"
+    assert memfds(prog.pid, f"datfabric-{prog.pid}-"), "the daemon placed the IA's event queues"
+    assert segments_of(prog.pid) == []
     node.stop(signal.SIGKILL)
     out, _ = prog.communicate(timeout=60)
     assert prog.returncode == 0 and out.strip().endswith("PASSED"), out

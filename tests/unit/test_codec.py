@@ -171,6 +171,9 @@ SAMPLE_FIELDS: dict[str, Any] = {
     "status": -3,
     "ops": [[0xDEAD0000, 17, 64], [0xDEAD0040, 17, 0]],
     "nonce": bytes(range(16)),
+    "ia": "123-abcd0123",
+    "segment": "datfabric-123-abcd0123-wq7",
+    "size": 7_868_416,
     "proof": b"\x5a" * 32,
 }
 
