@@ -199,9 +199,24 @@ class ConsumerStream(_Stream):
         super().__init__(turn)
         self.nic = nic
         self.consumer: Consumer | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """A connection that says no HELLO within the heartbeat timeout is closed (it holds a
+        descriptor and a buffer of the daemon's for nothing)."""
+        super().connection_made(transport)
+        wait = self.nic.links.timeout
+        self._deadline = asyncio.get_running_loop().call_later(wait, self._no_hello, wait)
+
+    def _no_hello(self, wait: float) -> None:
+        if self.consumer is None and not self._closed:
+            self._fail(f"no HELLO within {wait:g} s (the heartbeat timeout)")
 
     def _frame(self, frame: Frame) -> None:
         self.consumer = self.nic.consumer_frame(self, self.consumer, frame)
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
 
     def send(self, header: bytes, payload: Sequence[memoryview] = ()) -> None:
         """As any stream; but a consumer that leaves more than ``unread_bytes`` of what we sent

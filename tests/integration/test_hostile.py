@@ -9,6 +9,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -318,3 +319,23 @@ def test_the_daemon_opens_no_path_a_consumer_names(start: StartNode, tmp_path: P
 
 def _raw_call(method: str, args: Sequence[object]) -> Op:
     return (yield Call(method, args))
+
+
+@pytest.mark.parametrize("which", ["consumer", "admin"])
+def test_a_local_connection_that_says_nothing_is_closed_at_the_heartbeat_timeout(
+    start: StartNode, which: str
+) -> None:
+    node = start("quiet", extra=["--heartbeat-timeout", "0.5"])
+    path = node.socket if which == "consumer" else admin_socket(node.socket)
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(path)
+        reader = FrameReader()
+        while chunk := s.recv(4096):
+            reader.feed(chunk)
+    frame = reader.next_event()
+    assert frame is not None and frame.type == FrameType.ERROR
+    assert "no HELLO within 0.5 s" in frame.fields[0]
+    with Ia(node.socket) as ia:  # a consumer that says HELLO is not cut
+        time.sleep(1.0)
+        assert ia.query()["adapter_name"] == "quiet"
