@@ -339,3 +339,24 @@ def test_a_local_connection_that_says_nothing_is_closed_at_the_heartbeat_timeout
     with Ia(node.socket) as ia:  # a consumer that says HELLO is not cut
         time.sleep(1.0)
         assert ia.query()["adapter_name"] == "quiet"
+
+
+def test_an_ia_that_reads_none_of_its_replies_is_closed(start: StartNode) -> None:
+    """--limit unread_bytes=65536: a consumer that keeps calling and never reads lets the
+    replies pile up in the daemon only that far; then its IA is closed with a logged reason,
+    and the daemon serves on."""
+    node = start("deaf", extra=["--limit", "unread_bytes=65536"])
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(node.socket)
+        s.sendall(encode(FrameType.HELLO, 3, 3, "consumer", "deaf-1"))
+        call = encode(FrameType.CALL, 1, "ia_query", [])
+        deadline = time.monotonic() + 30
+        while "left" not in node.log_text():
+            assert time.monotonic() < deadline, "the daemon kept every unread reply"
+            try:
+                s.sendall(call * 200)
+            except OSError:  # closed under us: the log says why
+                break
+    assert "bytes unread (--limit unread_bytes); closing its IA" in node.log_text()
+    with Ia(node.socket) as ia:
+        assert ia.query()["adapter_name"] == "deaf"
