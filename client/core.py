@@ -21,7 +21,7 @@ from client.records import Event as Event
 from client.records import LmrInfo as LmrInfo
 from client.records import Op as Op
 from proto import calls, ep_states, events
-from proto.attrs import MAX_PRIVATE_DATA, EpAttr
+from proto.attrs import EpAttr
 from proto.calls import METHODS
 from proto.checks import Region, is_int, parse_triplet
 from proto.codec import Frame, FrameReader, encode
@@ -63,6 +63,7 @@ from proto.hostif import (
     read_eqe,
     wq_segment,
 )
+from proto.limits import MAX_PRIVATE_DATA
 from proto.schema import parse
 
 Sub = DatReturnSubtype

@@ -13,7 +13,6 @@ MAX_DTOS: Final = 4096
 MAX_IOV: Final = 16
 MAX_RDMA_READ: Final = 64
 MAX_MESSAGE_SIZE: Final = 1 << 30
-MAX_PRIVATE_DATA: Final = 256
 
 
 _ZERO_IS_DEFAULT: Final = (
@@ -121,7 +120,7 @@ def ia_attributes(
         "max_message_size": MAX_MESSAGE_SIZE,
         "max_rdma_size": MAX_MESSAGE_SIZE,
         "max_rmrs": limits.ia_rmrs,
-        "max_private_data_size": MAX_PRIVATE_DATA,
+        "max_private_data_size": limits.private_data,
         "optimal_buffer_alignment": 256,
         "lmr_sync_req": lmr_sync_req,
         "iov_ownership_on_return": IovOwnership.CONSUMER,  # local_iov is copied at post

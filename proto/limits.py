@@ -12,6 +12,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Final
 
+from proto.frames import MAX_HELLO_NAME
+
+MAX_PRIVATE_DATA: Final = 256
+"""The most private data a connection request, accept or reject carries (DAT's is 256 too)."""
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -27,6 +32,12 @@ class Limits:
     consumers: int = 4096  # IAs open at once on one daemon
     peer_links: int = 65536  # peer streams at once (one per connection, either side)
     unread_bytes: int = 16 << 20  # replies and wake-ups an IA has not read (its socket's backlog)
+    hello_name: int = MAX_HELLO_NAME  # characters of a HELLO's name, either plane (at most 256)
+    private_data: int = MAX_PRIVATE_DATA  # bytes a consumer's connect/accept/reject carries (256)
+
+
+CEILINGS: Final = {"hello_name": MAX_HELLO_NAME, "private_data": MAX_PRIVATE_DATA}
+"""Limits that may be lowered only: what the wire and DAT allow."""
 
 
 NAMES: Final = tuple(f.name for f in dataclasses.fields(Limits))
@@ -43,6 +54,6 @@ def parse(settings: list[str], base: Limits | None = None) -> Limits:
             values[name] = int(number, 0)
         except ValueError:
             raise ValueError(f"--limit {text!r}: {number!r} is not a number") from None
-        if values[name] < 1:
-            raise ValueError(f"--limit {text!r}: a limit is at least 1")
+        if not 1 <= values[name] <= CEILINGS.get(name, values[name]):
+            raise ValueError(f"--limit {text!r}: a limit is 1..{CEILINGS.get(name, 'any')}")
     return dataclasses.replace(base or Limits(), **values)

@@ -16,7 +16,6 @@ from fabricd.nic.events import Events
 from fabricd.nic.objects import Consumer, Cr, Ep, Listener, Listeners, PeerLink, Shell, lookup
 from fabricd.nic.wire import Wire, move
 from proto import calls, ep_states
-from proto.attrs import MAX_PRIVATE_DATA
 from proto.cm_states import CmInput
 from proto.codec import Frame, encode
 from proto.constants import DatReturnSubtype as Sub
@@ -34,15 +33,18 @@ from proto.errors import (
 )
 from proto.events import ConnectionRequest
 from proto.frames import FrameType
+from proto.limits import MAX_PRIVATE_DATA, Limits
 
 log = logging.getLogger("fabricd")
 TIMEOUT_INFINITE = 0xFFFFFFFF
 
 
-def private_data(value: bytes | None, subtype: Sub) -> bytes:
-    """Consumer private data: at most MAX_PRIVATE_DATA bytes (DAT_INVALID_PARAMETER)."""
-    if value is not None and len(value) > MAX_PRIVATE_DATA:
-        raise DatInvalidParameter(subtype, f"private data exceeds {MAX_PRIVATE_DATA} bytes")
+def private_data(value: bytes | None, subtype: Sub, most: int = MAX_PRIVATE_DATA) -> bytes:
+    """Consumer private data: at most ``most`` bytes (DAT_INVALID_PARAMETER)."""
+    if value is not None and len(value) > most:
+        raise DatInvalidParameter(
+            subtype, f"private data exceeds {most} bytes (max_private_data_size)"
+        )
     return value or b""
 
 
@@ -67,10 +69,10 @@ class ConnectionManager:
         listeners: Listeners,
         new_handle: Callable[[], int],
         peer_names: dict[str, str],
-        most_eps: int,
+        limits: Limits,
     ) -> None:
         self.shell = shell
-        self.most_eps = most_eps  # an IA's EPs (proto.limits ia_eps), those PSPs make included
+        self.limits = limits  # ia_eps counts the EPs PSPs make; private_data what a call carries
         self.wire = wire
         self.eps = eps
         self.events = events
@@ -89,7 +91,7 @@ class ConnectionManager:
             raise DatInvalidParameter(Sub.INVALID_ARG3, "bad conn_qual")
         if a.timeout_us <= 0:
             raise DatInvalidParameter(Sub.INVALID_ARG4, "timeout must be positive")
-        pdata = private_data(a.private_data, Sub.INVALID_ARG6)
+        pdata = private_data(a.private_data, Sub.INVALID_ARG6, self.limits.private_data)
         if ep.state == S.UNCONNECTED and (not ep.pz or not ep.connect_evd):
             raise DatInvalidState(
                 Sub.INVALID_STATE_EP_NOTREADY,
@@ -177,7 +179,10 @@ class ConnectionManager:
             if waiting >= listener.backlog:
                 log.info("conn_qual %d: backlog of %d full", conn_qual, listener.backlog)
                 return None
-            if listener.flags & PspFlags.PROVIDER and len(listener.consumer.eps) >= self.most_eps:
+            if (
+                listener.flags & PspFlags.PROVIDER
+                and len(listener.consumer.eps) >= self.limits.ia_eps
+            ):
                 log.info("conn_qual %d: its IA holds its limit of EPs", conn_qual)
                 return None
         return listener
@@ -185,7 +190,7 @@ class ConnectionManager:
     def cr_accept(self, consumer: Consumer, a: calls.CrAccept) -> calls.EpMoved:
         """dat_cr_accept: CONN_ACCEPT goes out; RTU will make the EP CONNECTED."""
         cr = lookup(consumer.crs, a.cr, Sub.INVALID_HANDLE_CR, "connection request")
-        pdata = private_data(a.private_data, Sub.INVALID_ARG4)
+        pdata = private_data(a.private_data, Sub.INVALID_ARG4, self.limits.private_data)
         ep = self._accepting_ep(consumer, cr, a.ep)
         if not ep.pz or not ep.connect_evd:
             raise DatInvalidState(
@@ -221,7 +226,7 @@ class ConnectionManager:
     def cr_reject(self, consumer: Consumer, a: calls.CrReject) -> calls.EpMoved:
         """dat_cr_reject: the active side gets PEER_REJECTED with this private data."""
         cr = lookup(consumer.crs, a.cr, Sub.INVALID_HANDLE_CR, "connection request")
-        pdata = private_data(a.private_data, Sub.INVALID_ARG3)
+        pdata = private_data(a.private_data, Sub.INVALID_ARG3, self.limits.private_data)
         del consumer.crs[cr.handle]
         if not cr.link.closed:
             move(cr.link, CmInput.REJECT)

@@ -132,14 +132,13 @@ class Nic:
             handles,
             peer_names,
             heartbeat,
-            limits.peer_links,
+            limits,
             cluster_key,
             nonce or (lambda: b"".join(random_u32().to_bytes(4, "little") for _ in range(4))),
         )
         self.connections = ConnectionManager(
-            shell, self.wire, self.eps, self.events, self.listeners, handles, peer_names,
-            limits.ia_eps,
-        )  # fmt: skip
+            shell, self.wire, self.eps, self.events, self.listeners, handles, peer_names, limits
+        )
         self.regs = Registrations(self.memory, handles, name, lambda: self.address_text, limits)
         self.windows = Windows(self.memory, self.initiator, handles)
         self.endpoints = Endpoints(self.eps, handles)
@@ -253,7 +252,7 @@ class Nic:
         """Handle one frame from a consumer (or, on the admin socket, an admin); the first must
         be HELLO in that ``role``, which opens the IA (or the admin connection)."""
         if consumer is None:
-            name = check_hello(frame, role)
+            name = check_hello(frame, role, self.limits.hello_name)
             admin = role == ROLE_ADMIN
             if not admin and any(c.name == name for c in self.consumers.values()):
                 raise UnexpectedFrame(f"an open IA is named {name!r} already")

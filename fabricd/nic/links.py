@@ -21,14 +21,15 @@ from proto.constants import EpState as S
 from proto.ep_states import EpInput
 from proto.errors import MalformedFrame, PeerRefused, UnexpectedFrame, VersionMismatch
 from proto.frames import MAX_HELLO_NAME, PROTOCOL_VERSION, ROLE_PEER, FrameType
+from proto.limits import Limits
 from proto.peer_auth import ACCEPT, CONNECT, NONCE_BYTES, Transcript, check, proof
 
 log = logging.getLogger("fabricd")
 HEARTBEAT = encode(FrameType.HEARTBEAT)
 
 
-def check_hello(frame: Frame, role: str) -> str:
-    """Check a HELLO's version range and role; returns the name it carries."""
+def check_hello(frame: Frame, role: str, most: int = MAX_HELLO_NAME) -> str:
+    """Check a HELLO's version range, role and name (1..``most`` characters); returns the name."""
     if frame.type != FrameType.HELLO:
         raise UnexpectedFrame(f"expected HELLO, got {frame.type.name}")
     lo, hi, their_role, name = frame.fields
@@ -38,8 +39,8 @@ def check_hello(frame: Frame, role: str) -> str:
         )
     if their_role != role:
         raise UnexpectedFrame(f"a {their_role!r} said HELLO where a {role!r} was expected")
-    if not isinstance(name, str) or not 0 < len(name) <= MAX_HELLO_NAME:
-        raise UnexpectedFrame(f"a HELLO's name is a string of 1..{MAX_HELLO_NAME} characters")
+    if not isinstance(name, str) or not 0 < len(name) <= most:
+        raise UnexpectedFrame(f"a HELLO's name is a string of 1..{most} characters")
     return name
 
 
@@ -54,7 +55,7 @@ class Links:
         new_handle: Callable[[], int],
         peer_names: dict[str, str],
         heartbeat: tuple[float, float],
-        most: int,
+        limits: Limits,
         key: bytes | None,
         nonce: Callable[[], bytes],
     ) -> None:
@@ -64,7 +65,7 @@ class Links:
         self.new_handle = new_handle
         self.peer_names = peer_names
         self.interval, self.timeout = heartbeat
-        self.most = most  # peer streams at once (proto.limits peer_links)
+        self.limits = limits  # peer_links: streams at once; hello_name: a HELLO's name
         self.key = key  # the cluster key; None: peers are not authenticated (--no-cluster-key)
         self.nonce = nonce
 
@@ -73,12 +74,12 @@ class Links:
         link = self.wire.new_link(self.new_handle(), active=False)
         link.channel = channel
         link.born = self.wire.shell.now()
-        if len(self.wire.links) > self.most:
+        if len(self.wire.links) > self.limits.peer_links:
             log.warning(
                 "refused a peer stream from %s: this node holds its limit of %d "
                 "(--limit peer_links)",
                 channel.peer_address,
-                self.most,
+                self.limits.peer_links,
             )
             self.wire.drop(link, "the node holds its limit of peer streams")
         return link
@@ -98,7 +99,7 @@ class Links:
     def hello(self, link: PeerLink, frame: Frame) -> None:
         """The peer's HELLO: its node name (for fault rules) and address; the passive side
         answers with its own."""
-        link.their_hello = check_hello(frame, ROLE_PEER)
+        link.their_hello = check_hello(frame, ROLE_PEER, self.limits.hello_name)
         node, _, address = link.their_hello.rpartition("@")
         link.hello = True
         link.remote_node, link.remote_name = node or address, address

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from client.core import Call, Event, Op
-from proto.attrs import MAX_PRIVATE_DATA
 from proto.codec import encode
 from proto.constants import LMR_COOKIE_SIZE, EpState, MemPriv, MemType, PspFlags
 from proto.constants import DatReturnSubtype as Sub
@@ -36,6 +35,7 @@ from proto.errors import (
     DatProtectionViolation,
 )
 from proto.frames import FrameType
+from proto.limits import MAX_PRIVATE_DATA
 from tests.core.flows import Side, address, pair, side
 from tests.core.harness import Fabric, SimConsumer
 

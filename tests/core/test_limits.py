@@ -14,7 +14,7 @@ from client.core import Op
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import Dtos, EvdFlags, MemPriv, MemType, PspFlags
 from proto.constants import EventNumber as E
-from proto.errors import DatInsufficientResources
+from proto.errors import DatInsufficientResources, DatInvalidParameter
 from proto.frames import MAX_HELLO_NAME, FrameType
 from proto.limits import Limits, parse
 from tests.core.flows import pair, side
@@ -177,7 +177,7 @@ def test_a_hello_name_past_its_size_is_refused(plane: str) -> None:
 @pytest.mark.parametrize(
     ("setting", "why"),
     [("ia_eps", "NAME=N"), ("no_such=3", "NAME=N"), ("ia_eps=x", "not a number"),
-     ("ia_eps=0", "at least 1")],
+     ("ia_eps=0", "a limit is 1.."), ("private_data=257", "1..256")],
 )  # fmt: skip
 def test_a_bad_limit_setting_says_what_is_wrong(setting: str, why: str) -> None:
     with pytest.raises(ValueError, match=why):
@@ -198,3 +198,21 @@ def test_a_provider_psp_whose_ia_is_full_rejects_the_request() -> None:
     assert b.log() == []
     state = b.c.state
     assert state is not None and len(state.eps) == 1
+
+
+def test_hello_name_and_private_data_sizes_may_be_lowered() -> None:
+    """--limit hello_name=20 private_data=8: a longer HELLO name is refused; a connect carrying
+    9 bytes of private data is DAT_INVALID_PARAMETER (arg 6), and max_private_data_size says 8."""
+    fabric = Fabric()
+    n1 = fabric.add_node("n1", limits=parse(["hello_name=20", "private_data=8"]))
+    n2 = fabric.add_node("n2")
+    assert "1..20 characters" in SimConsumer(fabric, n1, "x" * 21, open_ia=False).closed_for
+    a, b = side(fabric, n1), side(fabric, n2)
+    assert a.c.call(a.c.core.ia_query())["max_private_data_size"] == 8
+    with pytest.raises(DatInvalidParameter, match="exceeds 8 bytes") as err:
+        a.c.call(a.c.core.ep_connect(a.ep, ("10.0.0.1", n2.port), 1, 10_000_000, b"x" * 9))
+    assert err.value.subtype == Sub.INVALID_ARG6
+    b.c.call(b.c.core.psp_create(1, b.evd, PspFlags.CONSUMER))
+    a.c.call(a.c.core.ep_connect(a.ep, ("10.0.0.1", n2.port), 1, 10_000_000, b"x" * 8))
+    fabric.run()
+    assert [e.event_number for e in b.events()] == [E.CONNECTION_REQUEST_EVENT]
