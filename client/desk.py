@@ -32,7 +32,8 @@ class Desk:
         """Give the daemon our memfd ``fd`` of ``size`` bytes; returns its segment name."""
         reply, _ = self._ask(encode(FrameType.SEGMENT_PUT, self.ia, size), [fd])
         name = reply.fields[0]
-        assert isinstance(name, str)
+        if not isinstance(name, str):
+            raise DatInvalidParameter(Sub.INVALID_ARG1, f"segment desk: no name in {reply}")
         return name
 
     def _ask(self, request: bytes, fds: list[int]) -> tuple[Frame, list[int]]:

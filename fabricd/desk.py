@@ -156,7 +156,9 @@ class Desk:
             raise Refused(str(err)) from None
 
     def _reply(self, req: _Request, reply: bytes, fd: int | None) -> None:
-        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))] if fd else []
+        rights = []
+        if fd is not None:
+            rights.append((socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd])))
         try:
             req.conn.sendmsg([reply], rights)
         except OSError as err:  # the caller left, or let its socket fill: its loss
