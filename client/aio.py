@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from client.aio_objects import AsyncCno, AsyncEp, AsyncEvd, AsyncRmr
 from client.api import DEFAULT_IA_NAME, socket_for
 from client.core import ClientCore, CrInfo, Event, LmrInfo, Op, Triplet
 from client.desk import Desk
@@ -21,12 +22,8 @@ from client.shm import Arena, Buffer, QueueMaps
 from proto.attrs import EpAttr
 from proto.codec import hello
 from proto.constants import (
-    TIMEOUT_INFINITE,
     CloseFlags,
-    CompletionFlags,
     DatReturnSubtype,
-    Dtos,
-    EpState,
     EvdFlags,
     PspFlags,
 )
@@ -36,7 +33,6 @@ from proto.errors import (
     DatInvalidParameter,
     DatInvalidState,
     DatProviderNotFound,
-    DatQueueEmpty,
 )
 from proto.frames import ROLE_CONSUMER
 from proto.hostif import ASYNC_EVD
@@ -190,14 +186,46 @@ class AsyncIa:
         """Registrable memory from the IA's shared-memory arena."""
         return self.arena.alloc(size)
 
+    async def alloc_shared(self, cookie: bytes, size: int) -> Buffer:
+        """Shared memory for a DAT_MEM_TYPE_SHARED_VIRTUAL LMR (the cookie's pages)."""
+        name, _ = await self.run(self.core.shared_attach(cookie, size))
+        return self.arena.map_shared(name, size)
+
+    def mem_free(self, buf: Buffer) -> None:
+        """Return memory from alloc."""
+        self.arena.free(buf)
+
+    async def lmr_sync_rdma_read(self, local_segments: Sequence[Triplet]) -> None:
+        """dat_lmr_sync_rdma_read: local writes become visible to incoming RDMA Reads."""
+        await self.run(self.core.lmr_sync(False, local_segments))
+
+    async def lmr_sync_rdma_write(self, local_segments: Sequence[Triplet]) -> None:
+        """dat_lmr_sync_rdma_write: incoming RDMA Writes become visible to this process."""
+        await self.run(self.core.lmr_sync(True, local_segments))
+
     async def pz_create(self) -> int:
         """dat_pz_create (the PZ handle)."""
         pz: int = await self.run(self.core.pz_create())
         return pz
 
-    async def evd_create(self, min_qlen: int, flags: int = EvdFlags.DEFAULT) -> AsyncEvd:
-        """dat_evd_create."""
-        return AsyncEvd(self, await self.run(self.core.evd_create(min_qlen, flags)))
+    async def pz_free(self, pz: int) -> None:
+        """dat_pz_free."""
+        await self.run(self.core.pz_free(pz))
+
+    async def evd_create(
+        self, min_qlen: int, flags: int = EvdFlags.DEFAULT, cno: AsyncCno | None = None
+    ) -> AsyncEvd:
+        """dat_evd_create (``cno``: the CNO to wake when an event arrives)."""
+        handle = await self.run(self.core.evd_create(min_qlen, flags, cno.handle if cno else 0))
+        return AsyncEvd(self, handle)
+
+    def cno_create(self) -> AsyncCno:
+        """dat_cno_create."""
+        return AsyncCno(self, self.core.cno_create())
+
+    async def rmr_create(self, pz: int) -> AsyncRmr:
+        """dat_rmr_create: a memory window in ``pz``."""
+        return AsyncRmr(self, await self.run(self.core.rmr_create(pz)), pz)
 
     async def lmr_create(
         self, mem_type: int, region: Buffer | int, length: int, pz: int, privileges: int
@@ -208,6 +236,12 @@ class AsyncIa:
             self.core.lmr_create(mem_type, address, length, pz, privileges, self.arena.locate)
         )
         return info
+
+    def lmr_query(self, lmr: LmrInfo) -> LmrInfo:
+        """dat_lmr_query."""
+        if lmr.handle not in self.core.lmrs:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_LMR, f"LMR {lmr.handle} was freed")
+        return lmr
 
     async def lmr_free(self, lmr: LmrInfo) -> None:
         """dat_lmr_free."""
@@ -236,6 +270,15 @@ class AsyncIa:
         """dat_psp_free."""
         await self.run(self.core.psp_free(psp))
 
+    async def rsp_create(self, conn_qual: int, ep: AsyncEp, evd: AsyncEvd) -> int:
+        """dat_rsp_create: one request, for ``ep`` (the RSP handle)."""
+        rsp: int = await self.run(self.core.rsp_create(conn_qual, ep.handle, evd.handle))
+        return rsp
+
+    async def rsp_free(self, rsp: int) -> None:
+        """dat_rsp_free."""
+        await self.run(self.core.rsp_free(rsp))
+
     async def cr_accept(self, event: Event, ep: AsyncEp | None, private_data: bytes = b"") -> None:
         """dat_cr_accept of a CONNECTION_REQUEST event's CR."""
         await self.run(self.core.cr_accept(event.cr, ep.handle if ep else None, private_data))
@@ -258,96 +301,4 @@ class AsyncIa:
         await self.close()
 
 
-class AsyncEvd:
-    """An EVD whose wait is a coroutine."""
-
-    def __init__(self, ia: AsyncIa, handle: int) -> None:
-        self.ia = ia
-        self.handle = handle
-
-    def dequeue(self) -> Event:
-        """dat_evd_dequeue (an empty EVD kicks the EPs' queues, see ClientCore.kick)."""
-        try:
-            return self.ia.core.evd_dequeue(self.handle)
-        except DatQueueEmpty:
-            self.ia.kick()
-            raise
-
-    async def wait(self, timeout: int = TIMEOUT_INFINITE, threshold: int = 1) -> tuple[Event, int]:
-        """dat_evd_wait: (event, nmore); a second concurrent waiter gets DAT_INVALID_STATE."""
-        core = self.ia.core
-        evd = core.evd_wait_begin(self.handle, threshold)
-        seconds = None if timeout == TIMEOUT_INFINITE else timeout / 1e6
-        try:
-            await self.ia._until(
-                lambda: core.evd_ready(evd, threshold) or core.catastrophic,
-                seconds,
-                arm=lambda: core.arm((evd,), threshold),
-            )
-        except TimeoutError:
-            raise core.evd_timeout(evd, threshold, timeout) from None
-        finally:
-            evd.waiting = False
-        if not core.evd_ready(evd, threshold):
-            raise DatAbort(message="the IA's daemon is gone")
-        event = evd.pop()
-        return event, len(evd.queue)
-
-    async def post_se(self, pointer: Any = None) -> None:
-        """dat_evd_post_se (wakes a waiter of this IA)."""
-        await self.ia.run(self.ia.core.evd_post_se(self.handle, pointer))
-        self.ia._wake()
-
-    async def free(self) -> None:
-        """dat_evd_free."""
-        await self.ia.run(self.ia.core.evd_free(self.handle))
-
-
-class AsyncEp:
-    """An endpoint: connection calls are coroutines, posts are plain calls."""
-
-    def __init__(self, ia: AsyncIa, handle: int) -> None:
-        self.ia = ia
-        self.handle = handle
-
-    @property
-    def state(self) -> EpState:
-        """The endpoint state as last reported."""
-        return self.ia.core.ep_mirror(self.handle).state
-
-    async def connect(
-        self,
-        remote_addr: Any,
-        conn_qual: int,
-        timeout: int = TIMEOUT_INFINITE,
-        private_data: bytes = b"",
-    ) -> None:
-        """dat_ep_connect."""
-        await self.ia.run(
-            self.ia.core.ep_connect(self.handle, remote_addr, conn_qual, timeout, private_data)
-        )
-
-    async def disconnect(self, flags: int = CloseFlags.ABRUPT) -> None:
-        """dat_ep_disconnect."""
-        await self.ia.run(self.ia.core.ep_disconnect(self.handle, flags))
-
-    async def reset(self) -> None:
-        """dat_ep_reset."""
-        await self.ia.run(self.ia.core.ep_reset(self.handle))
-
-    async def free(self) -> None:
-        """dat_ep_free."""
-        await self.ia.run(self.ia.core.ep_free(self.handle))
-
-    def post(
-        self,
-        kind: Dtos,
-        local_iov: Sequence[Triplet],
-        cookie: int = 0,
-        remote: Triplet | None = None,
-        flags: int = CompletionFlags.DEFAULT,
-    ) -> None:
-        """dat_ep_post_send / _recv / _rdma_write / _rdma_read, by ``kind``."""
-        doorbell = self.ia.core.post(kind, self.handle, local_iov, cookie, remote, flags)
-        if doorbell:
-            self.ia.send(doorbell)
+__all__ = ["AsyncCno", "AsyncEp", "AsyncEvd", "AsyncIa", "AsyncRmr"]

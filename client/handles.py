@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from client.core import CrInfo, Event, LmrInfo, Triplet
+from client.records import WindowState
 from proto.attrs import EpAttr
 from proto.constants import (
     TIMEOUT_INFINITE,
@@ -170,22 +171,12 @@ class Ep(_Handle):
     def query(self) -> dict[str, Any]:
         """dat_ep_query: state, PZ, EVDs and the attributes (DAT_EP_PARAM)."""
         self.ia._pump(0)
-        ep = self.ia.core.ep_mirror(self.handle)
-        return {
-            "ia": self.ia,
-            "ep_state": ep.state,
-            "pz": ep.pz,
-            "recv_evd": ep.recv_evd,
-            "request_evd": ep.request_evd,
-            "connect_evd": ep.connect_evd,
-            "ep_attr": ep.attr,
-        }
+        return self.ia.core.ep_mirror(self.handle).param(self.ia)
 
     def get_status(self) -> tuple[EpState, bool, bool]:
         """dat_ep_get_status: (state, recv_idle, request_idle)."""
         self.ia._pump(0)
-        ep = self.ia.core.ep_mirror(self.handle)
-        return ep.state, ep.recvs == 0, ep.requests == 0
+        return self.ia.core.ep_mirror(self.handle).status()
 
     def modify(
         self,
@@ -279,16 +270,12 @@ class Ep(_Handle):
         self._post(Dtos.RDMA_READ, local_iov, cookie, remote, flags)
 
 
-class Rmr(_Handle):
+class Rmr(_Handle, WindowState):
     """A memory window: bound with dat_rmr_bind to part of an LMR, it has its own key."""
 
     def __init__(self, ia: Ia, handle: int, pz: Pz) -> None:
-        super().__init__(ia, handle)
-        self.pz = pz
-        self.lmr: Lmr | None = None
-        self.target: list[int] = [0, 0, 0]
-        self.privileges = 0
-        self.rmr_context = 0
+        _Handle.__init__(self, ia, handle)
+        WindowState.__init__(self, pz)
 
     def bind(
         self,
@@ -300,35 +287,11 @@ class Rmr(_Handle):
         flags: int = CompletionFlags.DEFAULT,
     ) -> int:
         """dat_rmr_bind: returns the new rmr_context (a length of 0 unbinds)."""
-        context: int = self.ia.run(
-            self.ia.core.rmr_bind(
-                self.handle,
-                lmr.handle if lmr else 0,
-                lmr_triplet,
-                privileges,
-                ep.handle,
-                cookie,
-                flags,
-            )
+        lmr_handle = lmr.handle if lmr else 0
+        bind = self.ia.core.rmr_bind(
+            self.handle, lmr_handle, lmr_triplet, privileges, ep.handle, cookie, flags
         )
-        self.lmr, self.privileges, self.rmr_context = lmr, privileges, context
-        self.target = [int(lmr_triplet[0]), int(lmr_triplet[1]), context]
-        return context
-
-    def remote(self, offset: int = 0, length: int | None = None) -> list[int]:
-        """The RMR triplet a peer needs to reach (part of) the bound window."""
-        address, size, context = self.target
-        return [address + offset, size - offset if length is None else length, context]
-
-    def query(self) -> dict[str, Any]:
-        """dat_rmr_query: PZ, LMR, bound range, privileges and current context."""
-        return {
-            "pz": self.pz,
-            "lmr": self.lmr,
-            "lmr_triplet": self.target[:2],
-            "mem_privileges": self.privileges,
-            "rmr_context": self.rmr_context,
-        }
+        return self._bound(lmr, lmr_triplet, privileges, self.ia.run(bind))
 
     def free(self) -> None:
         """dat_rmr_free."""

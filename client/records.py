@@ -140,6 +140,23 @@ class EpMirror:
         """Outstanding receives."""
         return 0 if self.rq is None else (self.rq.mine - self.rq.word(Word.DONE)) % U32
 
+    def param(self, ia: object) -> dict[str, Any]:
+        """dat_ep_query's DAT_EP_PARAM: state, PZ, EVDs and the attributes (``ia``: the IA
+        object of the API that asks)."""
+        return {
+            "ia": ia,
+            "ep_state": self.state,
+            "pz": self.pz,
+            "recv_evd": self.recv_evd,
+            "request_evd": self.request_evd,
+            "connect_evd": self.connect_evd,
+            "ep_attr": self.attr,
+        }
+
+    def status(self) -> tuple[EpState, bool, bool]:
+        """dat_ep_get_status: (state, recv_idle, request_idle)."""
+        return self.state, self.recvs == 0, self.requests == 0
+
     @property
     def state(self) -> EpState:
         """The EP's state as the daemon published it (what the client knew, until the queues
@@ -189,3 +206,36 @@ class LmrInfo:
     registered_address: int
     pz: int
     privileges: MemPriv
+
+
+class WindowState:
+    """What an RMR handle of either API knows of its binding: the bound range's triplet for a
+    peer (``remote``) and dat_rmr_query's answer. The handle class supplies bind and free."""
+
+    def __init__(self, pz: object) -> None:
+        self.pz = pz
+        self.lmr: object | None = None
+        self.target: list[int] = [0, 0, 0]
+        self.privileges = 0
+        self.rmr_context = 0
+
+    def _bound(self, lmr: object | None, lmr_triplet: Sequence[int], privileges: int,
+               context: int) -> int:  # fmt: skip
+        self.lmr, self.privileges, self.rmr_context = lmr, privileges, context
+        self.target = [int(lmr_triplet[0]), int(lmr_triplet[1]), context]
+        return context
+
+    def remote(self, offset: int = 0, length: int | None = None) -> list[int]:
+        """The RMR triplet a peer needs to reach (part of) the bound window."""
+        address, size, context = self.target
+        return [address + offset, size - offset if length is None else length, context]
+
+    def query(self) -> dict[str, Any]:
+        """dat_rmr_query: PZ, LMR, bound range, privileges and current context."""
+        return {
+            "pz": self.pz,
+            "lmr": self.lmr,
+            "lmr_triplet": self.target[:2],
+            "mem_privileges": self.privileges,
+            "rmr_context": self.rmr_context,
+        }

@@ -225,3 +225,66 @@ def test_asyncio_api_drives_the_same_core(two_nodes: tuple[Node, Node]) -> None:
             assert ep_a.state.name == "DISCONNECTED"
 
     asyncio.run(main())
+
+
+def test_asyncio_api_offers_windows_rsps_cnos_modify_sync_and_pz_free(
+    two_nodes: tuple[Node, Node],
+) -> None:
+    """What the asyncio API lacked before it caught up with the blocking one, in one flow: an
+    EP modified onto its EVD, an RSP taking the request, a CNO waking for it, a memory window
+    bound and written through, lmr_sync, and every object freed (pz_free last)."""
+    a, b = two_nodes
+
+    async def main() -> None:
+        async with await AsyncIa.open(a.socket) as ia_a, await AsyncIa.open(b.socket) as ia_b:
+            pz_a, pz_b = await ia_a.pz_create(), await ia_b.pz_create()
+            cno = ia_b.cno_create()
+            evd_a, evd_b = await ia_a.evd_create(16), await ia_b.evd_create(16, cno=cno)
+            ep_a = await ia_a.ep_create(pz_a, evd_a, evd_a, None)
+            await ep_a.modify(connect_evd=evd_a)
+            assert ep_a.query()["connect_evd"] == evd_a.handle
+            ep_b = await ia_b.ep_create(pz_b, evd_b, evd_b, evd_b)
+            buf_a, buf_b = ia_a.alloc(4096), ia_b.alloc(4096)
+            lmr_a = await ia_a.lmr_create(MemType.VIRTUAL, buf_a, 4096, pz_a, MemPriv.ALL)
+            lmr_b = await ia_b.lmr_create(MemType.VIRTUAL, buf_b, 4096, pz_b, MemPriv.ALL)
+            assert ia_b.lmr_query(lmr_b) is lmr_b
+            await ia_b.rsp_create(10, ep_b, evd_b)
+            await ep_a.connect(b.address, 10, WAIT)
+            woken = await cno.wait(WAIT)
+            assert woken.handle == evd_b.handle
+            request, _ = await evd_b.wait(WAIT)
+            await ia_b.cr_accept(request, None)  # an RSP's request carries its EP
+            assert (await evd_a.wait(WAIT))[
+                0
+            ].event_number == EventNumber.CONNECTION_EVENT_ESTABLISHED
+            assert (await evd_b.wait(WAIT))[
+                0
+            ].event_number == EventNumber.CONNECTION_EVENT_ESTABLISHED
+            window = await ia_b.rmr_create(pz_b)
+            await window.bind(lmr_b, [lmr_b.registered_address + 64, 64, lmr_b.lmr_context],
+                              MemPriv.REMOTE_WRITE, ep_b, 7)  # fmt: skip
+            bound, _ = await evd_b.wait(WAIT)
+            assert (bound.event_number, bound.cookie) == (EventNumber.RMR_BIND_COMPLETION_EVENT, 7)
+            buf_a.view[:8] = b"windowed"
+            ep_a.post(Dtos.RDMA_WRITE, [[lmr_a.registered_address, 8, lmr_a.lmr_context]], 1,
+                      window.remote(0, 8))  # fmt: skip
+            done, _ = await evd_a.wait(WAIT)
+            assert done.status == 0 and ep_a.get_status()[0] == EpState.CONNECTED
+            await ia_b.lmr_sync_rdma_write([[lmr_b.registered_address, 4096, lmr_b.lmr_context]])
+            assert bytes(buf_b.view[64:72]) == b"windowed"
+            assert window.query()["rmr_context"] == window.rmr_context != lmr_b.rmr_context
+            await ep_a.disconnect()
+            for ep in (ep_a, ep_b):
+                while ep.state != EpState.DISCONNECTED:
+                    await asyncio.sleep(0.01)
+                await ep.free()
+            await window.free()
+            spare = await ia_b.ep_create(pz_b, evd_b, evd_b, evd_b)
+            await ia_b.rsp_free(await ia_b.rsp_create(11, spare, evd_b))  # one that never fired
+            await spare.free()
+            await evd_b.free()
+            cno.free()  # no EVD is attached any more
+            await ia_b.lmr_free(lmr_b)
+            await ia_b.pz_free(pz_b)
+
+    asyncio.run(main())

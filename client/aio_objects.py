@@ -1,0 +1,205 @@
+"""The objects the asyncio IA hands out (client.aio.AsyncIa): EVDs, CNOs, endpoints and memory
+windows; what asks the daemon is a coroutine, what never waits (dequeue, posts) is not."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from client.core import Event, LmrInfo, Triplet
+from client.records import WindowState
+from proto.attrs import EpAttr
+from proto.constants import TIMEOUT_INFINITE, CloseFlags, CompletionFlags, Dtos, EpState
+from proto.errors import DatAbort, DatQueueEmpty, DatTimeoutExpired
+
+if TYPE_CHECKING:
+    from client.aio import AsyncIa
+
+
+def _seconds(timeout: int) -> float | None:
+    return None if timeout == TIMEOUT_INFINITE else timeout / 1e6
+
+
+class AsyncEvd:
+    """An EVD whose wait is a coroutine."""
+
+    def __init__(self, ia: AsyncIa, handle: int) -> None:
+        self.ia = ia
+        self.handle = handle
+
+    def dequeue(self) -> Event:
+        """dat_evd_dequeue (an empty EVD kicks the EPs' queues, see ClientCore.kick)."""
+        try:
+            return self.ia.core.evd_dequeue(self.handle)
+        except DatQueueEmpty:
+            self.ia.kick()
+            raise
+
+    async def wait(self, timeout: int = TIMEOUT_INFINITE, threshold: int = 1) -> tuple[Event, int]:
+        """dat_evd_wait: (event, nmore); a second concurrent waiter gets DAT_INVALID_STATE."""
+        core = self.ia.core
+        evd = core.evd_wait_begin(self.handle, threshold)
+        seconds = _seconds(timeout)
+        try:
+            await self.ia._until(
+                lambda: core.evd_ready(evd, threshold) or core.catastrophic,
+                seconds,
+                arm=lambda: core.arm((evd,), threshold),
+            )
+        except TimeoutError:
+            raise core.evd_timeout(evd, threshold, timeout) from None
+        finally:
+            evd.waiting = False
+        if not core.evd_ready(evd, threshold):
+            raise DatAbort(message="the IA's daemon is gone")
+        event = evd.pop()
+        return event, len(evd.queue)
+
+    async def post_se(self, pointer: Any = None) -> None:
+        """dat_evd_post_se (wakes a waiter of this IA)."""
+        await self.ia.run(self.ia.core.evd_post_se(self.handle, pointer))
+        self.ia._wake()
+
+    async def free(self) -> None:
+        """dat_evd_free."""
+        await self.ia.run(self.ia.core.evd_free(self.handle))
+
+
+class AsyncEp:
+    """An endpoint: connection calls are coroutines, posts are plain calls."""
+
+    def __init__(self, ia: AsyncIa, handle: int) -> None:
+        self.ia = ia
+        self.handle = handle
+
+    @property
+    def state(self) -> EpState:
+        """The endpoint state as last reported."""
+        return self.ia.core.ep_mirror(self.handle).state
+
+    async def connect(
+        self,
+        remote_addr: Any,
+        conn_qual: int,
+        timeout: int = TIMEOUT_INFINITE,
+        private_data: bytes = b"",
+    ) -> None:
+        """dat_ep_connect."""
+        await self.ia.run(
+            self.ia.core.ep_connect(self.handle, remote_addr, conn_qual, timeout, private_data)
+        )
+
+    async def disconnect(self, flags: int = CloseFlags.ABRUPT) -> None:
+        """dat_ep_disconnect."""
+        await self.ia.run(self.ia.core.ep_disconnect(self.handle, flags))
+
+    async def reset(self) -> None:
+        """dat_ep_reset."""
+        await self.ia.run(self.ia.core.ep_reset(self.handle))
+
+    async def free(self) -> None:
+        """dat_ep_free."""
+        await self.ia.run(self.ia.core.ep_free(self.handle))
+
+    def post(
+        self,
+        kind: Dtos,
+        local_iov: Sequence[Triplet],
+        cookie: int = 0,
+        remote: Triplet | None = None,
+        flags: int = CompletionFlags.DEFAULT,
+    ) -> None:
+        """dat_ep_post_send / _recv / _rdma_write / _rdma_read, by ``kind``."""
+        doorbell = self.ia.core.post(kind, self.handle, local_iov, cookie, remote, flags)
+        if doorbell:
+            self.ia.send(doorbell)
+
+    def query(self) -> dict[str, Any]:
+        """dat_ep_query: state, PZ, EVDs and the attributes (DAT_EP_PARAM)."""
+        return self.ia.core.ep_mirror(self.handle).param(self.ia)
+
+    def get_status(self) -> tuple[EpState, bool, bool]:
+        """dat_ep_get_status: (state, recv_idle, request_idle)."""
+        return self.ia.core.ep_mirror(self.handle).status()
+
+    async def modify(
+        self,
+        *,
+        pz: int | None = None,
+        recv_evd: AsyncEvd | None = None,
+        request_evd: AsyncEvd | None = None,
+        connect_evd: AsyncEvd | None = None,
+        attr: EpAttr | None = None,
+    ) -> None:
+        """dat_ep_modify: what is given changes (PZ, EVDs, attributes), before connecting."""
+        changes: dict[str, Any] = {} if pz is None else {"pz": pz}
+        for name, evd in (
+            ("recv_evd", recv_evd),
+            ("request_evd", request_evd),
+            ("connect_evd", connect_evd),
+        ):
+            if evd is not None:
+                changes[name] = evd.handle
+        if attr is not None:
+            changes["attr"] = attr
+        await self.ia.run(self.ia.core.ep_modify(self.handle, changes))
+
+
+class AsyncCno:
+    """A consumer notification object: one waiter for many EVDs."""
+
+    def __init__(self, ia: AsyncIa, handle: int) -> None:
+        self.ia = ia
+        self.handle = handle
+
+    async def wait(self, timeout: int = TIMEOUT_INFINITE) -> AsyncEvd:
+        """dat_cno_wait: the EVD that has an event."""
+        core, found = self.ia.core, list[int]()
+
+        def ready() -> bool:
+            evd = core.cno_ready(self.handle)
+            if evd:
+                found.append(evd)
+            return bool(evd) or core.catastrophic
+
+        evds = [core.evds[h] for h in sorted(core.cnos.get(self.handle, ()))]
+        try:
+            await self.ia._until(ready, _seconds(timeout), arm=lambda: core.arm(evds, 1))
+        except TimeoutError:
+            raise DatTimeoutExpired(message=f"nothing within {timeout} us") from None
+        if not found:
+            raise DatAbort(message="the IA's daemon is gone")
+        return AsyncEvd(self.ia, found[-1])
+
+    def free(self) -> None:
+        """dat_cno_free."""
+        self.ia.core.cno_free(self.handle)
+
+
+class AsyncRmr(WindowState):
+    """A memory window: bound with dat_rmr_bind to part of an LMR, it has its own key."""
+
+    def __init__(self, ia: AsyncIa, handle: int, pz: int) -> None:
+        super().__init__(pz)
+        self.ia = ia
+        self.handle = handle
+
+    async def bind(
+        self,
+        lmr: LmrInfo | None,
+        lmr_triplet: Triplet,
+        privileges: int,
+        ep: AsyncEp,
+        cookie: int = 0,
+        flags: int = CompletionFlags.DEFAULT,
+    ) -> int:
+        """dat_rmr_bind: returns the new rmr_context (a length of 0 unbinds)."""
+        lmr_handle = lmr.handle if lmr else 0
+        bind = self.ia.core.rmr_bind(
+            self.handle, lmr_handle, lmr_triplet, privileges, ep.handle, cookie, flags
+        )
+        return self._bound(lmr, lmr_triplet, privileges, await self.ia.run(bind))
+
+    async def free(self) -> None:
+        """dat_rmr_free."""
+        await self.ia.run(self.ia.core.rmr_free(self.handle))
