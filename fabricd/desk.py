@@ -17,11 +17,11 @@ import asyncio
 import logging
 import os
 import socket
-import struct
 from dataclasses import dataclass, field
 
 from fabricd.nic import Consumer, Nic
 from fabricd.shm import BadSegment, ShmMapper
+from fabricd.sockdir import peer_pid
 from proto.codec import Frame, FrameReader, encode
 from proto.errors import ProtocolError
 from proto.frames import FrameType
@@ -30,7 +30,6 @@ log = logging.getLogger("fabricd")
 MAX_REQUEST = 4096  # bytes of one request frame
 MAX_FDS = 4  # descriptors read with one request (more: refused, all closed)
 DEADLINE = 5.0  # seconds a connection may take to send its request
-_UCRED = struct.Struct("3i")
 
 
 class Refused(Exception):
@@ -80,8 +79,7 @@ class Desk:
                 log.warning("segment desk: accept failed: %s", err)
                 return
             conn.setblocking(False)
-            cred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
-            req = _Request(conn, _UCRED.unpack(cred)[0])
+            req = _Request(conn, peer_pid(conn))
             self._open.add(req)
             req.timer = self.loop.call_later(DEADLINE, self._finish, req)
             self.loop.add_reader(conn.fileno(), self._readable, req)
@@ -124,7 +122,7 @@ class Desk:
         if frame.type == FrameType.SEGMENT_GET:
             ia, segment = frame.fields
             consumer = self._consumer(ia, req.pid)
-            if not self.nic.desk_may_fetch(consumer, segment):
+            if not self.nic.regs.may_fetch(consumer, segment):
                 raise Refused(f"{segment!r} is not a segment of IA {ia!r}")
             assert isinstance(segment, str)
             fd = self.mapper.descriptor(segment)
@@ -139,7 +137,7 @@ class Desk:
                     f"DAT_INSUFFICIENT_RESOURCES: IA {ia!r} would hand over more than "
                     f"{self.nic.limits.ia_bytes} bytes (--limit ia_bytes)"
                 )
-            name = self.nic.desk_name(consumer)
+            name = self.nic.regs.handed_name(consumer)
             try:
                 self.mapper.attach(name, req.fds.pop(), size)
             except (BadSegment, OSError) as err:

@@ -12,7 +12,9 @@ import grp
 import os
 import socket
 import stat
+import struct
 
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid (SO_PEERCRED)
 BACKLOG = 4096  # connections not yet accepted (a burst of consumers starting at once)
 ADMIN_MODE = 0o600  # the admin socket: its owner only, whatever the group
 
@@ -78,3 +80,10 @@ def listen(path: str, mode: int, gid: int | None) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def peer_pid(sock: socket.socket) -> int:
+    """The pid of the process at the other end of a Unix socket, as the kernel tells it."""
+    cred = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    pid: int = _UCRED.unpack(cred)[0]
+    return pid

@@ -20,27 +20,19 @@ from fabricd.nic.ep import Endpoints
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.events import Events
 from fabricd.nic.initiator import Initiator
+from fabricd.nic.intake import Intake
 from fabricd.nic.links import Links, check_hello
 from fabricd.nic.lmr import Registrations
 from fabricd.nic.objects import (
     Channel,
     Consumer,
-    Ep,
     Handles,
     Listeners,
     PeerLink,
     SharedRegion,
     Shell,
 )
-from fabricd.nic.queues import (
-    RQ_OPCODES,
-    SQ_OPCODES,
-    Queues,
-    doorbell,
-    set_polling,
-    take,
-    watch,
-)
+from fabricd.nic.queues import Queues
 from fabricd.nic.rmr import Windows
 from fabricd.nic.target import Target
 from fabricd.nic.wire import Wire
@@ -58,10 +50,8 @@ from proto.errors import (
     UnexpectedFrame,
 )
 from proto.frames import ROLE_ADMIN, ROLE_CONSUMER, ROLE_PEER, FrameType
-from proto.hostif import OPCODE_DTOS, RingError
 from proto.limits import Limits
 from proto.schema import Empty, parse
-from proto.segments import SEGMENT_PREFIX
 
 log = logging.getLogger("fabricd")
 
@@ -125,6 +115,7 @@ class Nic:
         )
         self.initiator = Initiator(name, self.wire, self.eps, self.memory, self.faults, shell.now)
         self.target = Target(self.wire, self.eps, self.events, self.memory)
+        self.intake = Intake(self.memory, self.initiator, self.target, shell)
         self.links = Links(
             self.wire,
             self.eps,
@@ -268,10 +259,10 @@ class Nic:
             channel.send(self._hello())
             log.info("%s %s opened connection %d", role, consumer.name, consumer.id)
         elif frame.type == FrameType.DOORBELL and not consumer.admin:
-            self._doorbell(consumer, frame.fields[0])
+            self.intake.doorbell(consumer, frame.fields[0])
         elif frame.type == FrameType.CALL:
             for ep in list(consumer.polled.values()):  # a call never overtakes a post
-                self._drain(ep)
+                self.intake.drain(ep)
             self._call(consumer, frame.fields)
         else:
             raise UnexpectedFrame(f"{frame.type.name} is not a consumer request")
@@ -309,73 +300,6 @@ class Nic:
                 subtype, f"this IA holds its limit of {most} {kind} (--limit {limit})"
             )
 
-    def _doorbell(self, consumer: Consumer, handle: object) -> None:
-        ep = consumer.eps.get(handle) if type(handle) is int else None
-        if ep is None:  # freed since: its queues went with it
-            log.info("consumer %s rang the doorbell of no EP %r", consumer.name, handle)
-            return
-        self._drain(ep)  # first what it announced: a driver that sees HEARD sees them taken
-        doorbell(ep)
-        self.memory.fence()  # HEARD, then a look: a driver that saw HEARD old rang nothing
-        q = ep.queues
-        if q is not None and (q.sq.available() or q.rq.available()):
-            self._drain(ep)
-
-    def _drain(self, ep: Ep) -> None:
-        """Take every WQE the driver published on the EP's queues, in order. Having taken
-        some, the daemon polls the EP (POLL 1, so posts ring no doorbell) until a look at the
-        end of a loop turn finds nothing new; then it clears POLL, fences, and looks once more
-        (a driver that still saw POLL 1 rang no doorbell). The same last look takes an EP whose
-        POLL was cleared without one (it left CONNECTED) out of the consumer's polled EPs."""
-        q = ep.queues
-        while q is not None:
-            taken = 0
-            for wqe in take(q.sq, SQ_OPCODES):
-                dto = OPCODE_DTOS[wqe.opcode]
-                staged = None if wqe.stage is None else q.stage[wqe.stage :]
-                self.initiator.post(
-                    ep.consumer,
-                    ep,
-                    dto,
-                    wqe.cookie,
-                    wqe.flags,
-                    wqe.segments,
-                    wqe.remote,
-                    start=False,
-                    staged=staged,
-                )
-                taken += 1
-            if taken:
-                self.initiator.transmit(ep)  # together: small Writes leave as one batch
-            for wqe in take(q.rq, RQ_OPCODES):
-                self.target.post_recv(ep, wqe.cookie, wqe.flags, wqe.segments)
-                taken += 1
-            if taken:
-                watch(ep, q)
-                if not q.repoll:
-                    q.repoll = True
-                    self.shell.call_soon(lambda: self._poll(ep))
-                return
-            set_polling(q, False)
-            if ep.handle not in ep.consumer.polled:
-                return  # not polled: a doorbell covers every post since its last empty look
-            self.memory.fence()
-            if not (q.sq.available() or q.rq.available()):
-                del ep.consumer.polled[ep.handle]
-                return
-            q = ep.queues
-
-    def _poll(self, ep: Ep) -> None:
-        """The end-of-turn look at a polled EP (a broken ring closes its IA only)."""
-        q = ep.queues
-        if q is None:
-            return
-        q.repoll = False
-        try:
-            self._drain(ep)
-        except RingError as err:
-            ep.consumer.channel.close(f"EP {ep.handle}: {err}")
-
     def consumer_lost(self, consumer: Consumer) -> None:
         """The consumer's socket closed: free its IA abruptly, as dat_ia_close(ABRUPT) would."""
         if consumer.closed:
@@ -391,29 +315,13 @@ class Nic:
         self.memory.remove_owned(consumer.id)
         log.info("consumer %s closed IA %d", consumer.name, consumer.id)
 
-    # -- the segment desk (fabricd/desk.py: descriptors over SCM_RIGHTS) -------------------------
-
-    def desk_consumer(self, ia: object, pid: int) -> Consumer:
+    def desk_consumer(self, ia: object, pid: int) -> Consumer:  # fabricd/desk.py
         """The open IA named ``ia`` of process ``pid`` (the kernel's word for who connected to
         the desk); PermissionError if there is none."""
         for consumer in self.consumers.values():
             if consumer.name == ia and consumer.pid == pid:
                 return consumer
         raise PermissionError(f"process {pid} has no open IA named {ia!r}")
-
-    def desk_may_fetch(self, consumer: Consumer, segment: object) -> bool:
-        """A driver may map its IA's own segments and the shared regions it attached."""
-        owner = self.memory.owners.get(segment) if isinstance(segment, str) else None
-        if owner is None or owner not in (0, consumer.id):
-            return False
-        return owner == consumer.id or any(
-            r.segment == segment and consumer.id in r.users for r in self.regs.shared.values()
-        )
-
-    def desk_name(self, consumer: Consumer) -> str:
-        """The name of the next segment ``consumer`` hands over (its arena's next chunk)."""
-        consumer.handed += 1
-        return f"{SEGMENT_PREFIX}{consumer.name}-a{consumer.handed}"
 
     def flush_events(self) -> None:
         """Send every consumer its queued events now."""

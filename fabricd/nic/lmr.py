@@ -30,7 +30,7 @@ from proto.errors import (
 )
 from proto.limits import Limits
 from proto.schema import Empty
-from proto.segments import OWN_MEMORY, SHARED_PREFIX, shared_segment_name
+from proto.segments import OWN_MEMORY, SEGMENT_PREFIX, SHARED_PREFIX, shared_segment_name
 
 log = logging.getLogger("fabricd")
 NO_PTRACE = (
@@ -217,6 +217,21 @@ class Registrations:
             )
         region.users.add(consumer.id)
         return calls.SharedRegion(region.segment, region.length)
+
+    def may_fetch(self, consumer: Consumer, segment: object) -> bool:
+        """The segment desk hands a driver its IA's own segments and the shared regions it
+        attached, nothing else (fabricd/desk.py)."""
+        owner = self.memory.owners.get(segment) if isinstance(segment, str) else None
+        if owner is None or owner not in (0, consumer.id):
+            return False
+        return owner == consumer.id or any(
+            r.segment == segment and consumer.id in r.users for r in self.shared.values()
+        )
+
+    def handed_name(self, consumer: Consumer) -> str:
+        """The name of the next segment ``consumer`` hands over (its arena's next chunk)."""
+        consumer.handed += 1
+        return f"{SEGMENT_PREFIX}{consumer.name}-a{consumer.handed}"
 
     def lmr_sync(self, consumer: Consumer, a: calls.LmrSync) -> Empty:
         """dat_lmr_sync_rdma_write (to_cpu) and dat_lmr_sync_rdma_read, for any LMRs and PZs."""

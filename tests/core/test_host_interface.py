@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from fabricd.nic import hub
+from fabricd.nic import intake
 from fabricd.nic.objects import Ep
 from fabricd.nic.queues import doorbell as heard
 from proto.codec import encode
@@ -113,7 +113,7 @@ def test_a_doorbell_is_counted_heard_once_what_it_announced_is_taken(
         seen.append(sq.space())
         heard(ep)
 
-    monkeypatch.setattr(hub, "doorbell", counting)
+    monkeypatch.setattr(intake, "doorbell", counting)
     doorbell = _write(a, b, 1)
     doorbell += b"".join(_write(a, b, cookie, at=64 * cookie) for cookie in (2, 3))
     a.c.send(doorbell)
@@ -176,13 +176,13 @@ def _drains_for_one_call(idle: int, monkeypatch: pytest.MonkeyPatch) -> int:
         a.c.call(a.c.core.ep_create(a.pz, a.evd, a.evd, a.evd, None))
     _polled(a, b)
     nic, looked = a.c.node.nic, list[int]()
-    drain = nic._drain
+    drain = nic.intake.drain
 
     def counted(ep: Ep) -> None:
         looked.append(ep.handle)
         drain(ep)
 
-    monkeypatch.setattr(nic, "_drain", counted)
+    monkeypatch.setattr(nic.intake, "drain", counted)
     a.c.call(a.c.core.pz_create(), run=False)
     monkeypatch.undo()
     return len(looked)

@@ -34,14 +34,14 @@ def test_the_desk_hands_an_ia_its_own_queues_and_attached_regions_only() -> None
     assert mine.state is not None and theirs.state is not None
     evd = mine.call(mine.core.evd_create(4, EvdFlags.DEFAULT))
     nic = node.nic
-    assert nic.desk_may_fetch(mine.state, eq_segment(mine.name, evd))
-    assert not nic.desk_may_fetch(theirs.state, eq_segment(mine.name, evd))
-    assert not nic.desk_may_fetch(mine.state, "datfabric-nothing") and not nic.desk_may_fetch(
+    assert nic.regs.may_fetch(mine.state, eq_segment(mine.name, evd))
+    assert not nic.regs.may_fetch(theirs.state, eq_segment(mine.name, evd))
+    assert not nic.regs.may_fetch(mine.state, "datfabric-nothing") and not nic.regs.may_fetch(
         mine.state, 7
     )
     (segment, _) = mine.call(mine.core.shared_attach(b"c" * 40, 4096))
-    assert nic.desk_may_fetch(mine.state, segment)
-    assert not nic.desk_may_fetch(theirs.state, segment), "not before it attached the region"
+    assert nic.regs.may_fetch(mine.state, segment)
+    assert not nic.regs.may_fetch(theirs.state, segment), "not before it attached the region"
     assert nic.desk_consumer(mine.name, mine.pid) is mine.state
     with pytest.raises(PermissionError):
         nic.desk_consumer(mine.name, theirs.pid)

@@ -1,0 +1,96 @@
+"""The daemon's intake of work requests: a doorbell, the WQEs it announced taken off an EP's
+send and receive queues (docs/host-interface.md section 5), and the polling that spares the
+driver a doorbell while the EP is busy."""
+
+from __future__ import annotations
+
+import logging
+
+from fabricd.memory import MemoryRegistry
+from fabricd.nic.initiator import Initiator
+from fabricd.nic.objects import Consumer, Ep, Shell
+from fabricd.nic.queues import RQ_OPCODES, SQ_OPCODES, doorbell, set_polling, take, watch
+from fabricd.nic.target import Target
+from proto.hostif import OPCODE_DTOS, RingError
+
+log = logging.getLogger("fabricd")
+
+
+class Intake:
+    """Work queue entries, from the rings to the initiator (requests) and target (receives)."""
+
+    def __init__(
+        self, memory: MemoryRegistry, initiator: Initiator, target: Target, shell: Shell
+    ) -> None:
+        self.memory = memory
+        self.initiator = initiator
+        self.target = target
+        self.shell = shell
+
+    def doorbell(self, consumer: Consumer, handle: object) -> None:
+        """DOORBELL: take what the EP's queues announce, mark it HEARD, and look once more."""
+        ep = consumer.eps.get(handle) if type(handle) is int else None
+        if ep is None:  # freed since: its queues went with it
+            log.info("consumer %s rang the doorbell of no EP %r", consumer.name, handle)
+            return
+        self.drain(ep)  # first what it announced: a driver that sees HEARD sees them taken
+        doorbell(ep)
+        self.memory.fence()  # HEARD, then a look: a driver that saw HEARD old rang nothing
+        q = ep.queues
+        if q is not None and (q.sq.available() or q.rq.available()):
+            self.drain(ep)
+
+    def drain(self, ep: Ep) -> None:
+        """Take every WQE the driver published on the EP's queues, in order. Having taken
+        some, the daemon polls the EP (POLL 1, so posts ring no doorbell) until a look at the
+        end of a loop turn finds nothing new; then it clears POLL, fences, and looks once more
+        (a driver that still saw POLL 1 rang no doorbell). The same last look takes an EP whose
+        POLL was cleared without one (it left CONNECTED) out of the consumer's polled EPs."""
+        q = ep.queues
+        while q is not None:
+            taken = 0
+            for wqe in take(q.sq, SQ_OPCODES):
+                dto = OPCODE_DTOS[wqe.opcode]
+                staged = None if wqe.stage is None else q.stage[wqe.stage :]
+                self.initiator.post(
+                    ep.consumer,
+                    ep,
+                    dto,
+                    wqe.cookie,
+                    wqe.flags,
+                    wqe.segments,
+                    wqe.remote,
+                    start=False,
+                    staged=staged,
+                )
+                taken += 1
+            if taken:
+                self.initiator.transmit(ep)  # together: small Writes leave as one batch
+            for wqe in take(q.rq, RQ_OPCODES):
+                self.target.post_recv(ep, wqe.cookie, wqe.flags, wqe.segments)
+                taken += 1
+            if taken:
+                watch(ep, q)
+                if not q.repoll:
+                    q.repoll = True
+                    self.shell.call_soon(lambda: self.poll(ep))
+                return
+            set_polling(q, False)
+            if ep.handle not in ep.consumer.polled:
+                return  # not polled: a doorbell covers every post since its last empty look
+            self.memory.fence()
+            if not (q.sq.available() or q.rq.available()):
+                del ep.consumer.polled[ep.handle]
+                return
+            q = ep.queues
+
+    def poll(self, ep: Ep) -> None:
+        """The end-of-turn look at a polled EP (a broken ring closes its IA only)."""
+        q = ep.queues
+        if q is None:
+            return
+        q.repoll = False
+        try:
+            self.drain(ep)
+        except RingError as err:
+            ep.consumer.channel.close(f"EP {ep.handle}: {err}")
