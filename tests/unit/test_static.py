@@ -27,6 +27,8 @@ PURE_MODULES = [
     ROOT / "client" / "__init__.py",
     ROOT / "client" / "core.py",
     ROOT / "client" / "posting.py",
+    ROOT / "client" / "eventing.py",
+    ROOT / "client" / "memcalls.py",
     ROOT / "client" / "records.py",
 ]
 IO_MODULES = frozenset(

@@ -1,0 +1,271 @@
+"""The consumer core's event path (client.core.ClientCore is an EventPath): EVDs and CNOs as the
+driver keeps them, their event queues read from the rings the daemon fills (docs/host-interface.md
+section 6), dat_evd_dequeue, the pieces of dat_evd_wait and dat_cno_wait both APIs drive, and
+software events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from client.records import Call as Call
+from client.records import CrInfo as CrInfo
+from client.records import EpMirror, EvdState, QueueMapper
+from client.records import Event as Event
+from client.records import LmrInfo as LmrInfo
+from client.records import Op as Op
+from proto import calls, events
+from proto.attrs import EpAttr
+from proto.checks import is_int
+from proto.constants import (
+    DatReturnSubtype,
+    Dtos,
+    EpState,
+    EvdFlags,
+    EventNumber,
+)
+from proto.errors import (
+    DatInvalidHandle,
+    DatInvalidParameter,
+    DatInvalidState,
+    DatQueueEmpty,
+    DatTimeoutExpired,
+)
+from proto.events import decode_event
+from proto.hostif import (
+    ASYNC_EVD,
+    EQ_ENTRY_SIZE,
+    NOTIFIES,
+    RingKind,
+    check_descriptor,
+    eq_ring,
+    eq_segment,
+    read_eqe,
+)
+
+Sub = DatReturnSubtype
+Triplet = Sequence[int]
+
+_DTO_COMPLETION: Final = EventNumber.DTO_COMPLETION_EVENT
+
+
+class EventPath:
+    """Everything of ClientCore that reads or waits on events; the state it shares with the
+    rest of the core is declared here and set up by ClientCore.__init__."""
+
+    name: str
+    mapper: QueueMapper
+    evds: dict[int, EvdState]
+    eps: dict[int, EpMirror]
+    crs: dict[int, CrInfo]
+    cnos: dict[int, set[int]]
+    catastrophic: bool
+    _handles: int
+    _pointers: dict[int, Any]
+    _token: int
+
+    # -- events --------------------------------------------------------------------------------
+
+    def refill(self, evd: EvdState) -> None:
+        """Read the entries the daemon added to ``evd``'s queue since the last look (they keep
+        their slots until handed out)."""
+        ring = evd.ring
+        if ring is None or self.catastrophic:
+            return
+        ready = ring.available()
+        while evd.from_ring < ready:
+            raw, flags, head, body = read_eqe(ring, ring.mine + evd.from_ring)
+            if raw == _DTO_COMPLETION:  # the common entry, made into its Event directly
+                ep, status, cookie, length, op = head  # proto.events.dto_entry's layout
+                notify = bool(flags & NOTIFIES)
+                event = Event(
+                    _DTO_COMPLETION, evd.handle, ep, cookie, status, length, op, notify=notify
+                )
+            else:
+                event = self._event(*decode_event(evd.handle, raw, flags, head, body))
+            evd.from_ring += 1
+            evd.queue.append(event)
+            evd.notifying += event.notify
+
+    def _event(self, number: EventNumber, ev: events.Event) -> Event:
+        """One event of the daemon as the API hands it out, updating the mirrors it concerns."""
+        if isinstance(ev, events.DtoCompletion):
+            return Event(
+                number, ev.evd, ev.ep, ev.cookie, ev.status, ev.length, ev.op, notify=ev.notify
+            )
+        if isinstance(ev, events.RmrBindCompletion):
+            return Event(
+                number,
+                ev.evd,
+                ev.ep,
+                ev.cookie,
+                ev.status,
+                handle=ev.rmr,
+                operation=Dtos.BIND_MW,
+                notify=ev.notify,
+            )
+        if isinstance(ev, events.ConnectionRequest):
+            return self._request(number, ev)
+        if isinstance(ev, events.ConnectionEvent):
+            if ev.ep in self.eps:
+                self.eps[ev.ep].state = EpState(ev.state)
+            return Event(number, ev.evd, ep=ev.ep, private_data=ev.private_data)
+        if isinstance(ev, events.SoftwareEvent):
+            return Event(number, ev.evd, pointer=self._pointers.pop(ev.pointer, ev.pointer))
+        return Event(number, ev.evd, handle=ev.handle, reason=ev.reason)
+
+    def _request(self, number: EventNumber, ev: events.ConnectionRequest) -> Event:
+        self.crs[ev.cr] = CrInfo(
+            ev.cr, ev.sp, ev.conn_qual, ev.remote_address, ev.private_data, ev.ep
+        )
+        if ev.ep in self.eps:
+            self.eps[ev.ep].state = EpState.PASSIVE_CONNECTION_PENDING
+        elif ev.ep:  # a PSP with the PROVIDER flag made this EP for the request
+            self.eps[ev.ep] = EpMirror(
+                ev.ep, 0, 0, 0, 0, EpAttr(), EpState.TENTATIVE_CONNECTION_PENDING
+            )
+        return Event(
+            number,
+            ev.evd,
+            ep=ev.ep,
+            sp=ev.sp,
+            conn_qual=ev.conn_qual,
+            cr=ev.cr,
+            remote_address=ev.remote_address,
+            private_data=ev.private_data,
+        )
+
+    # -- objects kept here ---------------------------------------------------------------------
+
+    def new_handle(self) -> int:
+        """A consumer-side handle (EVDs live in the consumer)."""
+        self._handles += 1
+        return self._handles
+
+    def evd_create(self, min_qlen: int, flags: int, cno: int = 0) -> Op:
+        """dat_evd_create: an EVD of at least ``min_qlen`` entries; its event queue is placed
+        by the daemon."""
+        if not is_int(min_qlen) or min_qlen <= 0:
+            raise DatInvalidParameter(Sub.INVALID_ARG2, "min_qlen must be positive")
+        if not is_int(flags) or flags & ~int(EvdFlags.DEFAULT | EvdFlags.SOFTWARE):
+            raise DatInvalidParameter(Sub.INVALID_ARG4, f"bad EVD flags {flags!r}")
+        if cno and cno not in self.cnos:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {cno!r}")
+        handle = self.new_handle()
+        (entries,) = yield Call("evd_create", calls.EvdCreate(handle, min_qlen))
+        self.evds[handle] = EvdState(handle, min_qlen, EvdFlags(flags), cno=cno)
+        self._map_queue(self.evds[handle], entries)
+        if cno:
+            self.cnos[cno].add(handle)
+        return handle
+
+    def async_evd_create(self) -> Op:
+        """The async EVD's event queue (the driver asks for it right after HELLO)."""
+        evd = self.evds[ASYNC_EVD]
+        (entries,) = yield Call("evd_create", calls.EvdCreate(ASYNC_EVD, evd.qlen))
+        self._map_queue(evd, entries)
+
+    def _map_queue(self, evd: EvdState, entries: int) -> None:
+        view = self.mapper.map(eq_segment(self.name, evd.handle))
+        check_descriptor(view, RingKind.EQ, entries, EQ_ENTRY_SIZE)
+        evd.ring = eq_ring(view, entries, producer=False)
+
+    def evd_ready(self, evd: EvdState, threshold: int) -> bool:
+        """Would a waiter of ``evd`` wake now (after reading its queue)?"""
+        self.refill(evd)
+        return evd.ready(threshold)
+
+    def arm(self, evds: Sequence[EvdState], threshold: int) -> None:
+        """Before sleeping: ask the daemon to NOTIFY when one of ``evds`` holds ``threshold``
+        events; then a full barrier, so the caller's next look at the rings is ordered after
+        the ARM stores (if the daemon missed the ARM, that look finds its events)."""
+        for evd in evds:
+            evd.arm(threshold)
+        self.mapper.fence()
+
+    def evd_wait_begin(self, handle: int, threshold: int) -> EvdState:
+        """The checks of dat_evd_wait; marks the EVD as having its one waiter."""
+        evd = self.evd(handle)
+        if not is_int(threshold) or threshold <= 0 or threshold > evd.qlen:
+            raise DatInvalidParameter(Sub.INVALID_ARG3, f"bad threshold {threshold!r}")
+        if evd.waiting:
+            raise DatInvalidState(Sub.INVALID_STATE_EVD_WAITER, "the EVD already has a waiter")
+        if evd.overflowed:
+            raise DatInvalidState(Sub.INVALID_STATE_EVD_IN_USE, "the EVD overflowed")
+        evd.waiting = True
+        return evd
+
+    @staticmethod
+    def evd_timeout(evd: EvdState, threshold: int, timeout: int) -> DatTimeoutExpired:
+        """DAT_TIMEOUT_EXPIRED for a wait, with ``nmore`` (the events queued meanwhile)."""
+        err = DatTimeoutExpired(message=f"no {threshold} events within {timeout} us")
+        err.nmore = len(evd.queue)
+        return err
+
+    def evd_post_se(self, handle: int, pointer: Any) -> Op:
+        """dat_evd_post_se: a software event on an EVD created with the SOFTWARE flag (the
+        daemon queues it, so it keeps its place among the others)."""
+        evd = self.evd(handle)
+        if not evd.flags & EvdFlags.SOFTWARE:
+            raise DatInvalidParameter(Sub.INVALID_ARG1, "the EVD takes no software events")
+        self._token = token = (self._token + 1) % (1 << 64)
+        yield Call("evd_post_se", calls.EvdPostSe(handle, token))
+        self._pointers[token] = pointer  # before any look at the ring can find the event
+
+    def cno_create(self) -> int:
+        """dat_cno_create: a waiter shared by the EVDs attached to it."""
+        handle = self.new_handle()
+        self.cnos[handle] = set()
+        return handle
+
+    def cno_ready(self, handle: int) -> int:
+        """The first attached EVD holding an event (0 if none); DAT_INVALID_HANDLE if no CNO."""
+        if handle not in self.cnos:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {handle!r}")
+        for evd in sorted(self.cnos[handle]):
+            self.refill(self.evds[evd])
+            if self.evds[evd].notifying:
+                return evd
+        return 0
+
+    def cno_free(self, handle: int) -> None:
+        """dat_cno_free: refused while an EVD is attached."""
+        if handle not in self.cnos:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {handle!r}")
+        if self.cnos[handle]:
+            raise DatInvalidState(Sub.INVALID_STATE_CNO_IN_USE, "EVDs are attached")
+        del self.cnos[handle]
+
+    def evd(self, handle: Any) -> EvdState:
+        """An EVD by handle, or DAT_INVALID_HANDLE."""
+        evd = self.evds.get(handle) if type(handle) is int else None
+        if evd is None:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_EVD_REQUEST, f"no EVD {handle!r}")
+        return evd
+
+    def evd_free(self, handle: int) -> Op:
+        """dat_evd_free: refused while an endpoint uses it."""
+        self.evd(handle)
+        if handle == ASYNC_EVD:
+            raise DatInvalidState(Sub.INVALID_STATE_EVD_IN_USE, "the IA's async EVD")
+        for ep in self.eps.values():
+            if handle in (ep.recv_evd, ep.request_evd, ep.connect_evd):
+                raise DatInvalidState(Sub.INVALID_STATE_EVD_IN_USE, f"EP {ep.handle} uses it")
+        yield Call("evd_free", calls.EvdHandle(handle))
+        evd = self.evds.pop(handle)
+        if evd.cno:
+            self.cnos[evd.cno].discard(handle)
+        if evd.ring is not None:
+            evd.ring = None
+            self.mapper.unmap(eq_segment(self.name, handle))
+
+    def evd_dequeue(self, handle: int) -> Event:
+        """dat_evd_dequeue: the oldest event, or DAT_QUEUE_EMPTY."""
+        evd = self.evd(handle)
+        if evd.waiting:
+            raise DatInvalidState(Sub.INVALID_STATE_EVD_WAITER, "a waiter owns the EVD")
+        if not evd.queue:
+            self.refill(evd)
+            if not evd.queue:
+                raise DatQueueEmpty(message="no event queued")
+        return evd.pop()
