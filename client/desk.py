@@ -37,12 +37,13 @@ class Desk:
         return name
 
     def _ask(self, request: bytes, fds: list[int]) -> tuple[Frame, list[int]]:
+        got: list[int] = []
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 s.settimeout(TIMEOUT)
                 s.connect(self.path)
                 socket.send_fds(s, [request], fds)
-                reader, got = FrameReader(), []
+                reader = FrameReader()
                 while (frame := reader.next_event()) is None:
                     data, more, _, _ = socket.recv_fds(s, 4096, 1)
                     got.extend(more)
@@ -50,6 +51,8 @@ class Desk:
                         raise ProtocolError("the desk closed before it answered")
                     reader.feed(data)
         except (OSError, ProtocolError) as err:
+            for fd in got:  # a descriptor that came before the failure is not kept
+                socket.close(fd)
             raise DatInsufficientResources(Sub.RESOURCE_MEMORY, f"segment desk: {err}") from None
         if frame.type != FrameType.SEGMENT:
             for fd in got:

@@ -6,7 +6,8 @@ import hashlib
 from typing import Final
 
 SEGMENT_PREFIX: Final = "datfabric-"
-"""Every segment of the fabric: ``datfabric-<consumer token>-<n>`` for an IA's arena."""
+"""Every segment of the fabric: ``datfabric-<IA name>-a<n>`` for a chunk of an IA's arena,
+``-wq<ep>`` and ``-eq<evd>`` for its queues (memfd names; nothing is a file)."""
 
 OWN_MEMORY: Final = ""
 """The segment of a VIRTUAL lmr_create that names the calling process's own memory."""
