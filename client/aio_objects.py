@@ -108,9 +108,12 @@ class AsyncEp:
         cookie: int = 0,
         remote: Triplet | None = None,
         flags: int = CompletionFlags.DEFAULT,
+        operands: tuple[int, int] = (0, 0),
     ) -> None:
-        """dat_ep_post_send / _recv / _rdma_write / _rdma_read, by ``kind``."""
-        doorbell = self.ia.core.post(kind, self.handle, local_iov, cookie, remote, flags)
+        """dat_ep_post_send / _recv / _rdma_write / _rdma_read, and dat_ib_post_fetch_and_add /
+        _cmp_and_swap / _rdma_write_immed, by ``kind``; ``operands``: (add_value, 0),
+        (swap, compare) or (immediate, 0) of the IB ones."""
+        doorbell = self.ia.core.post(kind, self.handle, local_iov, cookie, remote, flags, operands)
         if doorbell:
             self.ia.send(doorbell)
 

@@ -112,10 +112,12 @@ def _post(
     user_cookie: int,
     remote_iov: Triplet | None,
     completion_flags: int,
+    operands: tuple[int, int] = (0, 0),
 ) -> int:
     def run() -> None:
         target = need(ep, Ep, Sub.INVALID_HANDLE_EP)
-        target._post(kind, iov(num_segments, local_iov), user_cookie, remote_iov, completion_flags)
+        local = iov(num_segments, local_iov)
+        target._post(kind, local, user_cookie, remote_iov, completion_flags, operands)
 
     return status(run)
 
@@ -167,6 +169,55 @@ def dat_ep_post_rdma_read(
     """dat_ep_post_rdma_read."""
     return _post(
         ep, Dtos.RDMA_READ, num_segments, local_iov, user_cookie, remote_iov, completion_flags
+    )
+
+
+def dat_ib_post_fetch_and_add(
+    ep: Ep,
+    add_value: int,
+    local_iov: Triplet,
+    user_cookie: int,
+    remote_iov: Triplet,
+    completion_flags: int,
+) -> int:
+    """dat_ib_post_fetch_and_add (dat_ib_extensions.h): ``local_iov`` is one triplet."""
+    local = [local_iov]  # None: refused as a triplet, the argument named
+    operands = (add_value, 0)
+    return _post(
+        ep, Dtos.IB_FETCH_ADD, 1, local, user_cookie, remote_iov, completion_flags, operands
+    )
+
+
+def dat_ib_post_cmp_and_swap(
+    ep: Ep,
+    compare_value: int,
+    swap_value: int,
+    local_iov: Triplet,
+    user_cookie: int,
+    remote_iov: Triplet,
+    completion_flags: int,
+) -> int:
+    """dat_ib_post_cmp_and_swap (dat_ib_extensions.h): ``local_iov`` is one triplet."""
+    local = [local_iov]  # None: refused as a triplet, the argument named
+    operands = (swap_value, compare_value)
+    return _post(
+        ep, Dtos.IB_CMP_SWAP, 1, local, user_cookie, remote_iov, completion_flags, operands
+    )
+
+
+def dat_ib_post_rdma_write_immed(
+    ep: Ep,
+    num_segments: int,
+    local_iov: Sequence[Triplet] | None,
+    user_cookie: int,
+    remote_iov: Triplet,
+    immed_data: int,
+    completion_flags: int,
+) -> int:
+    """dat_ib_post_rdma_write_immed (dat_ib_extensions.h)."""
+    kind, operands = Dtos.IB_RDMA_WRITE_IMMED, (immed_data, 0)
+    return _post(
+        ep, kind, num_segments, local_iov, user_cookie, remote_iov, completion_flags, operands
     )
 
 

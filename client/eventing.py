@@ -18,6 +18,7 @@ from proto import calls, events
 from proto.attrs import EpAttr
 from proto.checks import is_int
 from proto.constants import (
+    IB_EXT_TYPES,
     DatReturnSubtype,
     Dtos,
     EpState,
@@ -90,9 +91,12 @@ class EventPath:
     def _event(self, number: EventNumber, ev: events.Event) -> Event:
         """One event of the daemon as the API hands it out, updating the mirrors it concerns."""
         if isinstance(ev, events.DtoCompletion):
-            return Event(
+            event = Event(
                 number, ev.evd, ev.ep, ev.cookie, ev.status, ev.length, ev.op, notify=ev.notify
             )
+            if number == EventNumber.IB_DTO_EVENT:
+                event.ext_type, event.immed_data = IB_EXT_TYPES[Dtos(ev.op)], ev.immediate
+            return event
         if isinstance(ev, events.RmrBindCompletion):
             return Event(
                 number,

@@ -232,8 +232,9 @@ class Ep(_Handle):
         cookie: int,
         remote: Triplet | None,
         flags: int,
+        operands: tuple[int, int] = (0, 0),
     ) -> None:
-        doorbell = self.ia.core.post(kind, self.handle, local_iov, cookie, remote, flags)
+        doorbell = self.ia.core.post(kind, self.handle, local_iov, cookie, remote, flags, operands)
         if doorbell:
             self.ia._send(doorbell)
 
@@ -268,6 +269,43 @@ class Ep(_Handle):
     ) -> None:
         """dat_ep_post_rdma_read."""
         self._post(Dtos.RDMA_READ, local_iov, cookie, remote, flags)
+
+    def post_fetch_and_add(
+        self,
+        add_value: int,
+        local_iov: Sequence[Triplet],
+        cookie: int,
+        remote: Triplet,
+        flags: int = CompletionFlags.DEFAULT,
+    ) -> None:
+        """dat_ib_post_fetch_and_add: ``add_value`` is added to the 8 bytes at the remote
+        address, atomically; their original value lands in the 8-byte local segment."""
+        self._post(Dtos.IB_FETCH_ADD, local_iov, cookie, remote, flags, (add_value, 0))
+
+    def post_cmp_and_swap(
+        self,
+        compare: int,
+        swap: int,
+        local_iov: Sequence[Triplet],
+        cookie: int,
+        remote: Triplet,
+        flags: int = CompletionFlags.DEFAULT,
+    ) -> None:
+        """dat_ib_post_cmp_and_swap: the 8 remote bytes become ``swap`` if they equal
+        ``compare``, atomically; their original value lands in the 8-byte local segment."""
+        self._post(Dtos.IB_CMP_SWAP, local_iov, cookie, remote, flags, (swap, compare))
+
+    def post_rdma_write_immed(
+        self,
+        local_iov: Sequence[Triplet],
+        cookie: int,
+        remote: Triplet,
+        immediate: int,
+        flags: int = CompletionFlags.DEFAULT,
+    ) -> None:
+        """dat_ib_post_rdma_write_immed: an RDMA Write that also consumes a receive at the
+        target, which completes with the 32-bit ``immediate`` data."""
+        self._post(Dtos.IB_RDMA_WRITE_IMMED, local_iov, cookie, remote, flags, (immediate, 0))
 
 
 class Rmr(_Handle, WindowState):

@@ -1,6 +1,7 @@
 """Posting: an IA's work queues as their producer (docs/host-interface.md sections 4 and 5).
 
-dat_ep_post_send, _recv, _rdma_write and _rdma_read are checked here against the local mirrors
+dat_ep_post_send, _recv, _rdma_write and _rdma_read, and the IB extensions' dat_ib_post_
+fetch_and_add, _cmp_and_swap and _rdma_write_immed, are checked here against the local mirrors
 of the endpoints and LMRs, giving the spec's synchronous return codes, and written into the
 EP's send or receive queue in shared memory; a doorbell frame is made only when the daemon may
 not look, and a kick makes good a doorbell skipped in a race of the two sides' stores.
@@ -20,6 +21,7 @@ from proto.constants import CompletionFlags, DatReturnSubtype, Dtos, MemPriv
 from proto.errors import DatInsufficientResources, DatInvalidParameter, DatLengthError
 from proto.frames import FrameType
 from proto.hostif import (
+    ATOMIC_BYTES,
     RQ_OFFSET,
     SQ_OFFSET,
     U32,
@@ -56,6 +58,8 @@ class _PostRule:
     receive: bool = False
     send: bool = False  # no remote buffer
     into_local: bool = False  # an RDMA Read: the remote bytes land in the local iov
+    atomic: bool = False  # 8 bytes at an aligned remote address; the original comes back
+    shift: int = 0  # the call has this many arguments more before the iov (compare-and-swap)
 
 
 _POST_RULES: Final = {
@@ -75,7 +79,41 @@ _POST_RULES: Final = {
         Sub.INVALID_ARG6,
         into_local=True,
     ),
+    Dtos.IB_FETCH_ADD: _PostRule(
+        Opcode.FETCH_ADD, MemPriv.LOCAL_WRITE, "max_rdma_read_iov", Sub.INVALID_ARG6, atomic=True
+    ),
+    Dtos.IB_CMP_SWAP: _PostRule(
+        Opcode.CMP_SWAP,
+        MemPriv.LOCAL_WRITE,
+        "max_rdma_read_iov",
+        Sub.INVALID_ARG6,
+        atomic=True,
+        shift=1,
+    ),
+    Dtos.IB_RDMA_WRITE_IMMED: _PostRule(
+        Opcode.RDMA_WRITE_IMM, MemPriv.LOCAL_READ, "max_rdma_write_iov", Sub.INVALID_ARG7
+    ),
 }
+"""The argument positions name the flat calls': dat_ib_post_fetch_and_add(ep, add_value,
+local_iov, cookie, remote_iov, flags), dat_ib_post_cmp_and_swap(ep, compare, swap, local_iov,
+cookie, remote_iov, flags), dat_ib_post_rdma_write_immed(ep, num_segments, local_iov, cookie,
+remote_iov, immed_data, flags)."""
+_U64: Final = (1 << 64) - 1
+_IB_DTOS: Final = Dtos.IB_RDMA_WRITE_IMMED
+_OPERANDS: Final = {  # the argument and range of the WQE's operand, then of its compare
+    Opcode.FETCH_ADD: ((Sub.INVALID_ARG2, _U64), (Sub.INVALID_ARG2, 0)),
+    Opcode.CMP_SWAP: ((Sub.INVALID_ARG3, _U64), (Sub.INVALID_ARG2, _U64)),
+    Opcode.RDMA_WRITE_IMM: ((Sub.INVALID_ARG6, U32 - 1), (Sub.INVALID_ARG6, 0)),
+}
+
+
+def _check_atomic(used: Sequence[tuple[Region, int, int]], target: tuple[int, int, int]) -> None:
+    """An atomic's original value lands in one local segment of exactly 8 bytes; it acts on 8
+    bytes at an 8-byte aligned remote address."""
+    if len(used) != 1 or used[0][2] != ATOMIC_BYTES or target[1] < ATOMIC_BYTES:
+        raise DatLengthError(message="an atomic takes one 8-byte local segment and 8 remote bytes")
+    if target[0] % ATOMIC_BYTES:
+        raise DatInvalidParameter(Sub.INVALID_ARG5, "an atomic's remote address is 8-byte aligned")
 
 
 class Posting:
@@ -113,16 +151,54 @@ class Posting:
         cookie: int,
         remote: Triplet | None,
         flags: int,
+        operands: tuple[int, int] = (0, 0),
     ) -> bytes:
-        """Check a post as dat_ep_post_* specify (raising the spec's DatError) and write its WQE;
-        returns the doorbell frame to send, or nothing when one is already in flight.
+        """Check a post as dat_ep_post_* (and dat_ib_post_*) specify, raising the spec's
+        DatError, and write its WQE; returns the doorbell frame to send, or nothing when one is
+        already in flight.
 
         The hot path of the library: what depends on the kind comes from one table, flags are
         compared as plain ints (an IntFlag operator costs ~1 us) and the EP's state as the raw
         word the daemon published."""
+        rule = _POST_RULES[kind]
+        if kind >= _IB_DTOS:
+            return self._post_extended(rule, handle, local_iov, cookie, remote, flags, operands)
+        return self._post(rule, handle, local_iov, cookie, remote, flags, operands)
+
+    def _post_extended(
+        self,
+        rule: _PostRule,
+        handle: int,
+        local_iov: Sequence[Triplet],
+        cookie: int,
+        remote: Triplet | None,
+        flags: int,
+        operands: tuple[int, int],
+    ) -> bytes:
+        """An IB extension post: its operands checked, argument errors named by the position
+        the argument has in the extension's call."""
+        for value, (subtype, limit) in zip(operands, _OPERANDS[rule.opcode], strict=True):
+            if not is_int(value) or not 0 <= value <= limit:
+                raise DatInvalidParameter(subtype, f"operand {value!r} out of its C type's range")
+        try:
+            return self._post(rule, handle, local_iov, cookie, remote, flags, operands)
+        except DatInvalidParameter as err:
+            if not rule.shift or not Sub.INVALID_ARG1 <= err.subtype < Sub.INVALID_ARG10:
+                raise
+            raise DatInvalidParameter(Sub(err.subtype + rule.shift), err.message) from None
+
+    def _post(
+        self,
+        rule: _PostRule,
+        handle: int,
+        local_iov: Sequence[Triplet],
+        cookie: int,
+        remote: Triplet | None,
+        flags: int,
+        operands: tuple[int, int],
+    ) -> bytes:
         ep = self.ep_mirror(handle)
         attr = ep.attr
-        rule = _POST_RULES[kind]
         if not is_int(cookie) or not 0 <= cookie < 1 << 64:
             raise DatInvalidParameter(Sub.INVALID_ARG4, "cookie must be a u64")
         if not is_int(flags) or int(flags) & ~0x3F:
@@ -138,7 +214,7 @@ class Posting:
             write_wqe(rq, rule.opcode, flags, cookie, local_iov)
             rq.publish()
             return self._doorbell(ep)
-        self.check_request(ep, flags, rule.flags_arg, kind.name)
+        self.check_request(ep, flags, rule.flags_arg, rule.opcode.name)
         used = check_local_iov(
             local_iov, self.regions.get, ep.pz, rule.need, getattr(attr, rule.max_iov)
         )
@@ -157,7 +233,9 @@ class Posting:
                 raise DatLengthError(message="the local buffer is too small for the remote data")
             if total > attr.max_rdma_size or r_len > attr.max_rdma_size:
                 raise DatLengthError(message="larger than the EP's max_rdma_size")
-        write_wqe(sq, rule.opcode, flags, cookie, local_iov, target)
+            if rule.atomic:
+                _check_atomic(used, target)
+        write_wqe(sq, rule.opcode, flags, cookie, local_iov, target, operands=operands)
         sq.publish()
         return self._doorbell(ep)
 

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from proto.attrs import EpAttr
 from proto.calls import METHODS
-from proto.constants import EpState, EvdFlags, EventNumber, MemPriv
+from proto.constants import EpState, EvdFlags, EventNumber, IbExtType, MemPriv
 from proto.hostif import U32, EqWord, Ring, Word
 from proto.schema import Empty
 
@@ -55,6 +55,10 @@ class Event:
     """False for an UNSIGNALLED completion: it is queued but wakes no waiter."""
     cr_handle: Any = field(default=None, compare=False, repr=False)
     """For CONNECTION_REQUEST: the CR object of the API that returned the event."""
+    ext_type: IbExtType | None = None
+    """For IB_DTO_EVENT: DAT_IB_EXTENSION_EVENT_DATA's type (what completed)."""
+    immed_data: int = 0
+    """For IB_DTO_EVENT of type RDMA_WRITE_IMMED_DATA: the 32-bit immediate data."""
 
 
 @dataclass(eq=False)

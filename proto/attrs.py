@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Final
 
-from proto.constants import CompletionFlags, DatReturnSubtype, IovOwnership, Qos, ServiceType
+from proto.constants import (
+    IB_EXTENSION_VERSION,
+    CompletionFlags,
+    DatReturnSubtype,
+    Extension,
+    IovOwnership,
+    Qos,
+    ServiceType,
+)
 from proto.errors import DatInvalidParameter
 from proto.limits import Limits
 
@@ -124,4 +132,16 @@ def ia_attributes(
         "optimal_buffer_alignment": 256,
         "lmr_sync_req": lmr_sync_req,
         "iov_ownership_on_return": IovOwnership.CONSUMER,  # local_iov is copied at post
+        "extension_supported": Extension.IB,  # dat_ib_extensions.h: atomics, immediate data
+        "extension_version": IB_EXTENSION_VERSION,
+        "provider_specific_attr": dict(IB_EXTENSION_ATTRS),
     }
+
+
+IB_EXTENSION_ATTRS: Final = (
+    ("DAT_IB_FETCH_AND_ADD", "TRUE"),
+    ("DAT_IB_CMP_AND_SWAP", "TRUE"),
+    ("DAT_IB_IMMED_DATA", "TRUE"),
+)
+"""The provider-specific attributes programs probe for the IB extension operations (the names
+of dat_ib_extensions.h's DAT_IB_ATTR_*); UD, counters and collectives are not offered."""

@@ -59,7 +59,7 @@ def parse_writes(frame: Frame) -> tuple[int, list[WriteOp]]:
 
 
 def last_seq(frame: Frame) -> int:
-    """The sequence number of the last request a WRITE, SEND, READ_REQ or WRITES carries."""
+    """The sequence number of the last request a frame of REQUESTS or a WRITES carries."""
     seq = frame.fields[0]
     if type(seq) is not int:
         raise MalformedFrame("a request's sequence number must be an integer")

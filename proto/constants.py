@@ -255,7 +255,33 @@ class Dtos(IntEnum):
     BIND_MW = 5
     LMR_FMR = 6  # kDAPL only
     LMR_INVALIDATE = 7  # kDAPL only
+    # DAT_IB_DTOS (dat_ib_extensions.h), from DAT_DTO_EXTENSION_BASE: reported with
+    # DAT_IB_DTO_EVENT, the extension's data in DAT_IB_EXTENSION_EVENT_DATA
+    IB_RDMA_WRITE_IMMED = 8
+    IB_RECV_IMMED = 9
+    IB_FETCH_ADD = 10
+    IB_CMP_SWAP = 11
     EXTENSION_BASE = 8
+
+
+class IbExtType(IntEnum):
+    """DAT_IB_EXT_TYPE: what an IB extension event reports (its extension data's type)."""
+
+    FETCH_AND_ADD = 0
+    CMP_AND_SWAP = 1
+    RDMA_WRITE_IMMED = 2
+    RDMA_WRITE_IMMED_DATA = 3
+    RECV_IMMED_DATA = 4
+
+
+IB_EXT_TYPES: Final = {
+    Dtos.IB_RDMA_WRITE_IMMED: IbExtType.RDMA_WRITE_IMMED,
+    Dtos.IB_RECV_IMMED: IbExtType.RDMA_WRITE_IMMED_DATA,
+    Dtos.IB_FETCH_ADD: IbExtType.FETCH_AND_ADD,
+    Dtos.IB_CMP_SWAP: IbExtType.CMP_AND_SWAP,
+}
+"""The extension type of each IB DTO's completion (a receive consumed by an RDMA Write with
+immediate data reports RDMA_WRITE_IMMED_DATA)."""
 
 
 class Qos(IntEnum):
@@ -652,6 +678,7 @@ class EventNumber(IntEnum):
     HA_UP_TO_MULTI_PATH = 0x08102
     SOFTWARE_EVENT = 0x10001
     EXTENSION_EVENT = 0x20000
+    IB_DTO_EVENT = 0x40000  # DAT_IB_DTO_EVENT: every completion of an IB extension DTO
     IB_EXTENSION_RANGE_BASE = 0x40000
     IW_EXTENSION_RANGE_BASE = 0x80000
 

@@ -8,17 +8,20 @@ SUPPRESSed completion: its queue slot is freed by the DONE word alone).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import struct
+from typing import Final, NamedTuple
 
 from proto.codec import pack, unpack
-from proto.constants import EventNumber
+from proto.constants import Dtos, EventNumber
 from proto.errors import DatError, MalformedFrame
 from proto.hostif import NOTIFIES
 from proto.schema import parse
 
 
 class DtoCompletion(NamedTuple):
-    """DAT_DTO_COMPLETION_EVENT; ``notify`` False: UNSIGNALLED, it wakes no waiter."""
+    """DAT_DTO_COMPLETION_EVENT, or DAT_IB_DTO_EVENT when ``op`` is an IB extension DTO;
+    ``notify`` False: UNSIGNALLED, it wakes no waiter; ``immediate``: the 32-bit immediate data
+    of a receive an RDMA Write with immediate consumed (Dtos.IB_RECV_IMMED)."""
 
     evd: int
     ep: int
@@ -27,6 +30,7 @@ class DtoCompletion(NamedTuple):
     length: int
     op: int
     notify: bool
+    immediate: int = 0
 
 
 class RmrBindCompletion(NamedTuple):
@@ -91,9 +95,19 @@ _NUMBERS = {int(n): n for n in EventNumber}
 _CONNECTION_EVENTS = frozenset(n for n in EventNumber if n & 0xFF000 == 0x04000)
 
 
+IMMEDIATE: Final = struct.Struct("<I")
+"""The body of an IB_RECV_IMMED completion: its immediate data."""
+_IB_DTOS: Final = int(Dtos.IB_RDMA_WRITE_IMMED)  # the IB extension DTOs start here
+
+
+def dto_number(op: int) -> EventNumber:
+    """The event number a completion of ``op`` carries: DAT_IB_DTO_EVENT for the IB DTOs."""
+    return EventNumber.IB_DTO_EVENT if op >= _IB_DTOS else EventNumber.DTO_COMPLETION_EVENT
+
+
 def record_for(number: EventNumber) -> type[Event]:
     """The record an event number carries."""
-    if number == EventNumber.DTO_COMPLETION_EVENT:
+    if number in (EventNumber.DTO_COMPLETION_EVENT, EventNumber.IB_DTO_EVENT):
         return DtoCompletion
     if number == EventNumber.RMR_BIND_COMPLETION_EVENT:
         return RmrBindCompletion
@@ -121,7 +135,10 @@ def encode_event(number: EventNumber, record: Event) -> tuple[int, Head, bytes]:
         raise TypeError(f"{number.name} carries {record_for(number).__name__}")
     if isinstance(record, DtoCompletion):
         r = record
-        return *dto_entry(r.ep, r.status, r.cookie, r.length, r.op, r.notify), b""
+        if number != dto_number(r.op):
+            raise TypeError(f"a completion of DTO {r.op} is not a {number.name}")
+        body = IMMEDIATE.pack(r.immediate) if r.op == Dtos.IB_RECV_IMMED else b""
+        return *dto_entry(r.ep, r.status, r.cookie, r.length, r.op, r.notify), body
     if isinstance(record, RmrBindCompletion):
         flags = NOTIFIES if record.notify else 0
         return flags, (record.ep, record.status, record.cookie, 0, record.rmr), b""
@@ -139,8 +156,15 @@ def decode_event(
         raise MalformedFrame(f"event number {raw_number:#x} is not a DAT event")
     notify = bool(flags & NOTIFIES)
     ep, status, cookie, length, aux = head
-    if number == EventNumber.DTO_COMPLETION_EVENT:
-        return number, DtoCompletion(evd, ep, cookie, status, length, aux, notify)
+    if number == EventNumber.DTO_COMPLETION_EVENT or number == EventNumber.IB_DTO_EVENT:
+        if dto_number(aux) != number:
+            raise MalformedFrame(f"{number.name} of DTO {aux}")
+        immediate = 0
+        if aux == Dtos.IB_RECV_IMMED:
+            if len(body) != IMMEDIATE.size:
+                raise MalformedFrame(f"a receive with immediate data has a {len(body)}-byte body")
+            (immediate,) = IMMEDIATE.unpack(body)
+        return number, DtoCompletion(evd, ep, cookie, status, length, aux, notify, immediate)
     if number == EventNumber.RMR_BIND_COMPLETION_EVENT:
         return number, RmrBindCompletion(evd, ep, aux, cookie, status, notify)
     if number == EventNumber.SOFTWARE_EVENT:

@@ -24,7 +24,20 @@ rnr: the receiver is not ready past the retry count (DTO_ERR_RECEIVER_NOT_READY)
 bandwidth: the link carries at most rate_MBps (messages queue behind each other)."""
 
 OPS: Final = frozenset(
-    {"RDMA_WRITE", "RDMA_READ", "SEND", "RMR_BIND", "READ_RESP", "ACK", "CM", "HEARTBEAT", "ANY"}
+    {
+        "RDMA_WRITE",
+        "RDMA_READ",
+        "SEND",
+        "RMR_BIND",
+        "READ_RESP",
+        "ACK",
+        "CM",
+        "HEARTBEAT",
+        "ATOMIC",  # dat_ib_post_fetch_and_add, dat_ib_post_cmp_and_swap
+        "ATOMIC_RESP",  # the original value coming back
+        "RDMA_WRITE_IMMED",  # dat_ib_post_rdma_write_immed
+        "ANY",
+    }
 )
 RETRY_COUNT: Final = 7  # the RC transport's retries (IB's default) before DTO_ERR_TRANSPORT
 

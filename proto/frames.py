@@ -9,11 +9,11 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Final
 
-PROTOCOL_VERSION: Final = 3
-MAX_PROTOCOL_VERSION: Final = 3
+PROTOCOL_VERSION: Final = 4
+MAX_PROTOCOL_VERSION: Final = 4
 """The one wire version this build speaks; HELLO carries the range a peer accepts."""
 
-MIN_PROTOCOL_VERSION: Final = 3
+MIN_PROTOCOL_VERSION: Final = 4
 MAX_HEADER_LEN: Final = 64 * 1024
 """Largest msgpack header accepted; a longer length prefix closes the connection."""
 
@@ -53,6 +53,9 @@ class FrameType(IntEnum):
     ACK = 0x94
     NAK = 0x95
     WRITES = 0x96
+    ATOMIC = 0x97
+    ATOMIC_RESP = 0x98
+    WRITE_IMM = 0x99
 
 
 FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
@@ -79,6 +82,19 @@ FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
     FrameType.ACK: ("seq",),
     FrameType.NAK: ("seq", "status"),
     FrameType.WRITES: ("seq", "ops"),  # ops: [[address, rmr_context, length], ...] (proto.batch)
+    # the IB extensions: an atomic is answered like an RDMA Read (and takes a read credit);
+    # opcode is proto.hostif.Opcode FETCH_ADD or CMP_SWAP, compare 0 for fetch-and-add
+    FrameType.ATOMIC: (
+        "seq",
+        "address",
+        "rmr_context",
+        "opcode",
+        "operand",
+        "compare",
+        "reads_done",
+    ),
+    FrameType.ATOMIC_RESP: ("seq", "original"),
+    FrameType.WRITE_IMM: ("seq", "address", "rmr_context", "immediate"),  # consumes a receive
 }
 
 ROLE_CONSUMER: Final = "consumer"

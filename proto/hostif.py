@@ -24,7 +24,7 @@ from proto.attrs import MAX_DTOS, MAX_IOV
 from proto.constants import CompletionFlags, Dtos
 from proto.errors import ProtocolError
 
-HOSTIF_VERSION: Final = 4
+HOSTIF_VERSION: Final = 5
 """Bumped on any change of a layout below; HELLO refuses a driver of another version."""
 
 MAGIC: Final = 0x31514644  # "DFQ1" read as little-endian bytes
@@ -216,6 +216,9 @@ class Opcode(IntEnum):
     RDMA_WRITE = 2
     RDMA_READ = 3
     RECEIVE = 4
+    FETCH_ADD = 5  # dat_ib_post_fetch_and_add: operand is the value added
+    CMP_SWAP = 6  # dat_ib_post_cmp_and_swap: compare, then operand is the value swapped in
+    RDMA_WRITE_IMM = 7  # dat_ib_post_rdma_write_immed: operand is the 32-bit immediate data
 
 
 OPCODE_DTOS: Final = {
@@ -223,19 +226,26 @@ OPCODE_DTOS: Final = {
     Opcode.RDMA_WRITE: Dtos.RDMA_WRITE,
     Opcode.RDMA_READ: Dtos.RDMA_READ,
     Opcode.RECEIVE: Dtos.RECEIVE,
+    Opcode.FETCH_ADD: Dtos.IB_FETCH_ADD,
+    Opcode.CMP_SWAP: Dtos.IB_CMP_SWAP,
+    Opcode.RDMA_WRITE_IMM: Dtos.IB_RDMA_WRITE_IMMED,
 }
 DTOS_OPCODE: Final = {dtos: op for op, dtos in OPCODE_DTOS.items()}
 _OPCODES: Final = {int(op): op for op in OPCODE_DTOS}  # a dict lookup: Opcode(n) costs ~0.5 us
 
-WQE: Final = struct.Struct("<BBHIQQQII8x")
+WQE: Final = struct.Struct("<BBHIQQQIIQQ8x")
 """opcode, wqe flags (``STAGED``), num_segments, completion_flags, cookie, remote
-virtual_address, remote length, remote rmr_context, stage offset (0 unless STAGED), reserved
-(0); 48 bytes, then the segments."""
+virtual_address, remote length, remote rmr_context, stage offset (0 unless STAGED), operand,
+compare (the IB extensions' values: 0 for the other opcodes), reserved (0); 64 bytes, then the
+segments."""
+ATOMIC_BYTES: Final = 8
+"""An atomic acts on 8 bytes at an 8-byte aligned remote address, and returns the original
+value into one local segment of exactly 8 bytes."""
 STAGED: Final = 0x01
 """WQE flag: the bytes to send were copied into the EP's staging area at the stage offset when
 the WQE was posted (SEND and RDMA_WRITE without BARRIER_FENCE only); the segments still name
 where they came from, and are checked as always."""
-_STAGEABLE: Final = frozenset({Opcode.SEND, Opcode.RDMA_WRITE})
+_STAGEABLE: Final = frozenset({Opcode.SEND, Opcode.RDMA_WRITE, Opcode.RDMA_WRITE_IMM})
 _FENCE: Final = int(CompletionFlags.BARRIER_FENCE)  # a plain int: IntFlag operators are slow
 SEGMENT: Final = struct.Struct("<QQI4x")
 """A local segment: virtual_address, length, lmr_context, reserved (0); 24 bytes."""
@@ -258,6 +268,7 @@ class Wqe:
     segments: tuple[tuple[int, int, int], ...]  # (virtual_address, length, lmr_context)
     remote: tuple[int, int, int]  # (virtual_address, length, rmr_context); zeros for SEND/RECV
     stage: int | None = None  # STAGED: where its bytes start in the EP's staging area
+    operands: tuple[int, int] = (0, 0)  # (operand, compare) of the IB extension opcodes
 
 
 def write_wqe(
@@ -268,13 +279,15 @@ def write_wqe(
     segments: Sequence[Sequence[int]],
     remote: tuple[int, int, int] = (0, 0, 0),
     stage: int | None = None,
+    operands: tuple[int, int] = (0, 0),
 ) -> None:
     """Producer: fill the next slot (the caller checked ``space`` and publishes; ``stage``: the
-    bytes are in the staging area there)."""
+    bytes are in the staging area there; ``operands``: an IB extension's operand, compare)."""
     at = ring.slot(ring.mine)
     view = ring.view
     wqe_flags, offset = (0, 0) if stage is None else (STAGED, stage)
-    WQE.pack_into(view, at, opcode, wqe_flags, len(segments), flags, cookie, *remote, offset)
+    n = len(segments)
+    WQE.pack_into(view, at, opcode, wqe_flags, n, flags, cookie, *remote, offset, *operands)
     at += WQE.size
     for address, length, context in segments:
         SEGMENT.pack_into(view, at, address, length, context)
@@ -284,12 +297,14 @@ def write_wqe(
 def read_wqe(ring: Ring, index: int, max_iov: int) -> Wqe:
     """Consumer: the WQE in the slot of ``index``, checked for shape (RingError if garbage)."""
     at = ring.slot(index)
-    raw_op, wqe_flags, count, flags, cookie, r_addr, r_len, r_ctx, offset = WQE.unpack_from(
-        ring.view, at
+    raw_op, wqe_flags, count, flags, cookie, r_addr, r_len, r_ctx, offset, operand, compare = (
+        WQE.unpack_from(ring.view, at)
     )
     opcode = _OPCODES.get(raw_op)
     if opcode is None or wqe_flags & ~STAGED or (offset and not wqe_flags):
         raise RingError(f"WQE {index}: opcode {raw_op} or reserved bytes are not valid")
+    if (operand or compare) and not _operands_fit(opcode, operand, compare):
+        raise RingError(f"WQE {index}: {opcode.name} does not take operands {operand}, {compare}")
     if count > max_iov:
         raise RingError(f"WQE {index}: {count} segments, the queue takes {max_iov}")
     at += WQE.size
@@ -299,12 +314,23 @@ def read_wqe(ring: Ring, index: int, max_iov: int) -> Wqe:
         step = SEGMENT.size
         segments = tuple(SEGMENT.unpack_from(ring.view, at + i * step) for i in range(count))
     if not wqe_flags:
-        return Wqe(opcode, flags, cookie, segments, (r_addr, r_len, r_ctx))
+        remote = (r_addr, r_len, r_ctx)
+        return Wqe(opcode, flags, cookie, segments, remote, None, (operand, compare))
     if opcode not in _STAGEABLE or flags & _FENCE:
-        raise RingError(f"WQE {index}: only an unfenced SEND or RDMA_WRITE is staged")
+        raise RingError(f"WQE {index}: only an unfenced SEND or RDMA Write is staged")
     if offset + sum(length for _, length, _ in segments) > STAGE_BYTES:
         raise RingError(f"WQE {index}: its staged bytes run past the staging area")
-    return Wqe(opcode, flags, cookie, segments, (r_addr, r_len, r_ctx), offset)
+    return Wqe(opcode, flags, cookie, segments, (r_addr, r_len, r_ctx), offset, (operand, 0))
+
+
+def _operands_fit(opcode: Opcode, operand: int, compare: int) -> bool:
+    """Which opcodes carry which operands: the atomics two u64s (fetch-and-add no compare),
+    a Write with immediate data 32 bits; the others none."""
+    if opcode == Opcode.CMP_SWAP:
+        return True
+    if opcode == Opcode.FETCH_ADD:
+        return not compare
+    return opcode == Opcode.RDMA_WRITE_IMM and not compare and operand < U32
 
 
 # -- an EP's work queues ---------------------------------------------------------------------

@@ -23,12 +23,14 @@ from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
 from proto.errors import DatInvalidHandle, DatInvalidParameter, DatQueueFull, MalformedFrame
 from proto.events import (
+    IMMEDIATE,
     AsyncError,
     ConnectionEvent,
     Event,
     RmrBindCompletion,
     SoftwareEvent,
     dto_entry,
+    dto_number,
     encode_event,
 )
 from proto.frames import FrameType
@@ -198,7 +200,15 @@ class Events:
     # -- what the NIC produces -------------------------------------------------------------
 
     def dto(
-        self, ep: Ep, evd: int, cookie: int, status: St, length: int, op: Dtos, notify: bool = True
+        self,
+        ep: Ep,
+        evd: int,
+        cookie: int,
+        status: St,
+        length: int,
+        op: Dtos,
+        notify: bool = True,
+        body: bytes = b"",
     ) -> None:
         """A DTO completion; ``notify`` False: an UNSIGNALLED one, which wakes nobody. Written
         straight into the entry (proto.events.dto_entry): no record on the per-DTO path."""
@@ -206,12 +216,19 @@ class Events:
         eq = consumer.evds.get(evd) if not consumer.closed else None
         if eq is not None:
             flags, head = dto_entry(ep.handle, status, cookie, length, op, notify)
-            self._write(consumer, eq, E.DTO_COMPLETION_EVENT, flags, head)
+            self._write(consumer, eq, dto_number(op), flags, head, body)
 
-    def received(self, ep: Ep, cookie: int, status: St, length: int = 0) -> None:
-        """A receive's completion on the EP's receive EVD."""
+    def received(
+        self, ep: Ep, cookie: int, status: St, length: int = 0, immediate: int | None = None
+    ) -> None:
+        """A receive's completion on the EP's receive EVD; with ``immediate``: consumed by an
+        RDMA Write with immediate data (DAT_IB_DTO_EVENT, DAT_IB_DTO_RECV_IMMED)."""
         retired(ep, receive=True)
-        self.dto(ep, ep.recv_evd, cookie, status, length, Dtos.RECEIVE)
+        if immediate is None:
+            self.dto(ep, ep.recv_evd, cookie, status, length, Dtos.RECEIVE)
+            return
+        body = IMMEDIATE.pack(immediate)
+        self.dto(ep, ep.recv_evd, cookie, status, length, Dtos.IB_RECV_IMMED, body=body)
 
     def connection(self, ep: Ep, number: E, private_data: bytes = b"") -> None:
         """A connection event on the EP's connect EVD, with the EP's state after it."""
@@ -243,7 +260,7 @@ class Events:
             flags, head = dto_entry(
                 handle, St.DTO_SUCCESS, op.cookie, op.length, op.kind, not op.flags & _UNSIGNALLED
             )
-            write_eqe(ring, E.DTO_COMPLETION_EVENT, flags, head, ahead=written)
+            write_eqe(ring, dto_number(op.kind), flags, head, ahead=written)
             written += 1
         if written:
             ring.publish(written)

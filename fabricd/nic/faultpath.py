@@ -18,6 +18,7 @@ from proto.codec import Frame, decode_header, encode
 from proto.constants import DtoCompletionStatus as St
 from proto.faultrules import RETRY_COUNT, Rule
 from proto.frames import FrameType
+from proto.hostif import ATOMIC_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +52,16 @@ _OPS = {
     FrameType.READ_REQ: "RDMA_READ",
     FrameType.SEND: "SEND",
     FrameType.READ_RESP: "READ_RESP",
+    FrameType.ATOMIC: "ATOMIC",
+    FrameType.ATOMIC_RESP: "ATOMIC_RESP",
+    FrameType.WRITE_IMM: "RDMA_WRITE_IMMED",
     FrameType.ACK: "ACK",
     FrameType.NAK: "ACK",
     FrameType.HEARTBEAT: "HEARTBEAT",
 }
-_RETRIED = REQUESTS | {FrameType.READ_RESP}
+_RETRIED = REQUESTS | {FrameType.READ_RESP, FrameType.ATOMIC_RESP}
+_ADDRESSED = frozenset({FrameType.WRITE, FrameType.READ_REQ, FrameType.ATOMIC, FrameType.WRITE_IMM})
+"""Requests whose header names a remote address (fields 1) and rmr_context (fields 2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +135,7 @@ def _corrupt(a: Attempt) -> Outcome:
     """Detected: lost (retried). Silent: a flipped address bit of an RDMA request's header
     (the access lands elsewhere, or is refused) or a flipped payload byte lands."""
     kind, rule = a.frame.type, a.rule
-    if rule.silent and rule.part == "header" and kind in (FrameType.WRITE, FrameType.READ_REQ):
+    if rule.silent and rule.part == "header" and kind in _ADDRESSED:
         fields = list(a.frame.fields)
         fields[1] ^= 1 << (3 + int(a.draw(3) * 6))
         a.engine.record(rule, a.msg, address=fields[1], was=a.frame.fields[1])
@@ -162,8 +168,10 @@ def _fault_view(frame: Frame) -> tuple[str, int | None, int | None, int]:
     kind = frame.type
     name = _OPS.get(kind, "CM")
     seq = frame.fields[0] if name not in ("CM", "HEARTBEAT") else None
-    rmr_context = frame.fields[2] if kind in (FrameType.WRITE, FrameType.READ_REQ) else None
+    rmr_context = frame.fields[2] if kind in _ADDRESSED else None
     size = frame.fields[3] if kind == FrameType.READ_REQ else frame.payload_len
+    if kind == FrameType.ATOMIC:
+        size = ATOMIC_BYTES
     return name, seq, rmr_context, size
 
 

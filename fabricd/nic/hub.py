@@ -197,8 +197,11 @@ class Nic:
             FrameType.WRITES: target.request,
             FrameType.READ_REQ: target.request,
             FrameType.SEND: target.request,
+            FrameType.ATOMIC: target.request,
+            FrameType.WRITE_IMM: target.request,
             FrameType.ACK: initiator.acked,
             FrameType.READ_RESP: initiator.read_landed,
+            FrameType.ATOMIC_RESP: initiator.atomic_answered,
             FrameType.NAK: initiator.nak,
             FrameType.CONN_REQ: cm.request,
             FrameType.CONN_ACCEPT: cm.accepted,
@@ -355,7 +358,7 @@ class Nic:
             return DISCARD  # the frame itself will be refused
         if frame.type == FrameType.READ_RESP:
             return self.initiator.read_sink(link, frame)
-        if frame.type in (FrameType.WRITE, FrameType.WRITES, FrameType.SEND):
+        if frame.type in (FrameType.WRITE, FrameType.WRITES, FrameType.SEND, FrameType.WRITE_IMM):
             return self.target.sink(link, frame)
         raise MalformedFrame(f"{frame.type.name} carries no payload")
 

@@ -1,9 +1,11 @@
-"""The RC initiator: request DTOs (Send, RDMA Write, RDMA Read, RMR bind) from post to completion.
+"""The RC initiator: request DTOs (Send, RDMA Write, RDMA Read, RMR bind, and the IB
+extensions: atomics, RDMA Write with immediate data) from post to completion.
 
-Requests start in posting order. An RDMA Read waits for a read credit (max_rdma_read_out), a
-BARRIER_FENCE request for every earlier read, and whatever was posted later waits too. A Write
-or Send is done when the target's cumulative ACK covers it, a Read when its response has landed,
-a bind when it executed; completions leave in posting order, and a failed one breaks the EP.
+Requests start in posting order. An RDMA Read or atomic waits for a read credit
+(max_rdma_read_out, as InfiniBand counts atomics with reads), a BARRIER_FENCE request for every
+earlier read, and whatever was posted later waits too. A Write or Send is done when the
+target's cumulative ACK covers it, a Read or atomic when its answer has landed, a bind when it
+executed; completions leave in posting order, and a failed one breaks the EP.
 """
 
 from __future__ import annotations
@@ -27,11 +29,19 @@ from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatError, DatInvalidParameter, MalformedFrame
 from proto.frames import FrameType
+from proto.hostif import ATOMIC_BYTES, Opcode
 
 log = logging.getLogger("fabricd")
 _FENCE = int(CompletionFlags.BARRIER_FENCE)
 
-ANSWERED = frozenset({Dtos.RDMA_READ, Dtos.BIND_MW})  # done by an answer, not by an ACK
+ATOMICS = {Dtos.IB_FETCH_ADD: Opcode.FETCH_ADD, Dtos.IB_CMP_SWAP: Opcode.CMP_SWAP}
+READ_LIKE = frozenset({Dtos.RDMA_READ, *ATOMICS})  # take a read credit; land bytes locally
+ANSWERED = READ_LIKE | {Dtos.BIND_MW}  # done by an answer, not by an ACK
+
+
+def _atomic_fits(op: Op) -> bool:
+    """An atomic's local buffer is one segment of 8 bytes; the remote triplet holds 8."""
+    return len(op.views) == 1 and op.length == ATOMIC_BYTES and op.remote[1] >= ATOMIC_BYTES
 
 
 class Initiator:
@@ -64,27 +74,33 @@ class Initiator:
         remote: tuple[int, int, int],
         start: bool = True,
         staged: memoryview | None = None,
+        operands: tuple[int, int] = (0, 0),
     ) -> None:
-        """dat_ep_post_send / rdma_write / rdma_read: a WQE the driver checked and queued
-        (``start`` False: the caller transmits once it has taken every WQE, so small Writes
-        leave batched; ``staged``: where the driver copied the bytes to send, which are sent
-        from there once the segments pass their checks)."""
-        op = Op(dto, cookie, flags, 0, 0, [])
+        """dat_ep_post_send / rdma_write / rdma_read, dat_ib_post_fetch_and_add /
+        cmp_and_swap / rdma_write_immed: a WQE the driver checked and queued (``start`` False:
+        the caller transmits once it has taken every WQE, so small Writes leave batched;
+        ``staged``: where the driver copied the bytes to send, which are sent from there once
+        the segments pass their checks; ``operands``: the extension's values)."""
+        op = Op(dto, cookie, flags, 0, 0, [], operands=operands)
+        status = St.DTO_ERR_LOCAL_PROTECTION
         try:
-            need = MemPriv.LOCAL_WRITE if dto == Dtos.RDMA_READ else MemPriv.LOCAL_READ
+            need = MemPriv.LOCAL_WRITE if dto in READ_LIKE else MemPriv.LOCAL_READ
             op.views, op.length, op.spans = local_views(self.memory, consumer, ep, local_iov, need)
             if dto != Dtos.SEND:
                 op.remote = parse_triplet(remote, Sub.INVALID_ARG5)
+            if dto in ATOMICS and not _atomic_fits(op):
+                status = St.DTO_ERR_LOCAL_LENGTH
+                raise DatInvalidParameter(message="an atomic takes 8 bytes at both ends")
             if staged is not None:
                 op.views, op.spans = [staged[: op.length]], []
-            elif op.spans and dto != Dtos.RDMA_READ and not self.memory.fetch(op.spans):
+            elif op.spans and dto not in READ_LIKE and not self.memory.fetch(op.spans):
                 raise DatInvalidParameter(message="the local buffer is gone from its process")
         except DatError as err:
             # as on hardware: this DTO fails at once, then the connection breaks and every
             # DTO still outstanding is flushed
             log.info("EP %d: local check failed: %s", ep.handle, err)
             self.transmit(ep)  # what was posted before it leaves first
-            self.eps.complete(ep, op, St.DTO_ERR_LOCAL_PROTECTION)
+            self.eps.complete(ep, op, status)
             if ep.state in (S.CONNECTED, S.DISCONNECT_PENDING):
                 self.eps.broken(ep, notify_peer=True)
             return
@@ -114,7 +130,7 @@ class Initiator:
         """Must ``op`` wait for RDMA Reads in flight (a fence, or no read credit)?"""
         return bool(ep.reads_out) and bool(
             op.flags & CompletionFlags.BARRIER_FENCE
-            or (op.kind == Dtos.RDMA_READ and ep.reads_out >= ep.attr.max_rdma_read_out)
+            or (op.kind in READ_LIKE and ep.reads_out >= ep.attr.max_rdma_read_out)
         )
 
     def _refresh(self, op: Op) -> None:
@@ -122,7 +138,7 @@ class Initiator:
         as it starts: the Reads it waited for may have written there since it was posted,
         through another LMR's mirror. (Unfenced, the bytes read at post are the ones to send.)"""
         fenced = op.flags & _FENCE
-        if fenced and op.spans and op.kind != Dtos.RDMA_READ and not self.memory.fetch(op.spans):
+        if fenced and op.spans and op.kind not in READ_LIKE and not self.memory.fetch(op.spans):
             log.info("a fenced DTO's buffer is gone from its process: its posted bytes are sent")
 
     def transmit(self, ep: Ep) -> None:
@@ -179,9 +195,23 @@ class Initiator:
             self.wire.send(link, hdr, op.views)
         elif op.kind == Dtos.SEND:
             self.wire.send(link, encode(FrameType.SEND, op.seq, payload_len=op.length), op.views)
-        else:
+        elif op.kind == Dtos.IB_RDMA_WRITE_IMMED:
+            immediate = op.operands[0]
+            hdr = encode(
+                FrameType.WRITE_IMM, op.seq, address, rmr_context, immediate, payload_len=op.length
+            )
+            self.wire.send(link, hdr, op.views)
+        elif op.kind == Dtos.RDMA_READ:
             ep.reads_out += 1
             hdr = encode(FrameType.READ_REQ, op.seq, address, rmr_context, length, ep.reads_done)
+            self.wire.send(link, hdr)
+        else:
+            ep.reads_out += 1
+            opcode, (operand, compare) = ATOMICS[op.kind], op.operands
+            hdr = encode(
+                FrameType.ATOMIC,
+                *(op.seq, address, rmr_context, opcode, operand, compare, ep.reads_done),
+            )
             self.wire.send(link, hdr)
 
     def _bind(self, ep: Ep, op: Op) -> None:
@@ -264,8 +294,30 @@ class Initiator:
         op = ep.op(frame.fields[0]) if ep is not None else None
         if ep is None or op is None or op.done:
             return  # a duplicate (its sink was DISCARD)
-        op.done = True
         op.length = frame.payload_len
+        self._answered(ep, op)
+
+    def atomic_answered(self, link: PeerLink, frame: Frame) -> None:
+        """ATOMIC_RESP: the remote's original 8 bytes, into the atomic's local buffer."""
+        ep, (seq, original) = link.ep, frame.fields
+        if ep is None:
+            return
+        op = ep.op(seq)
+        if op is None and type(seq) is int and seq < ep.next_seq:
+            return  # a duplicate of an answer already taken
+        if op is None or op.kind not in ATOMICS or type(original) is not int:
+            raise MalformedFrame("atomic response matches no outstanding atomic")
+        if not 0 <= original < 1 << 64:
+            raise MalformedFrame(f"atomic response of {original!r}: not a u64")
+        if op.done:
+            return
+        op.views[0][:ATOMIC_BYTES] = original.to_bytes(ATOMIC_BYTES, "little")
+        self._answered(ep, op)
+
+    def _answered(self, ep: Ep, op: Op) -> None:
+        """A Read's or atomic's answer landed in its local buffer: it is done, and its read
+        credit comes back."""
+        op.done = True
         if op.spans and not self.memory.store(truncate_spans(op.spans, op.length)):
             op.status = St.DTO_ERR_LOCAL_PROTECTION  # its process's buffer is gone
         ep.reads_out -= 1

@@ -62,6 +62,7 @@ class Intake:
                     wqe.remote,
                     start=False,
                     staged=staged,
+                    operands=wqe.operands,
                 )
                 taken += 1
             if taken:

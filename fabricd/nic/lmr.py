@@ -46,9 +46,12 @@ def pz(consumer: Consumer, handle: object) -> int:
     return handle
 
 
+_PRIVILEGES = int(MemPriv.ALL | MemPriv.REMOTE_ATOMIC)
+
+
 def privileges(value: int, subtype: Sub) -> MemPriv:
     """DAT_MEM_PRIV flags, or DAT_INVALID_PARAMETER with ``subtype``."""
-    if value & ~int(MemPriv.ALL):
+    if value & ~_PRIVILEGES:
         raise DatInvalidParameter(subtype, f"bad mem_privileges {value!r}")
     return MemPriv(value)
 

@@ -111,6 +111,7 @@ class Op:
     remote: tuple[int, int, int] = (0, 0, 0)  # the RMR triplet of an RDMA DTO
     status: St = St.DTO_SUCCESS  # done but failed: breaks the connection when retired
     bind: Bind | None = None
+    operands: tuple[int, int] = (0, 0)  # an atomic's operand and compare; the immediate data
 
 
 @dataclass(eq=False, slots=True)
@@ -305,7 +306,9 @@ class Handles:
         return self._next
 
 
-REQUESTS = frozenset({FrameType.WRITE, FrameType.SEND, FrameType.READ_REQ})
+REQUESTS = frozenset(
+    {FrameType.WRITE, FrameType.SEND, FrameType.READ_REQ, FrameType.ATOMIC, FrameType.WRITE_IMM}
+)
 """Peer frames that carry a request sequence number and are executed once."""
 
 T = TypeVar("T")

@@ -35,7 +35,7 @@ from proto.hostif import (
     wq_segment,
 )
 
-SQ_OPCODES = frozenset({Opcode.SEND, Opcode.RDMA_WRITE, Opcode.RDMA_READ})
+SQ_OPCODES = frozenset(Opcode) - {Opcode.RECEIVE}
 RQ_OPCODES = frozenset({Opcode.RECEIVE})
 
 

@@ -1,10 +1,12 @@
-"""The RC target: incoming RDMA Writes, RDMA Read requests and Sends, and the receive queue.
+"""The RC target: incoming RDMA Writes, RDMA Read requests, Sends, atomics and RDMA Writes with
+immediate data, and the receive queue.
 
 Payloads land straight in registered memory (``sink``). Each request executes once, in stream
-order (a duplicate or retry is answered again, never executed again); behind a Send that found
-no receive (receiver not ready) every later frame waits until a receive is posted. One
-cumulative ACK answers what one read from the stream executed. A refused request is NAKed and
-breaks the connection.
+order (a duplicate or retry is answered again, never executed again); behind a Send or Write
+with immediate data that found no receive (receiver not ready) every later frame waits until a
+receive is posted. An atomic runs whole within one step of the daemon's single thread, so no
+other atomic or RDMA access through this daemon sees it half done. One cumulative ACK answers
+what one read from the stream executed. A refused request is NAKed and breaks the connection.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from proto.constants import EpState as S
 from proto.constants import MemPriv
 from proto.errors import DatError, MalformedFrame, UnexpectedFrame
 from proto.frames import FrameType
+from proto.hostif import ATOMIC_BYTES, Opcode
 
 log = logging.getLogger("fabricd")
 _REMOTE_WRITE: Final = MemPriv.REMOTE_WRITE
+_CONSUMES_RECEIVE: Final = frozenset({FrameType.SEND, FrameType.WRITE_IMM})
+_U64: Final = (1 << 64) - 1
 
 
 class Target:
@@ -68,8 +73,10 @@ class Target:
         assert type(seq) is int
         if frame.type == FrameType.WRITES:
             return self._batch_landing(link, ep, seq, parse_writes(frame)[1])
-        if frame.type == FrameType.WRITE:
-            _, address, rmr_context = frame.fields
+        if frame.type in _CONSUMES_RECEIVE and not ep.recvs:
+            return None  # receiver not ready: hold the payload, stall the stream
+        if frame.type in (FrameType.WRITE, FrameType.WRITE_IMM):
+            address, rmr_context = frame.fields[1:3]
             if type(address) is not int or type(rmr_context) is not int:
                 raise MalformedFrame("an RDMA Write's address and rmr_context are integers")
             view = self.memory.remote(
@@ -83,8 +90,6 @@ class Target:
             return [view]
         if frame.type != FrameType.SEND:
             raise MalformedFrame(f"{frame.type.name} carries no payload")
-        if not ep.recvs:
-            return None  # receiver not ready: hold the payload, stall the stream
         recv = ep.recvs[0]
         if frame.payload_len > recv.capacity:
             link.fault = (seq, St.DTO_ERR_LOCAL_LENGTH)
@@ -113,11 +118,11 @@ class Target:
     # -- requests ------------------------------------------------------------------------------
 
     def request(self, link: PeerLink, frame: Frame) -> None:
-        """A WRITE, WRITES, READ_REQ or SEND whose payload (if any) has been read."""
+        """A request frame (objects.REQUESTS, WRITES) whose payload (if any) has been read."""
         if frame.payload is None and self.duplicate(link, frame):
             link.ack_due = True  # answer it again; do not execute it again
             return
-        not_ready = frame.type == FrameType.SEND and link.ep is not None and not link.ep.recvs
+        not_ready = frame.type in _CONSUMES_RECEIVE and link.ep is not None and not link.ep.recvs
         if link.stalled or frame.payload is not None or not_ready:  # receiver not ready
             link.stalled.append(frame)
             # a receive may have cleared the stall while this payload was still arriving
@@ -146,6 +151,15 @@ class Target:
                 self._refuse(link)
         elif frame.type == FrameType.READ_REQ:
             self._serve_read(link, frame.fields)
+        elif frame.type == FrameType.ATOMIC:
+            self._serve_atomic(link, frame.fields)
+        elif frame.type == FrameType.WRITE_IMM:
+            seq, address, rmr_context, immediate = frame.fields
+            if type(immediate) is not int or not 0 <= immediate < 1 << 32:
+                raise MalformedFrame(f"immediate data {immediate!r} is not a u32")
+            if link.fault is None and not self._stored(rmr_context, address, frame.payload_len):
+                link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
+            self._receive(link, frame, immediate)
         else:
             self._receive(link, frame)
 
@@ -179,19 +193,29 @@ class Target:
         else:
             self.wire.drop(link, "remote access error")
 
-    def _serve_read(self, link: PeerLink, fields: list[object]) -> None:
-        seq, address, rmr_context, length, reads_done = fields
+    def _credited(self, link: PeerLink, seq: object, reads_done: object) -> Ep | None:
+        """An incoming RDMA Read or atomic within max_rdma_read_in: its EP (None: refused)."""
         ep = link.ep
         if ep is None:
-            raise UnexpectedFrame("RDMA Read request on a link with no endpoint")
+            raise UnexpectedFrame("RDMA Read or atomic request on a link with no endpoint")
         assert type(seq) is int
         link.reads_in += 1
         if type(reads_done) is not int or link.reads_in - reads_done > ep.attr.max_rdma_read_in:
             limit = ep.attr.max_rdma_read_in
-            log.info("EP %d: more incoming RDMA Reads than max_rdma_read_in=%d", ep.handle, limit)
+            log.info(
+                "EP %d: more incoming Reads/atomics than max_rdma_read_in=%d", ep.handle, limit
+            )
             link.fault = (seq, St.DTO_ERR_REMOTE_RESPONDER)
             self._refuse(link)
+            return None
+        return ep
+
+    def _serve_read(self, link: PeerLink, fields: list[object]) -> None:
+        seq, address, rmr_context, length, reads_done = fields
+        ep = self._credited(link, seq, reads_done)
+        if ep is None:
             return
+        assert type(seq) is int
         view = self._readable(ep, address, rmr_context, length)
         if view is None:
             link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
@@ -200,6 +224,55 @@ class Target:
         self.wire.send(link, encode(FrameType.READ_RESP, seq, payload_len=len(view)), [view])
         link.acked = seq
         link.ack_due = True
+
+    def _serve_atomic(self, link: PeerLink, fields: list[object]) -> None:
+        """dat_ib_post_fetch_and_add / cmp_and_swap at the target: the 8 bytes at ``address``
+        (8-byte aligned, REMOTE_ATOMIC granted) are read, changed and written back in one step;
+        the original value goes back to the initiator."""
+        seq, address, rmr_context, opcode, operand, compare, reads_done = fields
+        ep = self._credited(link, seq, reads_done)
+        if ep is None:
+            return
+        assert type(seq) is int
+        if any(type(v) is not int or not 0 <= v <= _U64 for v in (operand, compare)) or (
+            opcode not in (Opcode.FETCH_ADD, Opcode.CMP_SWAP)
+        ):
+            raise MalformedFrame(f"atomic {opcode!r} of {operand!r}, {compare!r}")
+        assert type(operand) is int and type(compare) is int
+        view = self._atomic_target(ep, address, rmr_context)
+        if view is None:
+            link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
+            self._refuse(link)
+            return
+        original = int.from_bytes(view, "little")
+        if opcode == Opcode.FETCH_ADD:
+            view[:] = ((original + operand) & _U64).to_bytes(ATOMIC_BYTES, "little")
+        elif original == compare:
+            view[:] = operand.to_bytes(ATOMIC_BYTES, "little")
+        assert type(address) is int and type(rmr_context) is int
+        spans = self.memory.remote_spans(rmr_context, address, ATOMIC_BYTES)
+        if spans and not self.memory.store(spans):
+            log.info("atomic at %#x: the buffer is gone from its process", address)
+            link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
+            self._refuse(link)
+            return
+        if not self.memory.coherent:
+            self.memory.mark_written(rmr_context, address, ATOMIC_BYTES)
+        self.wire.send(link, encode(FrameType.ATOMIC_RESP, seq, original))
+        link.acked = seq
+        link.ack_due = True
+
+    def _atomic_target(self, ep: Ep, address: object, rmr_context: object) -> memoryview | None:
+        """The 8 bytes an atomic may change, fetched from their process if it owns them; None
+        if the key, REMOTE_ATOMIC privilege, PZ, range or alignment fails."""
+        if type(address) is not int or type(rmr_context) is not int or address % ATOMIC_BYTES:
+            return None
+        need = MemPriv.REMOTE_ATOMIC
+        view = self.memory.remote(rmr_context, address, ATOMIC_BYTES, need, ep.pz)
+        spans = self.memory.remote_spans(rmr_context, address, ATOMIC_BYTES) if view else []
+        if spans and not self.memory.fetch(spans):
+            return None
+        return view
 
     def _readable(
         self, ep: Ep, address: object, rmr_context: object, length: object
@@ -225,11 +298,21 @@ class Target:
             )
         return view
 
-    def _receive(self, link: PeerLink, frame: Frame) -> None:
+    def _receive(self, link: PeerLink, frame: Frame, immediate: int | None = None) -> None:
+        """A Send lands in the first receive; a Write with ``immediate`` data (its bytes
+        already stored) consumes the receive and completes it with the immediate."""
         ep = link.ep
         if ep is None:
             return  # the payload was discarded: no endpoint to receive it
+        if immediate is not None and link.fault is not None:
+            self._refuse(link)  # refused before it consumed anything: the receive is flushed
+            return
         recv = ep.recvs.popleft()
+        if immediate is not None:
+            length = frame.payload_len
+            self.events.received(ep, recv.cookie, St.DTO_SUCCESS, length, immediate)
+            self._done(link, frame.fields[0])
+            return
         if link.fault is not None:
             self.events.received(ep, recv.cookie, St.DTO_ERR_LOCAL_LENGTH)
             link.fault = (link.fault[0], St.DTO_ERR_REMOTE_RESPONDER)
@@ -274,7 +357,7 @@ class Target:
         ep = link.ep
         while link.stalled and ep is not None and link.ep is ep:
             frame = link.stalled[0]
-            if frame.type == FrameType.SEND and not ep.recvs:
+            if frame.type in _CONSUMES_RECEIVE and not ep.recvs:
                 break
             link.stalled.popleft()
             if frame.payload_len:

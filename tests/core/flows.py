@@ -70,16 +70,22 @@ class Side:
 
 
 def side(
-    fabric: Fabric, node: Node, size: int = 4096, attr: EpAttr | None = None, qlen: int = 256
+    fabric: Fabric,
+    node: Node,
+    size: int = 4096,
+    attr: EpAttr | None = None,
+    qlen: int = 256,
+    privileges: MemPriv = MemPriv.ALL,
 ) -> Side:
-    """A consumer on ``node`` with everything a connection needs."""
+    """A consumer on ``node`` with everything a connection needs (its memory registered with
+    ``privileges``)."""
     c = fabric.add_consumer(node)
     core = c.core
     pz = c.call(core.pz_create())
     evd = c.call(core.evd_create(qlen, EvdFlags.DEFAULT))
     ep = c.call(core.ep_create(pz, evd, evd, evd, attr))
     address = c.alloc(size)
-    lmr = c.call(core.lmr_create(MemType.VIRTUAL, address, size, pz, MemPriv.ALL, c.locate))
+    lmr = c.call(core.lmr_create(MemType.VIRTUAL, address, size, pz, privileges, c.locate))
     return Side(c, pz, evd, ep, address, size, lmr)
 
 

@@ -220,7 +220,7 @@ def _poison_entry(
 ) -> None:
     sq, _ = _rings(s)
     at = sq.slot(sq.mine)
-    WQE.pack_into(sq.view, at, opcode, wqe_flags, 1, flags, 1, 0, 0, 0, stage)
+    WQE.pack_into(sq.view, at, opcode, wqe_flags, 1, flags, 1, 0, 0, 0, stage, 0, 0)
     SEGMENT.pack_into(sq.view, at + WQE.size, s.address, length, s.lmr.lmr_context)
     sq.publish()
 

@@ -15,7 +15,7 @@ from proto.constants import DatReturnSubtype as Sub
 from proto.constants import Dtos, EvdFlags, MemPriv, MemType, PspFlags
 from proto.constants import EventNumber as E
 from proto.errors import DatInsufficientResources, DatInvalidParameter
-from proto.frames import MAX_HELLO_NAME, FrameType
+from proto.frames import MAX_HELLO_NAME, PROTOCOL_VERSION, FrameType
 from proto.limits import Limits, parse
 from tests.core.flows import pair, side
 from tests.core.harness import Fabric, SimConsumer
@@ -169,7 +169,7 @@ def test_a_hello_name_past_its_size_is_refused(plane: str) -> None:
         side(fabric, node)  # the node serves on
         return
     s = fabric.dial(node)
-    s.send(FrameType.HELLO, 3, 3, "peer", name)
+    s.send(FrameType.HELLO, PROTOCOL_VERSION, PROTOCOL_VERSION, "peer", name)
     fabric.run()
     assert f"1..{MAX_HELLO_NAME} characters" in s.heard[-1].fields[0] and s.closed
 

@@ -22,7 +22,7 @@ from fabricd import keyfile
 from fabricd.launch import Node, user_key
 from proto.codec import Frame, FrameReader, encode, pack
 from proto.constants import EventNumber
-from proto.frames import MAX_PROTOCOL_VERSION, MIN_PROTOCOL_VERSION, FrameType
+from proto.frames import MAX_PROTOCOL_VERSION, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, FrameType
 from proto.peer_auth import CONNECT, NONCE_BYTES
 from tests.core.test_fuzz import CALLS, PEER_TYPES, SEED, frame, value
 from tests.integration.flows import Pair, connect_pair, wait_event
@@ -65,7 +65,11 @@ def _authenticate(s: socket.socket) -> bool:
 
 
 def _consumer_batch(rng: random.Random, n: int) -> bytes:
-    out = [encode(FrameType.HELLO, 3, 3, "consumer", f"fuzz-{n}")] if rng.random() < 0.8 else []
+    out = (
+        [encode(FrameType.HELLO, PROTOCOL_VERSION, PROTOCOL_VERSION, "consumer", f"fuzz-{n}")]
+        if rng.random() < 0.8
+        else []
+    )
     for _ in range(BATCH):
         if rng.random() < 0.6:
             method = rng.choice(CALLS)
@@ -102,7 +106,12 @@ def test_real_shells_take_hostile_frames_and_the_pair_runs_on(
                 insiders += insider
                 data = b"".join(frame(rng, PEER_TYPES) for _ in range(BATCH))
                 if not insider and rng.random() < 0.5:  # a stranger, before or after HELLO
-                    data = encode(FrameType.HELLO, 3, 3, "peer", STRANGER) + data
+                    data = (
+                        encode(
+                            FrameType.HELLO, PROTOCOL_VERSION, PROTOCOL_VERSION, "peer", STRANGER
+                        )
+                        + data
+                    )
             else:
                 s = socket.socket(socket.AF_UNIX)
                 s.settimeout(10)

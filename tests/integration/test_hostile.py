@@ -29,7 +29,7 @@ from proto.errors import (
     DatModelNotSupported,
     DatQueueEmpty,
 )
-from proto.frames import FrameType, admin_socket, segment_desk
+from proto.frames import PROTOCOL_VERSION, FrameType, admin_socket, segment_desk
 from tests.conftest import StartNode
 from tests.integration.flows import connect_pair, wait_event
 
@@ -348,7 +348,7 @@ def test_an_ia_that_reads_none_of_its_replies_is_closed(start: StartNode) -> Non
     node = start("deaf", extra=["--limit", "unread_bytes=65536"])
     with socket.socket(socket.AF_UNIX) as s:
         s.connect(node.socket)
-        s.sendall(encode(FrameType.HELLO, 3, 3, "consumer", "deaf-1"))
+        s.sendall(encode(FrameType.HELLO, PROTOCOL_VERSION, PROTOCOL_VERSION, "consumer", "deaf-1"))
         call = encode(FrameType.CALL, 1, "ia_query", [])
         deadline = time.monotonic() + 30
         while "left" not in node.log_text():

@@ -54,6 +54,15 @@ CALLS: dict[str, tuple[str, str, str | None]] = {
     "dat_ep_post_recv": ("Ep.post_recv", "AsyncEp.post", "dat_ep_post_recv"),
     "dat_ep_post_rdma_write": ("Ep.post_rdma_write", "AsyncEp.post", "dat_ep_post_rdma_write"),
     "dat_ep_post_rdma_read": ("Ep.post_rdma_read", "AsyncEp.post", "dat_ep_post_rdma_read"),
+    "dat_ib_post_fetch_and_add": (
+        "Ep.post_fetch_and_add", "AsyncEp.post", "dat_ib_post_fetch_and_add"
+    ),
+    "dat_ib_post_cmp_and_swap": (
+        "Ep.post_cmp_and_swap", "AsyncEp.post", "dat_ib_post_cmp_and_swap"
+    ),
+    "dat_ib_post_rdma_write_immed": (
+        "Ep.post_rdma_write_immed", "AsyncEp.post", "dat_ib_post_rdma_write_immed"
+    ),
     "dat_psp_create": ("Ia.psp_create", "AsyncIa.psp_create", "dat_psp_create"),
     "dat_psp_free": ("Psp.free", "AsyncIa.psp_free", "dat_psp_free"),
     "dat_rsp_create": ("Ia.rsp_create", "AsyncIa.rsp_create", "dat_rsp_create"),

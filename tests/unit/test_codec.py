@@ -175,6 +175,11 @@ SAMPLE_FIELDS: dict[str, Any] = {
     "segment": "datfabric-123-abcd0123-wq7",
     "size": 7_868_416,
     "proof": b"\x5a" * 32,
+    "opcode": 5,
+    "operand": 2**64 - 1,
+    "compare": 0x12345,
+    "original": 2**63,
+    "immediate": 0x7777,
 }
 
 
@@ -636,7 +641,7 @@ def test_type_and_length_must_be_integers(header: list[Any]) -> None:
     assert isinstance(_error_of(raw_header(header)), MalformedFrame)
 
 
-@pytest.mark.parametrize("value", [0, 3, 0x3F, 0x7F, 0x97, 0xFF, -1, 2**40])
+@pytest.mark.parametrize("value", [0, 3, 0x3F, 0x7F, 0x9F, 0xFF, -1, 2**40])
 def test_unknown_frame_type(value: int) -> None:
     assert value not in set(FrameType)
     assert isinstance(_error_of(raw_header([value, 0])), MalformedFrame)

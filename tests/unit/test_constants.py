@@ -85,6 +85,7 @@ RULES: dict[EnumClass, tuple[str, str, str | None]] = {
     C.PzSupport: ("DAT_PZ_", "", "dat_pz_support"),
     C.ProviderAttrMask: ("DAT_PROVIDER_FIELD_", "", None),
     C.HaRelationship: ("DAT_HA_", "", "dat_ha_relationship"),
+    C.IbExtType: ("DAT_IB_", "", None),  # dat_ib_extensions.h: every member in IB_EXTENSION
 }
 
 # Members whose C name does not follow their class's rule.
@@ -100,6 +101,9 @@ OVERRIDES: dict[tuple[EnumClass, str], str] = {
 IB_EXTENSION: dict[tuple[EnumClass, str], str] = {
     (C.MemPriv, "REMOTE_ATOMIC"): "DAT_IB_MEM_PRIV_REMOTE_ATOMIC",
     (C.ServiceType, "UD"): "DAT_IB_SERVICE_TYPE_UD",
+    (C.EventNumber, "IB_DTO_EVENT"): "DAT_IB_DTO_EVENT",
+    **{(C.Dtos, m): f"DAT_IB_DTO_{m[3:]}" for m in C.Dtos.__members__ if m.startswith("IB_")},
+    **{(C.IbExtType, m): f"DAT_IB_{m}" for m in C.IbExtType.__members__},
 }
 
 # Members with no C constant at all: (class, member) -> reason. Currently every member has one.
@@ -140,6 +144,7 @@ PLAIN_IB_EXTENSION: dict[str, str] = {"IB_EXTENSION_VERSION": "DAT_IB_EXTENSION_
 
 # C enumerators / #defines deliberately not mirrored in Python: C name -> reason.
 NOT_MIRRORED: dict[str, str] = {
+    "DAT_IB_EXTENSION": "dat.h's switch for the IB extension header, not a value",
     "DAT_IA_FIELD_IA_MAX_DTO_PER_OP": "aliases DAT_IA_FIELD_IA_MAX_DTO_PER_EP_IN, which no header "
     "defines",
 }

@@ -39,7 +39,7 @@ def _pair(start: int = 0) -> tuple[Ring, Ring]:
 
 
 def test_sizes_are_lines_and_powers_of_two() -> None:
-    assert (WQE.size, SEGMENT.size) == (48, 24)
+    assert (WQE.size, SEGMENT.size) == (64, 24)
     assert wqe_size(1) == 128 and wqe_size(16) == 448
     assert [ring_entries(n) for n in (1, 2, 3, 16, 17, 4096)] == [2, 2, 4, 16, 32, 4096]
     with pytest.raises(ValueError):
@@ -86,16 +86,54 @@ def test_a_consumer_index_out_of_reach_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    ("opcode", "reserved", "segments"),
-    [(0, 0, 1), (9, 0, 1), (int(Opcode.SEND), 2, 1), (int(Opcode.SEND), 0, MAX_IOV + 1)],
-    ids=["zero opcode", "unknown opcode", "unknown WQE flag", "too many segments"],
+    ("opcode", "reserved", "segments", "operands"),
+    [
+        (0, 0, 1, (0, 0)),
+        (9, 0, 1, (0, 0)),
+        (int(Opcode.SEND), 2, 1, (0, 0)),
+        (int(Opcode.SEND), 0, MAX_IOV + 1, (0, 0)),
+        (int(Opcode.RDMA_WRITE), 0, 1, (1, 0)),
+        (int(Opcode.FETCH_ADD), 0, 1, (1, 1)),
+        (int(Opcode.RDMA_WRITE_IMM), 0, 1, (U32, 0)),
+        (int(Opcode.RDMA_WRITE_IMM), 0, 1, (1, 1)),
+    ],
+    ids=[
+        "zero opcode",
+        "unknown opcode",
+        "unknown WQE flag",
+        "too many segments",
+        "an operand on a Write",
+        "a compare on fetch-and-add",
+        "an immediate past 32 bits",
+        "a compare on a Write with immediate",
+    ],
 )
-def test_a_malformed_wqe_is_refused(opcode: int, reserved: int, segments: int) -> None:
+def test_a_malformed_wqe_is_refused(
+    opcode: int, reserved: int, segments: int, operands: tuple[int, int]
+) -> None:
     producer, consumer = _pair()
-    WQE.pack_into(producer.view, producer.slot(0), opcode, reserved, segments, 0, 1, 0, 0, 0, 0)
+    at = producer.slot(0)
+    WQE.pack_into(producer.view, at, opcode, reserved, segments, 0, 1, 0, 0, 0, 0, *operands)
     producer.publish()
     with pytest.raises(RingError):
         read_wqe(consumer, 0, MAX_IOV)
+
+
+@pytest.mark.parametrize(
+    ("opcode", "operands"),
+    [
+        (Opcode.FETCH_ADD, (2**64 - 1, 0)),
+        (Opcode.CMP_SWAP, (0x98765, 0x12345)),
+        (Opcode.RDMA_WRITE_IMM, (U32 - 1, 0)),
+    ],
+    ids=["fetch-and-add", "compare-and-swap", "write with immediate"],
+)
+def test_the_extensions_operands_read_back(opcode: Opcode, operands: tuple[int, int]) -> None:
+    producer, consumer = _pair()
+    write_wqe(producer, opcode, 0, 1, [(4096, 8, 7)], (8192, 8, 9), operands=operands)
+    producer.publish()
+    wqe = read_wqe(consumer, 0, MAX_IOV)
+    assert (wqe.opcode, wqe.operands, wqe.remote) == (opcode, operands, (8192, 8, 9))
 
 
 def test_a_staged_wqe_reads_back_with_its_stage_offset() -> None:
