@@ -82,7 +82,8 @@ static void fill_ia_attr(struct df_ia *ia, const msgpack_object *a, DAT_IA_ATTR 
 	attr->max_rdma_read_out = attr->max_rdma_read_per_ep_out;
 	attr->max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
 	attr->max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
-	attr->extension_supported = DAT_EXTENSION_NONE;
+	attr->extension_supported = DAT_EXTENSION_IB; /* ext.c */
+	attr->extension_version = DAT_IB_EXTENSION_VERSION;
 }
 
 static void fill_provider_attr(struct df_ia *ia, const msgpack_object *a, DAT_PROVIDER_ATTR *p)
@@ -117,6 +118,8 @@ static void fill_provider_attr(struct df_ia *ia, const msgpack_object *a, DAT_PR
 	p->lmr_sync_req = attr_u64(a, "lmr_sync_req") ? DAT_TRUE : DAT_FALSE;
 	p->dto_async_return_guaranteed = DAT_TRUE;
 	p->rdma_write_for_rdma_read_req = DAT_FALSE;
+	p->num_provider_specific_attr = DF_EXT_ATTRS;
+	p->provider_specific_attr = ia->ext_attrs;
 }
 
 /* The daemon's attributes, asked once at dat_ia_open: dat_ia_query must answer after the
@@ -130,6 +133,11 @@ DAT_RETURN df_ia_fetch_attributes(struct df_ia *ia)
 	if (res->size < 1 || res->ptr[0].type != MSGPACK_OBJECT_MAP)
 		return DF_ERROR(DAT_INTERNAL_ERROR, 0);
 	df_parse_address(df_map_get(&res->ptr[0], "ia_address"), &ia->address);
+	/* the provider-specific attributes: the IB extension's operations offered (ext.c), by the
+	 * names its header gives them; the IA keeps them, as the callers' structs point at them */
+	ia->ext_attrs[0] = (DAT_NAMED_ATTR){DAT_IB_ATTR_FETCH_AND_ADD, "TRUE"};
+	ia->ext_attrs[1] = (DAT_NAMED_ATTR){DAT_IB_ATTR_CMP_AND_SWAP, "TRUE"};
+	ia->ext_attrs[2] = (DAT_NAMED_ATTR){DAT_IB_ATTR_IMMED_DATA, "TRUE"};
 	return DAT_SUCCESS;
 }
 

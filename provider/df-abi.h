@@ -1,4 +1,4 @@
-/* The host interface's layout shared with the daemon (docs/host-interface.md, version 3).
+/* The host interface's layout shared with the daemon (docs/host-interface.md, version 5).
  *
  * Everything here is what both sides of a ring agree on byte by byte; proto/hostif.py is the
  * daemon's reading of the same page. Little-endian, naturally aligned; an index or word is one
@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DF_HOSTIF_VERSION 4u
-#define DF_PROTOCOL_VERSION 3u /* the HELLO version range this driver speaks (min = max) */
+#define DF_HOSTIF_VERSION 5u
+#define DF_PROTOCOL_VERSION 4u /* the HELLO version range this driver speaks (min = max) */
 #define DF_RING_MAGIC 0x31514644u /* the bytes "DFQ1" */
 #define DF_LINE 64u
 
@@ -43,7 +43,8 @@ enum df_eq_cons_word { DF_EQ_ARM = 0, DF_EQ_WANT = 1 };
 
 /* Work queues: one segment per EP, "/datfabric-<ia>-wq<ep>", SQ at 0, RQ at DF_RQ_OFFSET, and
  * the staging area at DF_STAGE_OFFSET (page-aligned): where an unfenced Send's or RDMA Write's
- * bytes are copied at post, so the daemon sends them without reading this process. */
+ * (with immediate data or not) bytes are copied at post, so the daemon sends them without
+ * reading this process. */
 #define DF_WQ_ENTRIES 4096u
 #define DF_WQ_ENTRY_SIZE 448u
 #define DF_RQ_OFFSET (sizeof(struct df_ring_hdr) + DF_WQ_ENTRIES * DF_WQ_ENTRY_SIZE)
@@ -56,7 +57,17 @@ _Static_assert(DF_STAGE_OFFSET % 4096u == 0 && DF_STAGE_OFFSET >= 2 * DF_RQ_OFFS
 		       DF_STAGE_OFFSET - 2 * DF_RQ_OFFSET < 4096u,
 	       "the staging area starts at the first page boundary after the RQ");
 
-enum df_opcode { DF_OP_SEND = 1, DF_OP_RDMA_WRITE = 2, DF_OP_RDMA_READ = 3, DF_OP_RECEIVE = 4 };
+/* 5-7 are the IB extensions (dat_ib_extensions.h): an atomic carries one local segment of 8
+ * bytes, where the remote's original value lands, and remote_length 8; it is never STAGED. */
+enum df_opcode {
+	DF_OP_SEND = 1,
+	DF_OP_RDMA_WRITE = 2,
+	DF_OP_RDMA_READ = 3,
+	DF_OP_RECEIVE = 4,
+	DF_OP_FETCH_ADD = 5, /* operand: the value added */
+	DF_OP_CMP_SWAP = 6, /* compare: the value compared; operand: the value swapped in */
+	DF_OP_RDMA_WRITE_IMM = 7, /* an RDMA Write; operand: the 32-bit immediate data */
+};
 
 struct df_wqe_segment {
 	uint64_t virtual_address;
@@ -76,10 +87,14 @@ struct df_wqe {
 	uint64_t remote_length;
 	uint32_t rmr_context;
 	uint32_t stage_offset; /* STAGED only, else 0 */
+	uint64_t operand; /* the IB extensions only (see enum df_opcode), else 0 */
+	uint64_t compare; /* CMP_SWAP only, else 0 */
 	uint8_t rsvd1[8];
 	struct df_wqe_segment segments[];
 };
-_Static_assert(sizeof(struct df_wqe) == 48, "a WQE header is 48 bytes");
+_Static_assert(sizeof(struct df_wqe) == 64, "a WQE header is 64 bytes");
+_Static_assert(offsetof(struct df_wqe, operand) == 40 && offsetof(struct df_wqe, compare) == 48,
+	       "operand at 40, compare at 48");
 _Static_assert(sizeof(struct df_wqe) + DF_WQE_MAX_SEGMENTS * sizeof(struct df_wqe_segment)
 		       <= DF_WQ_ENTRY_SIZE, "a full WQE fits its slot");
 

@@ -2,10 +2,13 @@
 #ifndef DF_H
 #define DF_H
 
+#include <netinet/in.h> /* DAT_SOCK_ADDR6, in dat_ib_extensions.h's structs */
 #include <dat2/udat.h>
+#include <dat2/dat_ib_extensions.h>
 #include <dat2/dat_registry.h>
 #include <msgpack.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 
 #include "df_queue.h"
@@ -20,6 +23,7 @@
 #define DF_POLL_NAP_US 1000 /* ...for at most this long, or until the EVD gets an event */
 #define DF_MAGIC 0x64664f42u /* a live object */
 #define DF_DEAD 0xdeadbeefu /* freed: its handle is no longer valid */
+#define DF_EXT_ATTRS 3 /* provider-specific attributes: the IB extension's operations offered */
 
 struct df_ia;
 
@@ -74,6 +78,7 @@ struct df_ia {
 	bool unkicked; /* posted to since a kick found every queue taken (doorbell.c) */
 	DAT_SOCK_ADDR6 address; /* the node's TCP address, as dat_ia_query reports it */
 	struct df_reply *attrs; /* the daemon's ia_query reply, asked at dat_ia_open */
+	DAT_NAMED_ATTR ext_attrs[DF_EXT_ATTRS]; /* the provider-specific ones (dat_ia_query) */
 };
 
 struct df_pz {
@@ -285,8 +290,18 @@ DAT_RETURN df_ep_post_rdma_write(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DA
 				 const DAT_RMR_TRIPLET *, DAT_COMPLETION_FLAGS);
 DAT_RETURN df_ep_post_rdma_read(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
 				const DAT_RMR_TRIPLET *, DAT_COMPLETION_FLAGS);
+DAT_RETURN df_ep_post_fetch_and_add(DAT_EP_HANDLE, uint64_t, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
+				    const DAT_RMR_TRIPLET *, DAT_COMPLETION_FLAGS);
+DAT_RETURN df_ep_post_cmp_and_swap(DAT_EP_HANDLE, uint64_t, uint64_t, DAT_LMR_TRIPLET *,
+				   DAT_DTO_COOKIE, const DAT_RMR_TRIPLET *, DAT_COMPLETION_FLAGS);
+DAT_RETURN df_ep_post_rdma_write_immed(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *,
+				       DAT_DTO_COOKIE, const DAT_RMR_TRIPLET *, uint32_t,
+				       DAT_COMPLETION_FLAGS);
 void df_ep_ring(struct df_ep *ep);
 void df_ia_kick(struct df_ia *ia);
+
+/* ext.c: dat_extension_op (the IB extensions) */
+DAT_RETURN df_handle_extendedop(DAT_HANDLE, DAT_EXTENDED_OP, va_list);
 
 /* stage.c: copy a request's ``total`` bytes into the EP's staging area if ``stageable`` (an
  * unfenced Send or Write) and there is room (lock held; called for every request post, so the

@@ -60,7 +60,9 @@ static DAT_RETURN take(struct df_evd *evd, DAT_EVENT *event)
 	}
 	const struct df_eqe *e = df_ring_slot(&evd->ring, evd->ring.mine);
 	DAT_RETURN ret = df_event_from_entry(ia, e, event);
-	if (event->event_number == DAT_DTO_COMPLETION_EVENT) /* a running mean, weight 1/8 */
+	/* a running mean of the DTO completions' lengths (the IB extensions' too), weight 1/8 */
+	if (event->event_number == DAT_DTO_COMPLETION_EVENT ||
+	    event->event_number == (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT)
 		evd->dto_bytes += ((int64_t)event->event_data.dto_completion_event_data.transfered_length -
 				   evd->dto_bytes) / 8;
 	evd->notifying -= e->flags & DF_EQE_NOTIFIES;

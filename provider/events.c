@@ -110,6 +110,53 @@ static DAT_RETURN connection(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT
 	return ret;
 }
 
+/* A DTO completion, from the entry's head: ep, status, cookie, length, operation (aux). */
+static void dto_completion(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT *event)
+{
+	DAT_DTO_COMPLETION_EVENT_DATA *d = &event->event_data.dto_completion_event_data;
+	d->ep_handle = df_ia_find(ia, DAT_HANDLE_TYPE_EP, e->ep);
+	d->user_cookie.as_64 = e->cookie;
+	d->status = (DAT_DTO_COMPLETION_STATUS)e->status;
+	d->transfered_length = e->length;
+	d->operation = (DAT_DTOS)e->aux;
+}
+
+_Static_assert(sizeof(DAT_IB_EXTENSION_EVENT_DATA) <= 8 * sizeof(DAT_UINT64),
+	       "the IB extension's event data fits DAT_EVENT's event_extension_data[8]");
+
+/* DAT_IB_DTO_EVENT: a DTO completion of an IB extension's operation (the entry's aux), and
+ * its DAT_IB_EXTENSION_EVENT_DATA; a receive consumed by a Write with immediate data carries
+ * the immediate as its body (4 bytes, little-endian). */
+static DAT_RETURN ib_dto_completion(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT *event)
+{
+	DAT_IB_EXTENSION_EVENT_DATA x;
+	memset(&x, 0, sizeof(x));
+	switch (e->aux) {
+	case DAT_IB_DTO_RDMA_WRITE_IMMED:
+		x.type = DAT_IB_RDMA_WRITE_IMMED;
+		break;
+	case DAT_IB_DTO_RECV_IMMED:
+		if (e->body_length != 4)
+			return DF_ERROR(DAT_INTERNAL_ERROR, 0);
+		x.type = DAT_IB_RDMA_WRITE_IMMED_DATA;
+		x.val.immed.data = (uint32_t)e->body[0] | (uint32_t)e->body[1] << 8 |
+				   (uint32_t)e->body[2] << 16 | (uint32_t)e->body[3] << 24;
+		break;
+	case DAT_IB_DTO_FETCH_ADD:
+		x.type = DAT_IB_FETCH_AND_ADD;
+		break;
+	case DAT_IB_DTO_CMP_SWAP:
+		x.type = DAT_IB_CMP_AND_SWAP;
+		break;
+	default: /* no other operation of the extension is offered */
+		return DF_ERROR(DAT_INTERNAL_ERROR, 0);
+	}
+	dto_completion(ia, e, event);
+	x.status = e->status == DAT_DTO_SUCCESS ? DAT_OP_SUCCESS : DAT_IB_OP_ERR;
+	memcpy(event->event_extension_data, &x, sizeof(x));
+	return DAT_SUCCESS;
+}
+
 /* Fill ``event`` from the entry ``e`` of ``evd``'s queue (lock held). An entry the driver
  * cannot read loses the IA: the daemon broke the interface. */
 DAT_RETURN df_event_from_entry(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT *event)
@@ -117,15 +164,12 @@ DAT_RETURN df_event_from_entry(struct df_ia *ia, const struct df_eqe *e, DAT_EVE
 	event->event_number = (DAT_EVENT_NUMBER)e->event_number;
 	DAT_RETURN ret = DAT_SUCCESS;
 	switch (e->event_number) {
-	case DAT_DTO_COMPLETION_EVENT: {
-		DAT_DTO_COMPLETION_EVENT_DATA *d = &event->event_data.dto_completion_event_data;
-		d->ep_handle = df_ia_find(ia, DAT_HANDLE_TYPE_EP, e->ep);
-		d->user_cookie.as_64 = e->cookie;
-		d->status = (DAT_DTO_COMPLETION_STATUS)e->status;
-		d->transfered_length = e->length;
-		d->operation = (DAT_DTOS)e->aux;
+	case DAT_DTO_COMPLETION_EVENT:
+		dto_completion(ia, e, event);
 		break;
-	}
+	case DAT_IB_DTO_EVENT:
+		ret = ib_dto_completion(ia, e, event);
+		break;
 	case DAT_RMR_BIND_COMPLETION_EVENT: {
 		DAT_RMR_BIND_COMPLETION_EVENT_DATA *d = &event->event_data.rmr_completion_event_data;
 		d->rmr_handle = df_ia_find(ia, DAT_HANDLE_TYPE_RMR, e->aux);

@@ -42,7 +42,8 @@ static void pack_lmr_create(msgpack_packer *pk, const void *arg)
 	msgpack_pack_unsigned_int(pk, (unsigned)a->privileges);
 }
 
-/* The privileges an LMR is registered with: those asked for, and local read wherever local
+/* The privileges an LMR is registered with: those asked for (DAT_IB_MEM_PRIV_REMOTE_ATOMIC
+ * among them, which the daemon checks at an atomic's target), and local read wherever local
  * write is asked (memory one may write locally one may read locally, as on every verbs
  * provider; C programs written for OFED's dapl, Debian's dtest among them, send from buffers
  * registered LOCAL_WRITE only). dat_lmr_query reports what was asked. */

@@ -1,5 +1,6 @@
-/* The four posts: dat_ep_post_send, dat_ep_post_recv, dat_ep_post_rdma_write and
- * dat_ep_post_rdma_read (docs/host-interface.md sections 4 and 5).
+/* The posts: dat_ep_post_send, dat_ep_post_recv, dat_ep_post_rdma_write and
+ * dat_ep_post_rdma_read, and the IB extensions' fetch-and-add, compare-and-swap and RDMA Write
+ * with immediate data (ext.c reads their arguments; docs/host-interface.md sections 4 and 5).
  *
  * Every synchronous check the manual pages require is made here, under the IA's lock, before
  * the WQE is written; a WQE in the ring is a post that was accepted. A doorbell is rung only
@@ -8,27 +9,44 @@
 
 #include "df.h"
 
-/* What depends on the kind of post. */
+/* What depends on the kind of post. The argument numbers are the call's own (an IB
+ * extension's call counts its EP as 1 and the operation as 2). */
 struct post_rule {
 	enum df_opcode opcode;
 	DAT_MEM_PRIV_FLAGS need; /* the local privilege the local segments must grant */
-	DAT_RETURN flags_arg; /* the argument number the completion flags are */
+	DAT_RETURN count_arg, iov_arg, remote_arg, flags_arg; /* the argument numbers */
 	bool receive, send, into_local;
+	bool atomic; /* one local segment of 8 bytes, 8 aligned remote bytes, an operand */
 };
 
 #define READ DAT_MEM_PRIV_LOCAL_READ_FLAG
 #define WRITE DAT_MEM_PRIV_LOCAL_WRITE_FLAG
+#define ARG(n) DAT_INVALID_ARG##n
 static const struct post_rule rules[] = {
-	/*                   opcode            need   flags_arg         receive send   into_local */
-	[DF_OP_SEND] =       {DF_OP_SEND,       READ,  DAT_INVALID_ARG5, false,  true,  false},
-	[DF_OP_RDMA_WRITE] = {DF_OP_RDMA_WRITE, READ,  DAT_INVALID_ARG6, false,  false, false},
-	[DF_OP_RDMA_READ] =  {DF_OP_RDMA_READ,  WRITE, DAT_INVALID_ARG6, false,  false, true},
-	[DF_OP_RECEIVE] =    {DF_OP_RECEIVE,    WRITE, DAT_INVALID_ARG5, true,   false, false},
+	/* {opcode, need, count, iov, remote and flags arguments, receive, send, into_local, atomic} */
+	[DF_OP_SEND] = {DF_OP_SEND, READ, ARG(2), ARG(3), 0, ARG(5), false, true, false, false},
+	[DF_OP_RDMA_WRITE] =
+		{DF_OP_RDMA_WRITE, READ, ARG(2), ARG(3), ARG(5), ARG(6), false, false, false, false},
+	[DF_OP_RDMA_READ] =
+		{DF_OP_RDMA_READ, WRITE, ARG(2), ARG(3), ARG(5), ARG(6), false, false, true, false},
+	[DF_OP_RECEIVE] =
+		{DF_OP_RECEIVE, WRITE, ARG(2), ARG(3), 0, ARG(5), true, false, false, false},
+	/* (ep, op, add_val, lbuf, cookie, rbuf, flags): lbuf stands for the count */
+	[DF_OP_FETCH_ADD] =
+		{DF_OP_FETCH_ADD, WRITE, ARG(4), ARG(4), ARG(6), ARG(7), false, false, true, true},
+	/* (ep, op, cmp_val, swap_val, lbuf, cookie, rbuf, flags) */
+	[DF_OP_CMP_SWAP] =
+		{DF_OP_CMP_SWAP, WRITE, ARG(5), ARG(5), ARG(7), ARG(8), false, false, true, true},
+	/* (ep, op, segments, lbuf, cookie, rbuf, idata, flags): an RDMA Write in all else */
+	[DF_OP_RDMA_WRITE_IMM] = {DF_OP_RDMA_WRITE_IMM, READ, ARG(3), ARG(4), ARG(6), ARG(8),
+				  false, false, false, false},
 };
 #undef READ
 #undef WRITE
+#undef ARG
 
 #define KNOWN_COMPLETION_FLAGS 0x3F
+#define ATOMIC_BYTES 8u /* an atomic's operand, remote word and local result */
 
 struct post {
 	const struct post_rule *rule;
@@ -37,6 +55,7 @@ struct post {
 	DAT_DTO_COOKIE cookie;
 	const DAT_RMR_TRIPLET *remote;
 	DAT_COMPLETION_FLAGS flags;
+	uint64_t operand, compare; /* the WQE's (the IB extensions only) */
 };
 
 static DAT_COUNT max_iov(const struct df_ep *ep, enum df_opcode op)
@@ -47,8 +66,9 @@ static DAT_COUNT max_iov(const struct df_ep *ep, enum df_opcode op)
 	case DF_OP_RECEIVE:
 		return ep->attr.max_recv_iov;
 	case DF_OP_RDMA_WRITE:
+	case DF_OP_RDMA_WRITE_IMM:
 		return ep->attr.max_rdma_write_iov;
-	default:
+	default: /* a Read, and the atomics: their one segment is written as a Read's */
 		return ep->attr.max_rdma_read_iov;
 	}
 }
@@ -60,7 +80,7 @@ static DAT_RETURN check_local(struct df_ep *ep, const struct post *p, uint64_t *
 	*total = 0;
 	if (p->num_segments > max_iov(ep, p->rule->opcode) ||
 	    p->num_segments > (DAT_COUNT)DF_WQE_MAX_SEGMENTS)
-		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+		return DF_ERROR(DAT_INVALID_PARAMETER, p->rule->count_arg);
 	for (DAT_COUNT i = 0; i < p->num_segments; i++) {
 		const DAT_LMR_TRIPLET *t = &p->iov[i];
 		if (!t->segment_length)
@@ -75,7 +95,7 @@ static DAT_RETURN check_local(struct df_ep *ep, const struct post *p, uint64_t *
 		if (t->virtual_address < lmr->address ||
 		    t->segment_length > lmr->length ||
 		    t->virtual_address - lmr->address > lmr->length - t->segment_length)
-			return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+			return DF_ERROR(DAT_INVALID_PARAMETER, p->rule->iov_arg);
 		*total += t->segment_length;
 	}
 	return DAT_SUCCESS;
@@ -96,11 +116,23 @@ static DAT_RETURN check_request(struct df_ep *ep, const struct post *p)
 	return DAT_SUCCESS;
 }
 
+/* An atomic's buffers: exactly 8 local bytes, at least 8 remote bytes, 8-aligned remotely. */
+static DAT_RETURN check_atomic(const struct post *p)
+{
+	if (p->iov[0].segment_length != ATOMIC_BYTES || p->remote->segment_length < ATOMIC_BYTES)
+		return DF_ERROR(DAT_LENGTH_ERROR, 0);
+	if (p->remote->virtual_address % ATOMIC_BYTES)
+		return DF_ERROR(DAT_INVALID_PARAMETER, p->rule->remote_arg);
+	return DAT_SUCCESS;
+}
+
 /* A request's lengths against the remote buffer and the EP's limits. */
 static DAT_RETURN check_lengths(const struct df_ep *ep, const struct post *p, uint64_t total)
 {
 	const DAT_EP_ATTR *a = &ep->attr;
 	const struct post_rule *rule = p->rule;
+	if (rule->atomic)
+		return check_atomic(p);
 	if (rule->send)
 		return total > a->max_message_size ? DF_ERROR(DAT_LENGTH_ERROR, 0) : DAT_SUCCESS;
 	uint64_t remote = p->remote->segment_length;
@@ -125,11 +157,13 @@ static void write_wqe(struct df_ring *ring, const struct post *p, int64_t stage)
 	w->num_segments = (uint16_t)p->num_segments;
 	w->completion_flags = (uint32_t)p->flags;
 	w->user_cookie = p->cookie.as_64;
-	if (p->remote) {
+	if (p->remote) { /* an atomic acts on the first 8 bytes of its remote buffer */
 		w->remote_address = p->remote->virtual_address;
-		w->remote_length = p->remote->segment_length;
+		w->remote_length = p->rule->atomic ? ATOMIC_BYTES : p->remote->segment_length;
 		w->rmr_context = p->remote->rmr_context;
 	}
+	w->operand = p->operand;
+	w->compare = p->compare;
 	for (DAT_COUNT i = 0; i < p->num_segments; i++) {
 		struct df_wqe_segment *s = &w->segments[i];
 		s->virtual_address = p->iov[i].virtual_address;
@@ -168,7 +202,8 @@ static DAT_RETURN post_locked(struct df_ep *ep, const struct post *p)
 		return DF_ERROR(DAT_ABORT, 0);
 	}
 	int64_t stage = -1;
-	if (!rule->receive) /* a Read sends nothing of ours; a fenced request is read as it starts */
+	/* a Read or an atomic sends nothing of ours; a fenced request is read as it starts */
+	if (!rule->receive)
 		stage = df_stage(ep, p->iov, p->num_segments, total,
 				 !rule->into_local && !(p->flags & DAT_COMPLETION_BARRIER_FENCE_FLAG));
 	write_wqe(ring, p, stage);
@@ -182,16 +217,17 @@ static DAT_RETURN post(DAT_EP_HANDLE handle, const struct post *p)
 	struct df_ep *ep = df_obj_check(handle, DAT_HANDLE_TYPE_EP);
 	if (!ep)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+	const struct post_rule *rule = p->rule;
 	if (p->num_segments < 0)
-		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+		return DF_ERROR(DAT_INVALID_PARAMETER, rule->count_arg);
 	if (p->num_segments && !p->iov)
-		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+		return DF_ERROR(DAT_INVALID_PARAMETER, rule->iov_arg);
 	if (p->flags & ~(DAT_COMPLETION_FLAGS)KNOWN_COMPLETION_FLAGS)
-		return DF_ERROR(DAT_INVALID_PARAMETER, p->rule->flags_arg);
-	if (p->rule->receive && (p->flags & DAT_COMPLETION_SUPPRESS_FLAG))
-		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
-	if (!p->rule->receive && !p->rule->send && !p->remote)
-		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+		return DF_ERROR(DAT_INVALID_PARAMETER, rule->flags_arg);
+	if (rule->receive && (p->flags & DAT_COMPLETION_SUPPRESS_FLAG))
+		return DF_ERROR(DAT_INVALID_PARAMETER, rule->flags_arg);
+	if (!rule->receive && !rule->send && !p->remote) /* RDMA, atomics: a remote buffer */
+		return DF_ERROR(DAT_INVALID_PARAMETER, rule->remote_arg);
 	struct df_chan *ch = &ep->obj.ia->chan;
 	pthread_mutex_lock(&ch->lock);
 	DAT_RETURN ret = post_locked(ep, p);
@@ -202,14 +238,14 @@ static DAT_RETURN post(DAT_EP_HANDLE handle, const struct post *p)
 DAT_RETURN df_ep_post_send(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 			   DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
 {
-	struct post p = {&rules[DF_OP_SEND], n, iov, cookie, NULL, flags};
+	struct post p = {&rules[DF_OP_SEND], n, iov, cookie, NULL, flags, 0, 0};
 	return post(ep, &p);
 }
 
 DAT_RETURN df_ep_post_recv(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
 			   DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags)
 {
-	struct post p = {&rules[DF_OP_RECEIVE], n, iov, cookie, NULL, flags};
+	struct post p = {&rules[DF_OP_RECEIVE], n, iov, cookie, NULL, flags, 0, 0};
 	return post(ep, &p);
 }
 
@@ -217,7 +253,7 @@ DAT_RETURN df_ep_post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET 
 				 DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				 DAT_COMPLETION_FLAGS flags)
 {
-	struct post p = {&rules[DF_OP_RDMA_WRITE], n, iov, cookie, remote, flags};
+	struct post p = {&rules[DF_OP_RDMA_WRITE], n, iov, cookie, remote, flags, 0, 0};
 	return post(ep, &p);
 }
 
@@ -225,6 +261,31 @@ DAT_RETURN df_ep_post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *
 				DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
 				DAT_COMPLETION_FLAGS flags)
 {
-	struct post p = {&rules[DF_OP_RDMA_READ], n, iov, cookie, remote, flags};
+	struct post p = {&rules[DF_OP_RDMA_READ], n, iov, cookie, remote, flags, 0, 0};
+	return post(ep, &p);
+}
+
+/* The IB extensions (ext.c): an atomic is posted as an RDMA Read of 8 bytes into ``local`` */
+DAT_RETURN df_ep_post_fetch_and_add(DAT_EP_HANDLE ep, uint64_t add, DAT_LMR_TRIPLET *local,
+				    DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				    DAT_COMPLETION_FLAGS flags)
+{
+	struct post p = {&rules[DF_OP_FETCH_ADD], 1, local, cookie, remote, flags, add, 0};
+	return post(ep, &p);
+}
+
+DAT_RETURN df_ep_post_cmp_and_swap(DAT_EP_HANDLE ep, uint64_t compare, uint64_t swap,
+				   DAT_LMR_TRIPLET *local, DAT_DTO_COOKIE cookie,
+				   const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags)
+{
+	struct post p = {&rules[DF_OP_CMP_SWAP], 1, local, cookie, remote, flags, swap, compare};
+	return post(ep, &p);
+}
+
+DAT_RETURN df_ep_post_rdma_write_immed(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+				       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+				       uint32_t immediate, DAT_COMPLETION_FLAGS flags)
+{
+	struct post p = {&rules[DF_OP_RDMA_WRITE_IMM], n, iov, cookie, remote, flags, immediate, 0};
 	return post(ep, &p);
 }

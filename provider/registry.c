@@ -5,7 +5,6 @@
  * IA finds its daemon from the provider it was opened through. The list of those tables is the
  * library's only global state. */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +51,6 @@ MNS(ep_post_rdma_read_to_rmr, DAT_EP_HANDLE a0, const DAT_RMR_TRIPLET *a1, DAT_D
 MNS(cno_fd_create, DAT_IA_HANDLE a0, DAT_FD *a1, DAT_CNO_HANDLE *a2)
 MNS(cno_trigger, DAT_CNO_HANDLE a0, DAT_EVD_HANDLE *a1)
 MNS(ia_ha_related, DAT_IA_HANDLE a0, const DAT_NAME_PTR a1, DAT_BOOLEAN *a2)
-NI(handle_extendedop, DAT_HANDLE a0, DAT_EXTENDED_OP a1, va_list a2)
 #pragma GCC diagnostic pop
 
 static const DAT_PROVIDER template = {
@@ -136,7 +134,7 @@ static const DAT_PROVIDER template = {
 	.cno_fd_create_func = ni_cno_fd_create,
 	.cno_trigger_func = ni_cno_trigger,
 	.ia_ha_related_func = ni_ia_ha_related,
-	.handle_extendedop_func = ni_handle_extendedop,};
+	.handle_extendedop_func = df_handle_extendedop,};
 
 struct df_provider *df_registry_find(const char *ia_name, DAT_BOOLEAN thread_safe)
 {

@@ -35,7 +35,8 @@ struct bind_args {
 	DAT_COMPLETION_FLAGS flags;
 };
 
-/* proto.calls.RmrBind: [rmr, lmr, triplet, privileges, ep, cookie, flags]. */
+/* proto.calls.RmrBind: [rmr, lmr, triplet, privileges, ep, cookie, flags]; the privileges
+ * as asked (DAT_IB_MEM_PRIV_REMOTE_ATOMIC among them: the daemon checks it at the target). */
 static void pack_bind(msgpack_packer *pk, const void *arg)
 {
 	const struct bind_args *a = arg;

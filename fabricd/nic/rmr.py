@@ -25,6 +25,8 @@ from proto.errors import (
 )
 from proto.schema import Empty
 
+_CHANGES = MemPriv.REMOTE_WRITE | MemPriv.REMOTE_ATOMIC  # window rights that change the memory
+
 
 class Windows:
     """The consumers' RMRs."""
@@ -62,7 +64,7 @@ class Windows:
         ep = lookup(consumer.eps, a.ep, Sub.INVALID_HANDLE_EP, "endpoint")
         address, length, context = parse_triplet(a.triplet, Sub.INVALID_ARG3)
         privs = privileges(a.privileges, Sub.INVALID_ARG4)
-        remote = privs & (MemPriv.REMOTE_READ | MemPriv.REMOTE_WRITE)
+        remote = privs & (MemPriv.REMOTE_READ | MemPriv.REMOTE_WRITE | MemPriv.REMOTE_ATOMIC)
         lmr = self._bound_lmr(consumer, a.lmr, ep, rmr, (address, length, context), remote)
         if ep.state not in ep_states.REQUEST_POST_STATES:
             raise ep_states.state_error(ep.state, "dat_rmr_bind")
@@ -92,10 +94,11 @@ class Windows:
             raise DatInvalidParameter(Sub.INVALID_ARG3, "the range exceeds the LMR")
         local = lmr.region.privileges
         if (remote & MemPriv.REMOTE_READ and not local & MemPriv.LOCAL_READ) or (
-            remote & MemPriv.REMOTE_WRITE and not local & MemPriv.LOCAL_WRITE
+            remote & _CHANGES and not local & MemPriv.LOCAL_WRITE
         ):
             raise DatPrivilegesViolation(
-                message="remote read needs the LMR's local read, remote write its local write"
+                message="remote read needs the LMR's local read, remote write or atomic access "
+                "its local write"
             )
         if rmr.pz != lmr.region.pz or rmr.pz != ep.pz:
             raise DatProtectionViolation(message="the RMR, LMR and EP are not in one PZ")

@@ -111,3 +111,23 @@ def test_dtest_with_the_sanitized_provider(build: Path, start: StartNode, tmp_pa
     for out in (srv, cli):
         assert "DAPL Test Complete. PASSED" in out, out
         assert "Sanitizer" not in out and "runtime error" not in out, out
+
+
+@pytest.mark.skipif(shutil.which("dtestx") is None, reason="dtestx is not installed")
+def test_dtestx_immediate_data_and_atomics(build: Path, start: StartNode, tmp_path: Path) -> None:
+    """Debian's dtestx, unmodified: RDMA Write with immediate data both ways, compare-and-swap
+    (the server's compare misses, the client's swaps) and two fetch-and-adds each way, every
+    result checked by dtestx itself on both sides. The client starts once the server has sent
+    its address over dtestx's own TCP port (stdbuf: dtestx's stdout is a pipe here)."""
+    with loopback_pair(start, tmp_path) as (a, b, server_host):
+        envs = envs_for(tmp_path, build, a, b)
+        srv, cli = run_pair(
+            ["stdbuf", "-oL", "dtestx", "-P", "df", "-s"],
+            ["dtestx", "-P", "df", "-h", server_host],
+            (envs[0], envs[1]),
+            "waiting to snd addr",
+        )
+    for out in (srv, cli):
+        for test in ("RDMA_WRITE_WITH_IMMEDIATE_DATA", "CMP_SWAP", "FETCH_ADD"):
+            assert f"{test} test - PASSED" in out, out
+        assert "IB extension test - immed/atomic test PASSED" in out, out

@@ -78,6 +78,29 @@ def test_connection_management(
         passes([str(where / program), "dfa", "dfb"], {**os.environ, "DAT_OVERRIDE": str(path)})
 
 
+@pytest.mark.parametrize("variant", ["plain", "asan"])
+@pytest.mark.parametrize("daemons", ["one", "two"])
+def test_ib_extensions(
+    build: Path, start: StartNode, tmp_path: Path, variant: str, daemons: str
+) -> None:
+    """dat_extension_op's fetch-and-add, compare-and-swap and RDMA Write with immediate data
+    (dat_ib_extensions.h), through one daemon's local path and between two: dat_ia_query
+    advertises them, each argument error gives its code, the atomics return the original value
+    and change the remote word (through the LMR's key and through a window bound with
+    DAT_IB_MEM_PRIV_REMOTE_ATOMIC), the immediate data completes the target's receive, and an
+    atomic on memory without REMOTE_ATOMIC completes with DAT_DTO_ERR_REMOTE_ACCESS."""
+    where = build if variant == "plain" else build / "asan"
+    library = where / "libdatfabric.so"
+    if daemons == "one":
+        node = start("c1")
+        passes([str(where / "ib_ext"), "df"], conf(tmp_path, node.socket, library))
+        return
+    path = tmp_path / "dat.conf"
+    with loopback_pair(start, tmp_path) as (a, b, _):
+        path.write_text(lines("dfa", a.socket, library) + lines("dfb", b.socket, library))
+        passes([str(where / "ib_ext"), "dfa", "dfb"], {**os.environ, "DAT_OVERRIDE": str(path)})
+
+
 def test_one_ia_past_the_daemons_limit_is_insufficient_resources(
     build: Path, start: StartNode, tmp_path: Path
 ) -> None:
