@@ -134,17 +134,23 @@ class Pair:
 
 
 def connect_pair(
-    socket_a: str, socket_b: str, peer_b: tuple[str, int], size: int = 65536, conn_qual: int = 4000
+    socket_a: str,
+    socket_b: str,
+    peer_b: tuple[str, int],
+    size: int = 65536,
+    conn_qual: int = 4000,
+    privileges: MemPriv = MemPriv.ALL,
 ) -> Pair:
-    """Open an IA on each node and connect one EP pair (both driven from this process)."""
+    """Open an IA on each node and connect one EP pair (both driven from this process; the
+    buffers registered with ``privileges``)."""
     ia_a, ia_b = Ia(socket_a), Ia(socket_b)
     pz_a, pz_b = ia_a.pz_create(), ia_b.pz_create()
     evd_a, evd_b = ia_a.evd_create(256), ia_b.evd_create(256)
     ep_a = ia_a.ep_create(pz_a, evd_a, evd_a, evd_a)
     ep_b = ia_b.ep_create(pz_b, evd_b, evd_b, evd_b)
     buf_a, buf_b = ia_a.alloc(size), ia_b.alloc(size)
-    lmr_a = ia_a.lmr_create(MemType.VIRTUAL, buf_a, size, pz_a, MemPriv.ALL)
-    lmr_b = ia_b.lmr_create(MemType.VIRTUAL, buf_b, size, pz_b, MemPriv.ALL)
+    lmr_a = ia_a.lmr_create(MemType.VIRTUAL, buf_a, size, pz_a, privileges)
+    lmr_b = ia_b.lmr_create(MemType.VIRTUAL, buf_b, size, pz_b, privileges)
     ia_b.psp_create(conn_qual, evd_b)
     ep_a.connect(peer_b, conn_qual, WAIT_US)
     request = wait_event(evd_b, EventNumber.CONNECTION_REQUEST_EVENT)
