@@ -19,6 +19,7 @@ from client.api import DEFAULT_IA_NAME, socket_for
 from client.core import ClientCore, CrInfo, Event, LmrInfo, Op, Triplet
 from client.desk import Desk
 from client.shm import Arena, Buffer, QueueMaps
+from client.srq_objects import AsyncSrq
 from proto.attrs import EpAttr
 from proto.codec import hello
 from proto.constants import (
@@ -258,6 +259,27 @@ class AsyncIa:
         """dat_ep_create."""
         recv, req, conn = (e.handle if e else 0 for e in (recv_evd, request_evd, connect_evd))
         return AsyncEp(self, await self.run(self.core.ep_create(pz, recv, req, conn, attr)))
+
+    async def srq_create(
+        self, pz: int, max_recv_dtos: int, max_recv_iov: int = 1, low_watermark: int = 0
+    ) -> AsyncSrq:
+        """dat_srq_create."""
+        op = self.core.srq_create(pz, max_recv_dtos, max_recv_iov, low_watermark)
+        return AsyncSrq(self, await self.run(op))
+
+    async def ep_create_with_srq(
+        self,
+        pz: int,
+        recv_evd: AsyncEvd | None,
+        request_evd: AsyncEvd | None,
+        connect_evd: AsyncEvd | None,
+        srq: AsyncSrq,
+        attr: EpAttr | None = None,
+    ) -> AsyncEp:
+        """dat_ep_create_with_srq."""
+        recv, req, conn = (e.handle if e else 0 for e in (recv_evd, request_evd, connect_evd))
+        op = self.core.ep_create_with_srq(pz, recv, req, conn, srq.handle, attr)
+        return AsyncEp(self, await self.run(op))
 
     async def psp_create(
         self, conn_qual: int, evd: AsyncEvd, flags: int = PspFlags.CONSUMER

@@ -52,7 +52,7 @@ class AsyncEvd:
             evd.waiting = False
         if not core.evd_ready(evd, threshold):
             raise DatAbort(message="the IA's daemon is gone")
-        event = evd.pop()
+        event = core.take(evd)
         return event, len(evd.queue)
 
     async def post_se(self, pointer: Any = None) -> None:

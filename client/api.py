@@ -17,6 +17,7 @@ from client.core import Call, ClientCore, Event, Op, Triplet
 from client.desk import Desk
 from client.handles import Cno, Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Rsp
 from client.shm import Arena, Buffer, QueueMaps
+from client.srq_objects import Srq
 from proto.attrs import EpAttr
 from proto.codec import hello
 from proto.constants import (
@@ -37,7 +38,7 @@ from proto.errors import (
 from proto.frames import ROLE_ADMIN, ROLE_CONSUMER
 from proto.hostif import ASYNC_EVD
 
-__all__ = ["Cno", "Cr", "Ep", "Evd", "Ia", "Lmr", "Psp", "Pz", "Rmr", "Rsp", "socket_for"]
+__all__ = ["Cno", "Cr", "Ep", "Evd", "Ia", "Lmr", "Psp", "Pz", "Rmr", "Rsp", "Srq", "socket_for"]
 
 Sub = DatReturnSubtype
 DEFAULT_SOCKET = "/tmp/datfabric/fabricd.sock"
@@ -293,6 +294,29 @@ class Ia:
         """dat_ep_create."""
         recv, req, conn = (e.handle if e else 0 for e in (recv_evd, request_evd, connect_evd))
         return Ep(self, self.run(self.core.ep_create(pz.handle, recv, req, conn, attr)))
+
+    def srq_create(
+        self, pz: Pz, max_recv_dtos: int, max_recv_iov: int = 1, low_watermark: int = 0
+    ) -> Srq:
+        """dat_srq_create: a shared receive queue in ``pz`` (DAT_SRQ_ATTR as arguments)."""
+        core = self.core
+        return Srq(
+            self, self.run(core.srq_create(pz.handle, max_recv_dtos, max_recv_iov, low_watermark))
+        )
+
+    def ep_create_with_srq(
+        self,
+        pz: Pz,
+        recv_evd: Evd | None,
+        request_evd: Evd | None,
+        connect_evd: Evd | None,
+        srq: Srq,
+        attr: EpAttr | None = None,
+    ) -> Ep:
+        """dat_ep_create_with_srq: an endpoint whose receives come from ``srq``."""
+        recv, req, conn = (e.handle if e else 0 for e in (recv_evd, request_evd, connect_evd))
+        op = self.core.ep_create_with_srq(pz.handle, recv, req, conn, srq.handle, attr)
+        return Ep(self, self.run(op))
 
     def psp_create(self, conn_qual: int, evd: Evd, flags: int = PspFlags.CONSUMER) -> Psp:
         """dat_psp_create: listen on ``conn_qual``; requests arrive on ``evd``."""

@@ -22,6 +22,7 @@ from client.records import EpMirror, EvdState, QueueMapper
 from client.records import Event as Event
 from client.records import LmrInfo as LmrInfo
 from client.records import Op as Op
+from client.srqs import SrqCalls, SrqMirror
 from proto import calls, ep_states
 from proto.attrs import EpAttr
 from proto.calls import METHODS
@@ -59,7 +60,7 @@ Triplet = Sequence[int]
 _DTO_COMPLETION: Final = EventNumber.DTO_COMPLETION_EVENT
 
 
-class ClientCore(EventPath, MemoryCalls):
+class ClientCore(EventPath, MemoryCalls, SrqCalls):
     """State of one open IA, without I/O."""
 
     def __init__(self, name: str, mapper: QueueMapper, async_evd_qlen: int = 8) -> None:
@@ -73,6 +74,7 @@ class ClientCore(EventPath, MemoryCalls):
             ASYNC_EVD: EvdState(ASYNC_EVD, max(async_evd_qlen, 1), EvdFlags.ASYNC)
         }
         self.eps: dict[int, EpMirror] = {}
+        self.srqs: dict[int, SrqMirror] = {}
         self.lmrs: dict[int, LmrInfo] = {}
         self.regions: dict[int, Region] = {}  # lmr_context -> region
         self.crs: dict[int, CrInfo] = {}
@@ -87,8 +89,13 @@ class ClientCore(EventPath, MemoryCalls):
         posting = Posting(name, mapper, self.eps, self.regions, self.ep_mirror)
         self.queues = posting.queues
         self.post = posting.post  # the hot path: no delegating call in between
-        self.kick = posting.kick
+        self._kick_eps = posting.kick
         self.check_request = posting.check_request
+
+    def kick(self) -> bytes:
+        """Doorbells a race of the two sides' stores may have skipped (Posting.kick), for the
+        EPs and the SRQs: a driver sends these before it blocks or finds an EVD empty."""
+        return self._kick_eps() + self.srq_kick() if self.srqs else self._kick_eps()
 
     # -- frames in and out ---------------------------------------------------------------------
 
@@ -188,13 +195,7 @@ class ClientCore(EventPath, MemoryCalls):
         self, pz: int, recv_evd: int, request_evd: int, connect_evd: int, attr: EpAttr | None
     ) -> Op:
         """dat_ep_create: an RC endpoint in UNCONNECTED."""
-        for evd, sub in (
-            (recv_evd, Sub.INVALID_HANDLE_EVD_RECV),
-            (request_evd, Sub.INVALID_HANDLE_EVD_REQUEST),
-            (connect_evd, Sub.INVALID_HANDLE_EVD_CONN),
-        ):
-            if evd and evd not in self.evds:
-                raise DatInvalidHandle(sub, f"no EVD {evd!r}")
+        self.check_evds(recv_evd, request_evd, connect_evd)
         wire = (attr or EpAttr()).to_wire()
         args = calls.EpCreate(pz, recv_evd, request_evd, connect_evd, wire)
         handle, granted = yield Call("ep_create", args)
@@ -203,6 +204,16 @@ class ClientCore(EventPath, MemoryCalls):
         )
         self.queues(mirror)  # from now on the daemon's STATE word is the EP's state
         return handle
+
+    def check_evds(self, recv_evd: int, request_evd: int, connect_evd: int) -> None:
+        """The EVDs an EP names are the IA's (0: none), or DAT_INVALID_HANDLE of their kind."""
+        for evd, sub in (
+            (recv_evd, Sub.INVALID_HANDLE_EVD_RECV),
+            (request_evd, Sub.INVALID_HANDLE_EVD_REQUEST),
+            (connect_evd, Sub.INVALID_HANDLE_EVD_CONN),
+        ):
+            if evd and evd not in self.evds:
+                raise DatInvalidHandle(sub, f"no EVD {evd!r}")
 
     def ep_modify(self, handle: int, changes: dict[str, Any]) -> Op:
         """dat_ep_modify: PZ, EVDs or attributes, before the connection is made."""

@@ -35,6 +35,15 @@ from client.dat_ep import (  # the EP, PSP, RSP and CR calls, offered here with 
     dat_rsp_create,
     dat_rsp_free,
 )
+from client.dat_srq import (  # the SRQ calls, offered here with the rest
+    dat_ep_create_with_srq,
+    dat_srq_create,
+    dat_srq_free,
+    dat_srq_post_recv,
+    dat_srq_query,
+    dat_srq_resize,
+    dat_srq_set_lw,
+)
 from client.datref import Ref, iov, need, put, status
 from proto.constants import (
     DAT_SUCCESS,
@@ -58,6 +67,7 @@ __all__ = [  # every dat_* call of the flat layer, and Ref
     "dat_cr_reject",
     "dat_ep_connect",
     "dat_ep_create",
+    "dat_ep_create_with_srq",
     "dat_ep_disconnect",
     "dat_ep_free",
     "dat_ep_get_status",
@@ -92,6 +102,12 @@ __all__ = [  # every dat_* call of the flat layer, and Ref
     "dat_rmr_query",
     "dat_rsp_create",
     "dat_rsp_free",
+    "dat_srq_create",
+    "dat_srq_free",
+    "dat_srq_post_recv",
+    "dat_srq_query",
+    "dat_srq_resize",
+    "dat_srq_set_lw",
     "dat_strerror",
 ]
 

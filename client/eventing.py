@@ -5,7 +5,7 @@ software events."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from client.records import Call as Call
@@ -64,6 +64,8 @@ class EventPath:
     _handles: int
     _pointers: dict[int, Any]
     _token: int
+    srqs: dict[int, Any]  # client.srqs.SrqMirror by handle
+    reaped: Callable[[Event], Event]  # SrqCalls'
 
     # -- events --------------------------------------------------------------------------------
 
@@ -272,4 +274,8 @@ class EventPath:
             self.refill(evd)
             if not evd.queue:
                 raise DatQueueEmpty(message="no event queued")
-        return evd.pop()
+        return self.take(evd)
+
+    def take(self, evd: EvdState) -> Event:
+        """Hand out the EVD's oldest event (a receive of an SRQ stops occupying it)."""
+        return self.reaped(evd.pop()) if self.srqs else evd.pop()

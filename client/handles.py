@@ -85,7 +85,7 @@ class Evd(_Handle):
             raise core.evd_timeout(evd, threshold, timeout) from None
         finally:
             evd.waiting = False
-        event = self._handed_out(evd.pop())
+        event = self._handed_out(core.take(evd))
         return event, len(evd.queue)
 
     def post_se(self, pointer: Any = None) -> None:

@@ -18,7 +18,12 @@ from proto import ep_states
 from proto.checks import Region, check_local_iov, is_int, parse_triplet
 from proto.codec import encode
 from proto.constants import CompletionFlags, DatReturnSubtype, Dtos, MemPriv
-from proto.errors import DatInsufficientResources, DatInvalidParameter, DatLengthError
+from proto.errors import (
+    DatInsufficientResources,
+    DatInvalidParameter,
+    DatInvalidState,
+    DatLengthError,
+)
 from proto.frames import FrameType
 from proto.hostif import (
     ATOMIC_BYTES,
@@ -206,6 +211,8 @@ class Posting:
         flags = int(flags)
         sq, rq = self.queues(ep)
         if rule.receive:
+            if ep.srq:
+                raise DatInvalidState(message="the EP takes its receives from an SRQ")
             if flags & _SUPPRESS:
                 raise DatInvalidParameter(Sub.INVALID_ARG5, "receives cannot be suppressed")
             if ep.recvs >= attr.max_recv_dtos:

@@ -130,6 +130,7 @@ class EpMirror:
     rq: Ring | None = None
     rung: int = 0  # doorbells sent (free-running), against the daemon's HEARD
     kicked: tuple[int, int] = (0, 0)  # (sq, rq) producer indices of the last kick
+    srq: int = 0  # the SRQ its receives come from (dat_ep_create_with_srq), or 0
 
     @property
     def requests(self) -> int:

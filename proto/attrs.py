@@ -102,6 +102,15 @@ class EpAttr:
             raise DatInvalidParameter(DatReturnSubtype.INVALID_ARG6, "only RC service is offered")
 
 
+@dataclass(frozen=True)
+class SrqAttr:
+    """DAT_SRQ_ATTR: what dat_srq_create asks for."""
+
+    max_recv_dtos: int
+    max_recv_iov: int = 1
+    low_watermark: int = 0  # DAT_SRQ_LW_DEFAULT
+
+
 MAX_LMR_BLOCK: Final = 1 << 40
 """The largest LMR (and SHARED_VIRTUAL region) a consumer may register: max_lmr_block_size."""
 

@@ -23,6 +23,7 @@ HANDLE_PZ: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_PZ)
 HANDLE_PSP: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_PSP)
 HANDLE_RSP: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_RSP)
 HANDLE_CR: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_CR)
+HANDLE_SRQ: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_SRQ)
 EVD_CR: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_EVD_CR)
 EVD_RECV: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_EVD_RECV)
 EVD_REQUEST: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_EVD_REQUEST)
@@ -128,6 +129,39 @@ class EpCreate(NamedTuple):
     request_evd: Annotated[int, EVD_REQUEST]
     connect_evd: Annotated[int, EVD_CONN]
     attr: Annotated[dict[str, int] | None, arg(6)]
+
+
+class EpCreateWithSrq(NamedTuple):
+    """dat_ep_create_with_srq: as dat_ep_create, its receives taken from ``srq``."""
+
+    pz: Annotated[int, HANDLE_PZ]
+    recv_evd: Annotated[int, EVD_RECV]
+    request_evd: Annotated[int, EVD_REQUEST]
+    connect_evd: Annotated[int, EVD_CONN]
+    srq: Annotated[int, HANDLE_SRQ]
+    attr: Annotated[dict[str, int] | None, arg(7)]
+
+
+class SrqCreate(NamedTuple):
+    """dat_srq_create: the PZ and the DAT_SRQ_ATTR asked for."""
+
+    pz: Annotated[int, HANDLE_PZ]
+    max_recv_dtos: Annotated[int, arg(3)]
+    max_recv_iov: Annotated[int, arg(3)]
+    low_watermark: Annotated[int, arg(3)]
+
+
+class SrqHandle(NamedTuple):
+    """dat_srq_free."""
+
+    srq: Annotated[int, HANDLE_SRQ]
+
+
+class SrqSetLw(NamedTuple):
+    """dat_srq_set_lw: arms the low watermark event once more."""
+
+    srq: Annotated[int, HANDLE_SRQ]
+    low_watermark: Annotated[int, arg(2)]
 
 
 class EpModify(NamedTuple):
@@ -281,6 +315,14 @@ class EpCreated(NamedTuple):
     attr: dict[str, int]
 
 
+class SrqCreated(NamedTuple):
+    """dat_srq_create: the handle and the attributes granted."""
+
+    srq: int
+    max_recv_dtos: int
+    max_recv_iov: int
+
+
 class EpModified(NamedTuple):
     """dat_ep_modify: the attributes granted, then the EP and its state."""
 
@@ -356,6 +398,10 @@ METHODS: Final[dict[str, Method]] = {
     "evd_free": Method(EvdHandle, Empty),
     "evd_post_se": Method(EvdPostSe, Empty),
     "ep_create": Method(EpCreate, EpCreated),
+    "ep_create_with_srq": Method(EpCreateWithSrq, EpCreated),
+    "srq_create": Method(SrqCreate, SrqCreated),
+    "srq_free": Method(SrqHandle, Empty),
+    "srq_set_lw": Method(SrqSetLw, Empty),
     "ep_modify": Method(EpModify, EpModified),
     "ep_free": Method(EpHandle, Empty),
     "ep_connect": Method(EpConnect, EpMoved),

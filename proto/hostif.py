@@ -45,6 +45,7 @@ class RingKind(IntEnum):
     SQ = 1  # send queue: the consumer produces WQEs, the daemon consumes them
     RQ = 2  # receive queue: the same, receive WQEs
     EQ = 3  # event queue of an EVD: the daemon produces events, the consumer takes them
+    SRQ = 4  # shared receive queue: the consumer produces receive WQEs for every EP it serves
 
 
 class Word:
@@ -53,8 +54,8 @@ class Word:
     not an IntEnum: an enum member costs ~0.2 us to look up, and these are read per post.)"""
 
     DONE: Final = 4  # WQEs of this queue completed, free-running: outstanding = prod - DONE
-    STATE: Final = 8  # the EP's DAT_EP_STATE (on the SQ)
-    HEARD: Final = 12  # doorbells of this EP the daemon has taken, free-running (on the SQ)
+    STATE: Final = 8  # the EP's DAT_EP_STATE (on the SQ); the SRQ's DAT_SRQ_STATE (its ring)
+    HEARD: Final = 12  # doorbells of this EP (on the SQ) or SRQ the daemon has taken, free-running
     POLL: Final = 16  # 1: the daemon looks at this EP's queues again without a doorbell (SQ)
     BOUND: Final = 20  # RMR binds of this EP completed, free-running (on the SQ)
 
@@ -363,6 +364,25 @@ def wq_rings(view: memoryview, producer: bool) -> tuple[Ring, Ring]:
     sq = Ring(view[SQ_OFFSET:RQ_OFFSET], WQ_ENTRIES, WQ_ENTRY_SIZE, producer)
     rq = Ring(view[RQ_OFFSET:WQ_SEGMENT_BYTES], WQ_ENTRIES, WQ_ENTRY_SIZE, producer)
     return sq, rq
+
+
+# -- shared receive queues (one per SRQ) -----------------------------------------------------
+
+SRQ_SEGMENT_BYTES: Final = WQ_RING_BYTES
+"""An SRQ's segment: one receive ring of RECEIVE WQEs, sized for the provider's maximum (so
+dat_srq_resize never moves it). Its consumer line carries the daemon's DONE (receives of the
+SRQ completed, on whichever EP), STATE (the DAT_SRQ_STATE) and HEARD (doorbells taken)."""
+
+
+def srq_segment(ia_name: str, srq: int) -> str:
+    """The shared-memory segment of SRQ ``srq``'s receive queue (the daemon creates it at
+    dat_srq_create, named after the IA and the SRQ handle)."""
+    return f"datfabric-{ia_name}-srq{srq}"
+
+
+def srq_ring(view: memoryview, producer: bool) -> Ring:
+    """An SRQ's receive queue, from one side."""
+    return Ring(view[:SRQ_SEGMENT_BYTES], WQ_ENTRIES, WQ_ENTRY_SIZE, producer)
 
 
 # -- event queues (one per EVD) --------------------------------------------------------------

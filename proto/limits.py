@@ -28,6 +28,7 @@ class Limits:
     ia_lmrs: int = 65536  # LMRs per IA (max_lmrs)
     ia_rmrs: int = 65536  # RMRs per IA (max_rmrs)
     ia_listeners: int = 4096  # PSPs and RSPs per IA
+    ia_srqs: int = 4096  # shared receive queues per IA (max_srqs)
     ia_bytes: int = 1 << 36  # bytes an IA registers, LMRs over LMRs not counted again
     consumers: int = 4096  # IAs open at once on one daemon
     peer_links: int = 65536  # peer streams at once (one per connection, either side)

@@ -73,6 +73,8 @@ class EpDriver:
             self.events.connection(ep, event, private_data)
         if leaving:
             self.flush(ep)
+            if ep.srq is not None:
+                self.events.srq_detached(ep)
         elif ep.state == S.DISCONNECT_PENDING:
             self.drained(ep)
 
@@ -101,7 +103,7 @@ class EpDriver:
             for wqe in self.queues.untaken(ep, receive=False):
                 op = Op(OPCODE_DTOS[wqe.opcode], wqe.cookie, wqe.flags, 0, 0, [])
                 self.complete(ep, op, St.DTO_ERR_FLUSHED)
-            while ep.recvs:
+            while ep.recvs and ep.srq is None:  # an SRQ's receives stay for its other EPs
                 self.events.received(ep, ep.recvs.popleft().cookie, St.DTO_ERR_FLUSHED)
             for wqe in self.queues.untaken(ep, receive=True):
                 self.events.received(ep, wqe.cookie, St.DTO_ERR_FLUSHED)
@@ -149,4 +151,7 @@ class EpDriver:
         if ep.pz in consumer.pzs:
             consumer.pzs[ep.pz] -= 1
         ep.ops.clear()
-        ep.recvs.clear()
+        if ep.srq is not None:
+            ep.srq.eps.pop(ep.handle, None)
+        else:
+            ep.recvs.clear()

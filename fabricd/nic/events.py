@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from fabricd.memory import MemoryRegistry
-from fabricd.nic.objects import Consumer, Ep, EventQueue, Op
+from fabricd.nic.objects import Consumer, Ep, EventQueue, Op, Srq
 from fabricd.nic.queues import bound, retired
 from proto import calls
 from proto.codec import encode
-from proto.constants import CompletionFlags, Dtos
+from proto.constants import CompletionFlags, Dtos, EpAsyncErrorReason, SrqAsyncErrorReason
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
@@ -53,6 +53,8 @@ from proto.hostif import (
 log = logging.getLogger("fabricd")
 _SUPPRESS: Final = int(CompletionFlags.SUPPRESS)  # plain ints: IntFlag operators are slow
 _UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
+_SRQ_EVENT: Final = E.ASYNC_ERROR_PROVIDER_INTERNAL_ERROR
+"""The async event number of an SRQ's events (the reason says which)."""
 
 
 class Events:
@@ -229,6 +231,26 @@ class Events:
             return
         body = IMMEDIATE.pack(immediate)
         self.dto(ep, ep.recv_evd, cookie, status, length, Dtos.IB_RECV_IMMED, body=body)
+
+    def srq_low(self, srq: Srq) -> None:
+        """dat_srq_set_lw's event, once per arming: the SRQ holds fewer receives than its low
+        watermark (DAT_SRQ_LOW_WATERMARK_EVENT on the async EVD, the SRQ's handle)."""
+        if srq.armed and len(srq.recvs) < srq.low_watermark:
+            srq.armed = False
+            record = AsyncError(ASYNC_EVD, srq.handle, SrqAsyncErrorReason.LOW_WATERMARK_EVENT)
+            self.push(srq.consumer, _SRQ_EVENT, record)
+
+    def srq_error(self, srq: Srq) -> None:
+        """The SRQ went to its error state (a receive posted to it failed its checks)."""
+        record = AsyncError(ASYNC_EVD, srq.handle, SrqAsyncErrorReason.TRANSFER_TO_ERROR)
+        self.push(srq.consumer, _SRQ_EVENT, record)
+
+    def srq_detached(self, ep: Ep) -> None:
+        """An EP of an SRQ left its connection: it takes no more of the SRQ's receives, and
+        every one it took has completed (InfiniBand's "last WQE reached"; DAT_ASYNC_ERROR_
+        EP_BROKEN on the async EVD, the EP's handle, as OFED's dapl reports it)."""
+        record = AsyncError(ASYNC_EVD, ep.handle, EpAsyncErrorReason.TRANSFER_TO_ERROR)
+        self.push(ep.consumer, E.ASYNC_ERROR_EP_BROKEN, record)
 
     def connection(self, ep: Ep, number: E, private_data: bytes = b"") -> None:
         """A connection event on the EP's connect EVD, with the EP's state after it."""

@@ -34,6 +34,7 @@ from fabricd.nic.objects import (
 )
 from fabricd.nic.queues import Queues
 from fabricd.nic.rmr import Windows
+from fabricd.nic.srq import Srqs
 from fabricd.nic.target import Target
 from fabricd.nic.wire import Wire
 from proto import calls
@@ -68,6 +69,8 @@ QUOTAS: Final = {  # a create call: the IA's objects of that kind, their limit, 
     "rmr_create": ("rmrs", "ia_rmrs", Sub.RESOURCE_MEMORY_REGION),
     "psp_create": ("psps", "ia_listeners", Sub.RESOURCE_MEMORY),
     "rsp_create": ("psps", "ia_listeners", Sub.RESOURCE_MEMORY),
+    "srq_create": ("srqs", "ia_srqs", Sub.RESOURCE_SRQ),
+    "ep_create_with_srq": ("eps", "ia_eps", Sub.RESOURCE_TEP),
 }
 
 
@@ -116,6 +119,7 @@ class Nic:
         self.initiator = Initiator(name, self.wire, self.eps, self.memory, self.faults, shell.now)
         self.target = Target(self.wire, self.eps, self.events, self.memory)
         self.intake = Intake(self.memory, self.initiator, self.target, shell)
+        self.srqs = Srqs(self.memory, self.eps, self.events, self.target, handles)
         self.links = Links(
             self.wire,
             self.eps,
@@ -142,12 +146,13 @@ class Nic:
         self.peer_frames = self._peer_table()
 
     def _call_table(self) -> dict[str, Route]:
-        regs, win, ep, cm, evd = (
+        regs, win, ep, cm, evd, srq = (
             self.regs,
             self.windows,
             self.endpoints,
             self.connections,
             self.events,
+            self.srqs,
         )
         return {
             "ia_query": route(Empty, regs.ia_query),
@@ -164,6 +169,10 @@ class Nic:
             "evd_free": route(calls.EvdHandle, evd.evd_free),
             "evd_post_se": route(calls.EvdPostSe, evd.evd_post_se),
             "ep_create": route(calls.EpCreate, ep.ep_create),
+            "ep_create_with_srq": route(calls.EpCreateWithSrq, srq.ep_create_with_srq),
+            "srq_create": route(calls.SrqCreate, srq.srq_create),
+            "srq_free": route(calls.SrqHandle, srq.srq_free),
+            "srq_set_lw": route(calls.SrqSetLw, srq.srq_set_lw),
             "ep_modify": route(calls.EpModify, ep.ep_modify),
             "ep_free": route(calls.EpHandle, ep.ep_free),
             "ep_connect": route(calls.EpConnect, cm.ep_connect),
@@ -262,10 +271,17 @@ class Nic:
             channel.send(self._hello())
             log.info("%s %s opened connection %d", role, consumer.name, consumer.id)
         elif frame.type == FrameType.DOORBELL and not consumer.admin:
-            self.intake.doorbell(consumer, frame.fields[0])
+            handle = frame.fields[0]
+            srq = consumer.srqs.get(handle) if type(handle) is int else None
+            if srq is not None:  # handles are unique across kinds
+                self.srqs.doorbell(srq)
+            else:
+                self.intake.doorbell(consumer, handle)
         elif frame.type == FrameType.CALL:
             for ep in list(consumer.polled.values()):  # a call never overtakes a post
                 self.intake.drain(ep)
+            if consumer.srqs:
+                self.srqs.poll(consumer)
             self._call(consumer, frame.fields)
         else:
             raise UnexpectedFrame(f"{frame.type.name} is not a consumer request")
@@ -311,6 +327,7 @@ class Nic:
         self.consumers.pop(consumer.id, None)
         for ep in list(consumer.eps.values()):
             self.eps.destroy(ep)
+        self.srqs.abandon(consumer)
         self.connections.abandon(consumer)
         self.windows.abandon(consumer)
         self.regs.abandon(consumer)

@@ -85,7 +85,9 @@ class Initiator:
         status = St.DTO_ERR_LOCAL_PROTECTION
         try:
             need = MemPriv.LOCAL_WRITE if dto in READ_LIKE else MemPriv.LOCAL_READ
-            op.views, op.length, op.spans = local_views(self.memory, consumer, ep, local_iov, need)
+            op.views, op.length, op.spans = local_views(
+                self.memory, consumer, ep.pz, local_iov, need
+            )
             if dto != Dtos.SEND:
                 op.remote = parse_triplet(remote, Sub.INVALID_ARG5)
             if dto in ATOMICS and not _atomic_fits(op):

@@ -68,6 +68,8 @@ class Intake:
             if taken:
                 self.initiator.transmit(ep)  # together: small Writes leave as one batch
             for wqe in take(q.rq, RQ_OPCODES):
+                if ep.srq is not None:
+                    raise RingError(f"EP {ep.handle} takes its receives from an SRQ")
                 self.target.post_recv(ep, wqe.cookie, wqe.flags, wqe.segments)
                 taken += 1
             if taken:

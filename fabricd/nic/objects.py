@@ -16,7 +16,7 @@ from proto.attrs import EpAttr
 from proto.checks import Region
 from proto.cm_states import CmState
 from proto.codec import Frame
-from proto.constants import DatReturnSubtype, Dtos
+from proto.constants import DatReturnSubtype, Dtos, SrqState
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatInvalidHandle
@@ -74,6 +74,7 @@ class Consumer:
     psps: dict[int, Listener] = field(default_factory=dict)
     crs: dict[int, Cr] = field(default_factory=dict)
     evds: dict[int, EventQueue] = field(default_factory=dict)
+    srqs: dict[int, Srq] = field(default_factory=dict)
     polled: dict[int, Ep] = field(default_factory=dict)  # looked at before each call
     closed: bool = False
     pid: int = 0  # the process that opened the IA (its own memory can be registered)
@@ -175,6 +176,7 @@ class Ep:
     timer: Timer | None = None
     rsp: Listener | None = None
     queues: WorkQueues | None = None
+    srq: Srq | None = None  # its receives come from this SRQ (``recvs`` is the SRQ's)
 
     def op(self, seq: object) -> Op | None:
         """The outstanding request with sequence number ``seq`` (ops are in seq order)."""
@@ -186,6 +188,26 @@ class Ep:
             if op.seq > seq:
                 break
         return None
+
+
+@dataclass(eq=False)
+class Srq:
+    """A shared receive queue (dat_srq_create): receives its consumer posts to one ring, taken
+    by whichever of its EPs a Send or Write with immediate data arrives on first."""
+
+    handle: int
+    consumer: Consumer
+    pz: int
+    max_recv_iov: int
+    segment: str
+    ring: Ring
+    low_watermark: int = 0
+    armed: bool = False  # the low watermark event is due when fewer receives are left
+    srq_state: SrqState = SrqState.OPERATIONAL
+    recvs: deque[Recv] = field(default_factory=deque)  # taken from the ring, not yet consumed
+    eps: dict[int, Ep] = field(default_factory=dict)  # the EPs that take from it
+    done: int = 0  # receives completed (the DONE word)
+    heard: int = 0  # doorbells taken (the HEARD word)
 
 
 @dataclass(eq=False, slots=True)

@@ -103,7 +103,11 @@ def retired(ep: Ep, receive: bool, count: int = 1) -> None:
     q = ep.queues
     if q is None:
         return
-    if receive:
+    if receive and ep.srq is not None:  # the SRQ's receive: counted on the SRQ's ring
+        srq = ep.srq
+        srq.done += count
+        srq.ring.set_word(Word.DONE, srq.done)
+    elif receive:
         q.rq_done += count
         q.rq.set_word(Word.DONE, q.rq_done)
     else:

@@ -308,6 +308,8 @@ class Target:
             self._refuse(link)  # refused before it consumed anything: the receive is flushed
             return
         recv = ep.recvs.popleft()
+        if ep.srq is not None:
+            self.events.srq_low(ep.srq)
         if immediate is not None:
             length = frame.payload_len
             self.events.received(ep, recv.cookie, St.DTO_SUCCESS, length, immediate)
@@ -333,7 +335,7 @@ class Target:
         """dat_ep_post_recv: a receive buffer; it may release frames stalled behind it."""
         try:
             views, capacity, spans = local_views(
-                self.memory, ep.consumer, ep, local_iov, MemPriv.LOCAL_WRITE
+                self.memory, ep.consumer, ep.pz, local_iov, MemPriv.LOCAL_WRITE
             )
         except DatError as err:  # as a failed request DTO: the error, then the connection breaks
             log.info("EP %d: receive buffer refused: %s", ep.handle, err)
@@ -345,9 +347,9 @@ class Target:
             return
         ep.recvs.append(Recv(cookie, flags, views, capacity, spans))
         if ep.link is not None and ep.link.stalled:
-            self._unstall(ep.link)
+            self.unstall(ep.link)
 
-    def _unstall(self, link: PeerLink) -> None:
+    def unstall(self, link: PeerLink) -> None:
         """Run the frames held behind the Send that had no receive; ACK what ran."""
         self._run_stalled(link)
         self.batch_end(link)

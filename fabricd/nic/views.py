@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fabricd.memory import Lmr, MemoryRegistry, Span
-from fabricd.nic.objects import Consumer, Ep
+from fabricd.nic.objects import Consumer
 from proto.checks import Region, check_local_iov
 from proto.constants import MemPriv
 
 
 def local_views(
-    memory: MemoryRegistry, consumer: Consumer, ep: Ep, iov: object, need: MemPriv
+    memory: MemoryRegistry, consumer: Consumer, pz: int, iov: object, need: MemPriv
 ) -> tuple[list[memoryview], int, list[Span]]:
     """The consumer's bytes a local iov names, checked as dat_ep_post_* specify; the spans
     are every segment's when one of them is a process's own memory (else none)."""
@@ -26,7 +26,7 @@ def local_views(
         found.append(lmr)
         return lmr.region
 
-    used = check_local_iov(iov, lookup, ep.pz, need, 1 << 16)
+    used = check_local_iov(iov, lookup, pz, need, 1 << 16)
     if len(used) == 1:  # the common post: no generator, no zip
         lmr, (_, address, length) = found[0], used[0]
         return [lmr.local(address, length)], length, [(lmr, address, length)] if lmr.pid else []

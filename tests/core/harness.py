@@ -379,7 +379,7 @@ class SimConsumer:
         """Take every event queued on an EVD."""
         queue = self.core.evds[evd]
         self.core.refill(queue)
-        return [queue.pop() for _ in range(len(queue.queue))]
+        return [self.core.take(queue) for _ in range(len(queue.queue))]
 
     def post(self, *args: Any) -> None:
         """Post a DTO (client.core.post's arguments): the WQE, and the doorbell if one is due."""

@@ -63,6 +63,15 @@ CALLS: dict[str, tuple[str, str, str | None]] = {
     "dat_ib_post_rdma_write_immed": (
         "Ep.post_rdma_write_immed", "AsyncEp.post", "dat_ib_post_rdma_write_immed"
     ),
+    "dat_ep_create_with_srq": (
+        "Ia.ep_create_with_srq", "AsyncIa.ep_create_with_srq", "dat_ep_create_with_srq"
+    ),
+    "dat_srq_create": ("Ia.srq_create", "AsyncIa.srq_create", "dat_srq_create"),
+    "dat_srq_free": ("Srq.free", "AsyncSrq.free", "dat_srq_free"),
+    "dat_srq_post_recv": ("Srq.post_recv", "AsyncSrq.post_recv", "dat_srq_post_recv"),
+    "dat_srq_query": ("Srq.query", "AsyncSrq.query", "dat_srq_query"),
+    "dat_srq_resize": ("Srq.resize", "AsyncSrq.resize", "dat_srq_resize"),
+    "dat_srq_set_lw": ("Srq.set_lw", "AsyncSrq.set_lw", "dat_srq_set_lw"),
     "dat_psp_create": ("Ia.psp_create", "AsyncIa.psp_create", "dat_psp_create"),
     "dat_psp_free": ("Psp.free", "AsyncIa.psp_free", "dat_psp_free"),
     "dat_rsp_create": ("Ia.rsp_create", "AsyncIa.rsp_create", "dat_rsp_create"),
@@ -81,8 +90,8 @@ HELPERS = {
 }  # fmt: skip
 FLAT_EXTRAS = {"dat_strerror", "Ref"}
 
-BLOCKING = ("Ia", "Pz", "Evd", "Cno", "Lmr", "Ep", "Rmr", "Psp", "Rsp", "Cr")
-ASYNCIO = ("AsyncIa", "AsyncEvd", "AsyncCno", "AsyncEp", "AsyncRmr")
+BLOCKING = ("Ia", "Pz", "Evd", "Cno", "Lmr", "Ep", "Rmr", "Psp", "Rsp", "Cr", "Srq")
+ASYNCIO = ("AsyncIa", "AsyncEvd", "AsyncCno", "AsyncEp", "AsyncRmr", "AsyncSrq")
 
 
 def _find(spelling: str, *modules: object) -> object | None:
