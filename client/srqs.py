@@ -1,6 +1,6 @@
 """The consumer core's shared receive queues (client.core.ClientCore is an SrqCalls):
 dat_srq_create, _free, _query, _resize, _set_lw, dat_srq_post_recv and
-dat_ep_create_with_srq (docs/host-interface.md section 6).
+dat_ep_create_with_srq (docs/host-interface.md section 10).
 
 An SRQ's receives go into its ring in shared memory (the daemon places it at dat_srq_create);
 the daemon counts those it completed (DONE) and publishes the SRQ's state. The driver counts the

@@ -1,5 +1,5 @@
 """Shared receive queues: dat_srq_create, _free, _set_lw and dat_ep_create_with_srq, and the
-intake of the receives a driver posts to an SRQ's ring (docs/host-interface.md section 6).
+intake of the receives a driver posts to an SRQ's ring (docs/host-interface.md section 10).
 
 An SRQ's receives are one queue for all its EPs: an EP created with it shares the SRQ's list
 of taken receives as its own, so the RC target consumes them in posting order on whichever EP a
