@@ -156,6 +156,7 @@ class EpMirror:
             "request_evd": self.request_evd,
             "connect_evd": self.connect_evd,
             "ep_attr": self.attr,
+            "srq": self.srq,  # DAT_EP_PARAM srq_handle: 0 for an EP with receives of its own
         }
 
     def status(self) -> tuple[EpState, bool, bool]:

@@ -175,8 +175,6 @@ class SrqCalls:
         srq = self.srq(handle)
         if not is_int(cookie) or not 0 <= cookie < 1 << 64:
             raise DatInvalidParameter(Sub.INVALID_ARG4, "cookie must be a u64")
-        if srq.ring.word(Word.STATE) != SrqState.OPERATIONAL:
-            raise DatInvalidState(Sub.INVALID_STATE_SRQ_ERROR, "the SRQ is in its error state")
         if srq.outstanding >= srq.max_recv_dtos:
             raise DatInsufficientResources(Sub.RESOURCE_SRQ, "the SRQ is full")
         need = MemPriv.LOCAL_WRITE

@@ -150,15 +150,14 @@ class Srqs:
 
     def drain(self, srq: Srq) -> None:
         """Take every receive the driver published, in order; they release the SRQ's EPs
-        whose stream waits for a receive. A receive whose buffer fails its checks puts the SRQ
-        in its error state (DAT_SRQ_TRANSFER_TO_ERROR on the async EVD)."""
+        whose stream waits for a receive. A receive whose buffer fails its checks is dropped
+        (counted done) and puts the SRQ in its error state (DAT_SRQ_TRANSFER_TO_ERROR on the
+        async EVD, once); the SRQ serves the receives posted after it still."""
         if srq.consumer.srqs.get(srq.handle) is not srq:
             return
         taken = 0
         for wqe in take(srq.ring, RQ_OPCODES):
             taken += 1
-            if srq.srq_state != SrqState.OPERATIONAL:
-                continue
             try:
                 if len(wqe.segments) > srq.max_recv_iov:
                     raise DatInvalidParameter(message="more segments than max_recv_iov")
@@ -167,9 +166,12 @@ class Srqs:
                 )
             except DatError as err:
                 log.info("SRQ %d: receive buffer refused: %s", srq.handle, err)
-                srq.srq_state = SrqState.ERROR
-                srq.ring.set_word(Word.STATE, srq.srq_state)
-                self.events.srq_error(srq)
+                srq.done += 1  # it is over: the counts stay true
+                srq.ring.set_word(Word.DONE, srq.done)
+                if srq.srq_state != SrqState.ERROR:
+                    srq.srq_state = SrqState.ERROR
+                    srq.ring.set_word(Word.STATE, srq.srq_state)
+                    self.events.srq_error(srq)
                 continue
             srq.recvs.append(Recv(wqe.cookie, wqe.flags, views, capacity, spans))
         if taken:
