@@ -113,7 +113,9 @@ class AsyncEp:
         """dat_ep_post_send / _recv / _rdma_write / _rdma_read, and dat_ib_post_fetch_and_add /
         _cmp_and_swap / _rdma_write_immed, by ``kind``; ``operands``: (add_value, 0),
         (swap, compare) or (immediate, 0) of the IB ones."""
-        doorbell = self.ia.core.post(kind, self.handle, local_iov, cookie, remote, flags, operands)
+        core = self.ia.core
+        post = core.post_extended if kind >= Dtos.IB_RDMA_WRITE_IMMED else core.post
+        doorbell = post(kind, self.handle, local_iov, cookie, remote, flags, operands)
         if doorbell:
             self.ia.send(doorbell)
 

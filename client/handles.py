@@ -234,7 +234,9 @@ class Ep(_Handle):
         flags: int,
         operands: tuple[int, int] = (0, 0),
     ) -> None:
-        doorbell = self.ia.core.post(kind, self.handle, local_iov, cookie, remote, flags, operands)
+        core = self.ia.core
+        post = core.post_extended if kind >= Dtos.IB_RDMA_WRITE_IMMED else core.post
+        doorbell = post(kind, self.handle, local_iov, cookie, remote, flags, operands)
         if doorbell:
             self.ia._send(doorbell)
 

@@ -148,6 +148,32 @@ class Posting:
             ep.sq, ep.rq = wq_rings(view, producer=True)
         return ep.sq, ep.rq
 
+    def post_extended(
+        self,
+        kind: Dtos,
+        handle: int,
+        local_iov: Sequence[Triplet],
+        cookie: int,
+        remote: Triplet | None,
+        flags: int,
+        operands: tuple[int, int],
+    ) -> bytes:
+        """dat_ib_post_fetch_and_add, _cmp_and_swap and _rdma_write_immed: the operands
+        checked, then ``post``; argument errors are named by their position in the extension's
+        call."""
+        rule = _POST_RULES[kind]
+        if kind < _IB_DTOS:
+            raise DatInvalidParameter(message=f"{kind.name} is not an IB extension DTO")
+        for value, (subtype, limit) in zip(operands, _OPERANDS[rule.opcode], strict=True):
+            if not is_int(value) or not 0 <= value <= limit:
+                raise DatInvalidParameter(subtype, f"operand {value!r} out of its C type's range")
+        try:
+            return self.post(kind, handle, local_iov, cookie, remote, flags, operands)
+        except DatInvalidParameter as err:
+            if not rule.shift or not Sub.INVALID_ARG1 <= err.subtype < Sub.INVALID_ARG10:
+                raise
+            raise DatInvalidParameter(Sub(err.subtype + rule.shift), err.message) from None
+
     def post(
         self,
         kind: Dtos,
@@ -158,50 +184,14 @@ class Posting:
         flags: int,
         operands: tuple[int, int] = (0, 0),
     ) -> bytes:
-        """Check a post as dat_ep_post_* (and dat_ib_post_*) specify, raising the spec's
-        DatError, and write its WQE; returns the doorbell frame to send, or nothing when one is
-        already in flight.
+        """Check a post as dat_ep_post_* specify (raising the spec's DatError) and write its WQE;
+        returns the doorbell frame to send, or nothing when one is already in flight (the IB
+        extensions come through ``post_extended``).
 
         The hot path of the library: what depends on the kind comes from one table, flags are
         compared as plain ints (an IntFlag operator costs ~1 us) and the EP's state as the raw
         word the daemon published."""
         rule = _POST_RULES[kind]
-        if kind >= _IB_DTOS:
-            return self._post_extended(rule, handle, local_iov, cookie, remote, flags, operands)
-        return self._post(rule, handle, local_iov, cookie, remote, flags, operands)
-
-    def _post_extended(
-        self,
-        rule: _PostRule,
-        handle: int,
-        local_iov: Sequence[Triplet],
-        cookie: int,
-        remote: Triplet | None,
-        flags: int,
-        operands: tuple[int, int],
-    ) -> bytes:
-        """An IB extension post: its operands checked, argument errors named by the position
-        the argument has in the extension's call."""
-        for value, (subtype, limit) in zip(operands, _OPERANDS[rule.opcode], strict=True):
-            if not is_int(value) or not 0 <= value <= limit:
-                raise DatInvalidParameter(subtype, f"operand {value!r} out of its C type's range")
-        try:
-            return self._post(rule, handle, local_iov, cookie, remote, flags, operands)
-        except DatInvalidParameter as err:
-            if not rule.shift or not Sub.INVALID_ARG1 <= err.subtype < Sub.INVALID_ARG10:
-                raise
-            raise DatInvalidParameter(Sub(err.subtype + rule.shift), err.message) from None
-
-    def _post(
-        self,
-        rule: _PostRule,
-        handle: int,
-        local_iov: Sequence[Triplet],
-        cookie: int,
-        remote: Triplet | None,
-        flags: int,
-        operands: tuple[int, int],
-    ) -> bytes:
         ep = self.ep_mirror(handle)
         attr = ep.attr
         if not is_int(cookie) or not 0 <= cookie < 1 << 64:

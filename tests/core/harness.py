@@ -24,6 +24,7 @@ from typing import Any
 from client.core import ClientCore, Event
 from fabricd.nic import Consumer, Nic, PeerLink
 from proto.codec import Frame, FrameReader, decode_header, encode, hello
+from proto.constants import Dtos
 from proto.errors import ProtocolError
 from proto.frames import (
     MAX_PROTOCOL_VERSION,
@@ -383,7 +384,8 @@ class SimConsumer:
 
     def post(self, *args: Any) -> None:
         """Post a DTO (client.core.post's arguments): the WQE, and the doorbell if one is due."""
-        doorbell = self.core.post(*args)
+        post = self.core.post_extended if args[0] >= Dtos.IB_RDMA_WRITE_IMMED else self.core.post
+        doorbell = post(*args)
         if doorbell:
             self.send(doorbell)
 

@@ -16,7 +16,7 @@ from proto.constants import EventNumber as E
 from proto.errors import DatInvalidParameter, DatLengthError, DatPrivilegesViolation
 from proto.frames import FrameType
 from proto.hostif import Opcode, write_wqe
-from tests.core.flows import Side, add_rule, connect, side
+from tests.core.flows import Side, add_rule, connect, fault_log, side
 from tests.core.harness import Fabric
 
 ATOMIC = MemPriv.ALL | MemPriv.REMOTE_ATOMIC
@@ -278,3 +278,36 @@ def test_a_write_with_immediate_duplicated_on_the_wire_completes_one_receive() -
     fabric.run()
     assert [e.cookie for e in a.events()] == [9]
     assert [(e.cookie, e.immed_data) for e in b.events()] == [(1, 5)]
+
+
+def test_a_status_rule_fails_an_atomic_with_its_status_and_runs_nothing() -> None:
+    fabric, a, b = _pair()
+    add_rule(a.c, action="status", op="ATOMIC", status=int(St.DTO_ERR_REMOTE_RESPONDER))
+    a.c.post(Dtos.IB_FETCH_ADD, a.ep, [a.triplet(0, 8)], 1, b.rmr(0, 8), 0, (1, 0))
+    fabric.run()
+    failed, broken = a.events()
+    assert (failed.cookie, St(failed.status)) == (1, St.DTO_ERR_REMOTE_RESPONDER)
+    assert broken.event_number == E.CONNECTION_EVENT_BROKEN
+    assert _u64(b, 0) == 0
+
+
+def test_a_delay_rule_holds_a_write_with_immediate_data() -> None:
+    fabric, a, b = _pair()
+    add_rule(a.c, action="delay", op="RDMA_WRITE_IMMED", delay_ms=30)
+    b.c.post(Dtos.RECEIVE, b.ep, [b.triplet(0, 0)], 2, None, 0)
+    a.c.post(Dtos.IB_RDMA_WRITE_IMMED, a.ep, [a.triplet(0, 8)], 1, b.rmr(64, 8), 0, (3, 0))
+    fabric.run()
+    assert a.events() == [] and b.events() == []
+    fabric.advance(0.05)
+    assert [e.cookie for e in a.events()] == [1]
+    assert [(e.cookie, e.immed_data) for e in b.events()] == [(2, 3)]
+
+
+def test_a_silent_header_corruption_sends_an_atomic_elsewhere_and_logs_where() -> None:
+    fabric, a, b = _pair()
+    add_rule(a.c, action="corrupt", op="ATOMIC", silent=True, part="header")
+    a.c.post(Dtos.IB_FETCH_ADD, a.ep, [a.triplet(0, 8)], 1, b.rmr(0, 8), 0, (1, 0))
+    fabric.run()
+    [entry] = [e for e in fault_log(a.c) if e["action"] == "corrupt"]
+    assert entry["address"] != entry["was"] == b.address
+    assert _u64(b, 0) == 0, "the word the atomic named is untouched"
