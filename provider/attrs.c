@@ -29,6 +29,12 @@ static DAT_COUNT count(uint64_t v)
 	return v > INT32_MAX ? INT32_MAX : (DAT_COUNT)v;
 }
 
+/* An attribute the daemon may leave out: its value, or ``fallback``. */
+static DAT_COUNT count_or(const msgpack_object *attrs, const char *key, DAT_COUNT fallback)
+{
+	return df_map_get(attrs, key) ? count(attr_u64(attrs, key)) : fallback;
+}
+
 /* A DAT_SEG_LENGTH is 32 bits: a larger limit reads as its maximum. */
 static DAT_SEG_LENGTH seg_length(uint64_t v)
 {
@@ -76,6 +82,11 @@ static void fill_ia_attr(struct df_ia *ia, const msgpack_object *a, DAT_IA_ATTR 
 	attr->max_rdma_size = seg_length(attr_u64(a, "max_rdma_size"));
 	attr->max_rmrs = count(attr_u64(a, "max_rmrs"));
 	attr->max_rmr_target_address = UINT64_MAX;
+	/* SRQs: the daemon's figures where it gives them; else its per-IA default of SRQs, any EP
+	 * of the IA on one SRQ, and the receives one SRQ's ring holds */
+	attr->max_srqs = count_or(a, "max_srqs", DF_MAX_SRQS);
+	attr->max_ep_per_srq = count_or(a, "max_ep_per_srq", attr->max_eps);
+	attr->max_recv_per_srq = count_or(a, "max_recv_per_srq", (DAT_COUNT)DF_WQ_ENTRIES);
 	attr->max_iov_segments_per_rdma_read = attr->max_iov_segments_per_dto;
 	attr->max_iov_segments_per_rdma_write = attr->max_iov_segments_per_dto;
 	attr->max_rdma_read_in = attr->max_rdma_read_per_ep_in;
@@ -118,6 +129,13 @@ static void fill_provider_attr(struct df_ia *ia, const msgpack_object *a, DAT_PR
 	p->lmr_sync_req = attr_u64(a, "lmr_sync_req") ? DAT_TRUE : DAT_FALSE;
 	p->dto_async_return_guaranteed = DAT_TRUE;
 	p->rdma_write_for_rdma_read_req = DAT_FALSE;
+	/* SRQs (srq.c): the low watermark event and dat_srq_query's counts; an EP of an SRQ is in
+	 * the SRQ's PZ; dat_ep_recv_query is not offered */
+	p->srq_supported = DAT_TRUE;
+	p->srq_watermarks_supported = DAT_TRUE;
+	p->srq_ep_pz_difference_supported = DAT_FALSE;
+	p->srq_info_supported = DAT_TRUE;
+	p->ep_recv_info_supported = DAT_FALSE;
 	p->num_provider_specific_attr = DF_EXT_ATTRS;
 	p->provider_specific_attr = ia->ext_attrs;
 }
@@ -138,6 +156,9 @@ DAT_RETURN df_ia_fetch_attributes(struct df_ia *ia)
 	ia->ext_attrs[0] = (DAT_NAMED_ATTR){DAT_IB_ATTR_FETCH_AND_ADD, "TRUE"};
 	ia->ext_attrs[1] = (DAT_NAMED_ATTR){DAT_IB_ATTR_CMP_AND_SWAP, "TRUE"};
 	ia->ext_attrs[2] = (DAT_NAMED_ATTR){DAT_IB_ATTR_IMMED_DATA, "TRUE"};
+	/* the message size programs may size their buffers by (OFED's dapl reports its port's
+	 * MTU; dtestsrq reads it): a hint, not a limit, which is max_message_size */
+	ia->ext_attrs[3] = (DAT_NAMED_ATTR){"DAT_IB_TRANSPORT_MTU", "2048"};
 	return DAT_SUCCESS;
 }
 

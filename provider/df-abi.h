@@ -16,7 +16,7 @@
 #define DF_RING_MAGIC 0x31514644u /* the bytes "DFQ1" */
 #define DF_LINE 64u
 
-enum df_ring_kind { DF_RING_SQ = 1, DF_RING_RQ = 2, DF_RING_EQ = 3 };
+enum df_ring_kind { DF_RING_SQ = 1, DF_RING_RQ = 2, DF_RING_EQ = 3, DF_RING_SRQ = 4 };
 
 /* The first 192 bytes of every ring: descriptor, producer line, consumer line. */
 struct df_ring_hdr {
@@ -35,7 +35,8 @@ _Static_assert(sizeof(struct df_ring_hdr) == 3 * DF_LINE, "ring header is three 
 _Static_assert(offsetof(struct df_ring_hdr, prod) == 64, "prod at 64");
 _Static_assert(offsetof(struct df_ring_hdr, cons) == 128, "cons at 128");
 
-/* The daemon's words on a work queue's consumer line (cons_words[i] is at 132 + 4 i). */
+/* The daemon's words on a work queue's consumer line (cons_words[i] is at 132 + 4 i); an
+ * SRQ's ring has DONE, STATE (its DAT_SRQ_STATE) and HEARD. */
 enum df_wq_word { DF_WQ_DONE = 0, DF_WQ_STATE = 1, DF_WQ_HEARD = 2, DF_WQ_POLL = 3, DF_WQ_BOUND = 4 };
 /* An event queue's words: the daemon's on the producer line, the driver's on the consumer's. */
 enum df_eq_prod_word { DF_EQ_OVERFLOW = 0, DF_EQ_NOTIFIED = 1 };
@@ -52,6 +53,9 @@ enum df_eq_cons_word { DF_EQ_ARM = 0, DF_EQ_WANT = 1 };
 #define DF_STAGE_BYTES 0x400000u /* 4 MiB, a power of two: free-running u32 offsets wrap with it */
 #define DF_WQ_SEGMENT_SIZE (DF_STAGE_OFFSET + DF_STAGE_BYTES)
 #define DF_WQE_MAX_SEGMENTS 16u
+/* Shared receive queues: one segment per SRQ, "/datfabric-<ia>-srq<srq>", one ring of RECEIVE
+ * WQEs at 0, laid out as an RQ (kind DF_RING_SRQ), sized for the provider's maximum. */
+#define DF_SRQ_SEGMENT_SIZE DF_RQ_OFFSET
 #define DF_WQE_STAGED 0x01u /* wqe_flags: the bytes are in the staging area at stage_offset */
 _Static_assert(DF_STAGE_OFFSET % 4096u == 0 && DF_STAGE_OFFSET >= 2 * DF_RQ_OFFSET &&
 		       DF_STAGE_OFFSET - 2 * DF_RQ_OFFSET < 4096u,

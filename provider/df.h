@@ -23,7 +23,8 @@
 #define DF_POLL_NAP_US 1000 /* ...for at most this long, or until the EVD gets an event */
 #define DF_MAGIC 0x64664f42u /* a live object */
 #define DF_DEAD 0xdeadbeefu /* freed: its handle is no longer valid */
-#define DF_EXT_ATTRS 3 /* provider-specific attributes: the IB extension's operations offered */
+#define DF_EXT_ATTRS 4 /* provider-specific attributes: the IB extension's (attrs.c) */
+#define DF_MAX_SRQS 4096 /* max_srqs, when the daemon's ia_query names none (attrs.c) */
 
 struct df_ia;
 
@@ -110,10 +111,24 @@ struct df_cno {
 	bool waiting;
 };
 
+/* A shared receive queue: its attributes and the producer side of its ring (srq.c). */
+struct df_srq {
+	struct df_obj obj;
+	struct df_pz *pz;
+	DAT_COUNT max_recv_dtos, max_recv_iov, low_watermark;
+	void *seg; /* the ring's segment, mapped at dat_srq_create */
+	size_t seg_len;
+	struct df_ring ring; /* the driver produces RECEIVE WQEs */
+	uint32_t rung; /* DOORBELL frames sent, against the ring's HEARD */
+	uint32_t kicked; /* the producer index of the last kick */
+	uint32_t reaped; /* receive completions of its EPs handed out to the program */
+};
+
 /* An endpoint: what the driver needs to answer its calls and posts synchronously. */
 struct df_ep {
 	struct df_obj obj;
 	struct df_pz *pz; /* NULL: none yet (dat_ep_modify sets one) */
+	struct df_srq *srq; /* dat_ep_create_with_srq: its receives come from there; else NULL */
 	struct df_evd *recv_evd, *request_evd, *connect_evd;
 	DAT_EP_ATTR attr; /* as the daemon granted them */
 	DAT_EP_STATE known; /* the state until the queues are mapped (then: the STATE word) */
@@ -298,7 +313,25 @@ DAT_RETURN df_ep_post_rdma_write_immed(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET
 				       DAT_DTO_COOKIE, const DAT_RMR_TRIPLET *, uint32_t,
 				       DAT_COMPLETION_FLAGS);
 void df_ep_ring(struct df_ep *ep);
+void df_srq_ring(struct df_srq *srq);
 void df_ia_kick(struct df_ia *ia);
+DAT_RETURN df_check_receive(struct df_ia *ia, const struct df_pz *pz, DAT_COUNT max_iov,
+			    const DAT_LMR_TRIPLET *iov, DAT_COUNT n);
+void df_write_receive(struct df_ring *ring, const DAT_LMR_TRIPLET *iov, DAT_COUNT n,
+		      DAT_DTO_COOKIE cookie);
+
+/* srq.c, and dat_ep_create_with_srq (ep.c) */
+DAT_RETURN df_srq_create(DAT_IA_HANDLE, DAT_PZ_HANDLE, DAT_SRQ_ATTR *, DAT_SRQ_HANDLE *);
+DAT_RETURN df_srq_free(DAT_SRQ_HANDLE);
+DAT_RETURN df_srq_post_recv(DAT_SRQ_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE);
+DAT_RETURN df_srq_query(DAT_SRQ_HANDLE, DAT_SRQ_PARAM_MASK, DAT_SRQ_PARAM *);
+DAT_RETURN df_srq_resize(DAT_SRQ_HANDLE, DAT_COUNT);
+DAT_RETURN df_srq_set_lw(DAT_SRQ_HANDLE, DAT_COUNT);
+DAT_RETURN df_ep_create_with_srq(DAT_IA_HANDLE, DAT_PZ_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE,
+				 DAT_EVD_HANDLE, DAT_SRQ_HANDLE, const DAT_EP_ATTR *,
+				 DAT_EP_HANDLE *);
+void df_srq_destroy(struct df_srq *srq);
+void df_srq_reap(const DAT_EVENT *event);
 
 /* ext.c: dat_extension_op (the IB extensions) */
 DAT_RETURN df_handle_extendedop(DAT_HANDLE, DAT_EXTENDED_OP, va_list);

@@ -1,4 +1,5 @@
-/* Endpoints: dat_ep_create, dat_ep_query, dat_ep_modify, dat_ep_free, dat_ep_get_status.
+/* Endpoints: dat_ep_create, dat_ep_create_with_srq, dat_ep_query, dat_ep_modify, dat_ep_free,
+ * dat_ep_get_status.
  *
  * The daemon holds the EP's state and writes it into the SQ's STATE word; the driver keeps
  * the attributes it was granted, its EVDs and PZ, and the producer side of its work queues. */
@@ -11,20 +12,25 @@ static uint32_t evd_handle(const struct df_evd *evd)
 	return evd ? evd->obj.handle : 0;
 }
 
+/* ep_create [pz, recv_evd, request_evd, connect_evd, attr], and ep_create_with_srq with the
+ * SRQ before the attributes. */
 struct ep_create_args {
 	const struct df_ia *ia;
 	const struct df_pz *pz;
 	const struct df_evd *evds[3];
+	const struct df_srq *srq; /* NULL: a plain dat_ep_create */
 	const DAT_EP_ATTR *attr;
 };
 
 static void pack_ep_create(msgpack_packer *pk, const void *arg)
 {
 	const struct ep_create_args *a = arg;
-	msgpack_pack_array(pk, 5);
+	msgpack_pack_array(pk, a->srq ? 6 : 5);
 	msgpack_pack_unsigned_int(pk, a->pz ? a->pz->obj.handle : 0);
 	for (int i = 0; i < 3; i++)
 		msgpack_pack_unsigned_int(pk, evd_handle(a->evds[i]));
+	if (a->srq)
+		msgpack_pack_unsigned_int(pk, a->srq->obj.handle);
 	df_pack_ep_attr(pk, a->ia, a->attr);
 }
 
@@ -50,9 +56,12 @@ struct df_ep *df_ep_new(struct df_ia *ia, uint32_t handle, DAT_EP_STATE known)
 	return ep;
 }
 
-DAT_RETURN df_ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_HANDLE recv,
-			DAT_EVD_HANDLE request, DAT_EVD_HANDLE connect, const DAT_EP_ATTR *attr,
-			DAT_EP_HANDLE *ep_handle)
+/* Both creates: the handles checked in argument order (``with_srq``: the SRQ is the sixth
+ * argument and the EP handle's pointer the eighth), the call, then the work queues mapped. */
+static DAT_RETURN create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_HANDLE recv,
+			 DAT_EVD_HANDLE request, DAT_EVD_HANDLE connect, bool with_srq,
+			 DAT_SRQ_HANDLE srq_handle, const DAT_EP_ATTR *attr,
+			 DAT_EP_HANDLE *ep_handle)
 {
 	struct df_ia *ia = df_obj_check(ia_handle, DAT_HANDLE_TYPE_IA);
 	if (!ia)
@@ -70,12 +79,18 @@ DAT_RETURN df_ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EV
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
 	if (!evd_ok(ia, connect, &evds[2]))
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
+	if (with_srq) {
+		a.srq = df_obj_check(srq_handle, DAT_HANDLE_TYPE_SRQ);
+		if (!a.srq || a.srq->obj.ia != ia)
+			return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
+	}
 	if (!ep_handle)
-		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
+		return DF_ERROR(DAT_INVALID_PARAMETER, with_srq ? DAT_INVALID_ARG8 : DAT_INVALID_ARG7);
 	for (int i = 0; i < 3; i++)
 		a.evds[i] = evds[i];
 	struct df_reply *r = NULL;
-	DAT_RETURN ret = df_call(ia, "ep_create", pack_ep_create, &a, &r);
+	DAT_RETURN ret = df_call(ia, with_srq ? "ep_create_with_srq" : "ep_create", pack_ep_create,
+				 &a, &r);
 	if (ret != DAT_SUCCESS)
 		return ret;
 	uint64_t handle = 0;
@@ -92,6 +107,7 @@ DAT_RETURN df_ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EV
 	if (!ep)
 		return DF_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
 	ep->pz = (struct df_pz *)a.pz;
+	ep->srq = (struct df_srq *)a.srq;
 	ep->recv_evd = evds[0];
 	ep->request_evd = evds[1];
 	ep->connect_evd = evds[2];
@@ -105,6 +121,21 @@ DAT_RETURN df_ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EV
 	}
 	*ep_handle = ep;
 	return DAT_SUCCESS;
+}
+
+DAT_RETURN df_ep_create(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv,
+			DAT_EVD_HANDLE request, DAT_EVD_HANDLE connect, const DAT_EP_ATTR *attr,
+			DAT_EP_HANDLE *ep)
+{
+	return create(ia, pz, recv, request, connect, false, DAT_HANDLE_NULL, attr, ep);
+}
+
+/* An EP whose receives come from the SRQ: dat_ep_post_recv on it is DAT_INVALID_STATE. */
+DAT_RETURN df_ep_create_with_srq(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv,
+				 DAT_EVD_HANDLE request, DAT_EVD_HANDLE connect,
+				 DAT_SRQ_HANDLE srq, const DAT_EP_ATTR *attr, DAT_EP_HANDLE *ep)
+{
+	return create(ia, pz, recv, request, connect, true, srq, attr, ep);
 }
 
 /* Map the EP's work queues on first use and check both descriptors (lock held). */
@@ -231,7 +262,7 @@ DAT_RETURN df_ep_query(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARA
 	p->recv_evd_handle = ep->recv_evd;
 	p->request_evd_handle = ep->request_evd;
 	p->connect_evd_handle = ep->connect_evd;
-	p->srq_handle = DAT_HANDLE_NULL;
+	p->srq_handle = ep->srq; /* NULL unless made by dat_ep_create_with_srq */
 	p->ep_attr = ep->attr;
 	pthread_mutex_unlock(&ia->chan.lock);
 	return DAT_SUCCESS;

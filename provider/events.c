@@ -29,6 +29,22 @@ static uint64_t as_u64(const msgpack_object *o)
 	return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : 0;
 }
 
+/* The EP or SRQ the daemon names ``handle`` (lock held), or NULL: the daemon's handles are
+ * unique across kinds within an IA, so whichever kind has it is the one. (EVD handles are the
+ * driver's own numbering: never searched here.) */
+static void *ep_or_srq(struct df_ia *ia, uint64_t handle)
+{
+	for (struct df_obj *o = ia->children; o; o = o->next)
+		if ((o->type == DAT_HANDLE_TYPE_EP || o->type == DAT_HANDLE_TYPE_SRQ) &&
+		    o->handle == handle)
+			return o;
+	return NULL;
+}
+
+/* [handle, reason]: the object an async error names. An SRQ's events come as
+ * PROVIDER_INTERNAL_ERROR with its handle (the reason says which: DAT_SRQ_LOW_WATERMARK_EVENT,
+ * DAT_SRQ_TRANSFER_TO_ERROR), and an EP of an SRQ that left its connection as EP_BROKEN; a
+ * PROVIDER_INTERNAL_ERROR naming no EP or SRQ is the IA's. */
 static DAT_RETURN async_error(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT *event)
 {
 	msgpack_unpacked u;
@@ -39,11 +55,13 @@ static DAT_RETURN async_error(struct df_ia *ia, const struct df_eqe *e, DAT_EVEN
 		uint64_t h = as_u64(&f[0]);
 		DAT_ASYNCH_ERROR_EVENT_DATA *d = &event->event_data.asynch_error_event_data;
 		d->reason = (DAT_COUNT)as_u64(&f[1]);
+		void *owner = ep_or_srq(ia, h);
 		if (e->event_number == DAT_ASYNC_ERROR_EVD_OVERFLOW)
 			d->dat_handle = df_ia_find(ia, DAT_HANDLE_TYPE_EVD, h);
 		else if (e->event_number == DAT_ASYNC_ERROR_EP_BROKEN ||
-			 e->event_number == DAT_ASYNC_ERROR_TIMED_OUT)
-			d->dat_handle = df_ia_find(ia, DAT_HANDLE_TYPE_EP, h);
+			 e->event_number == DAT_ASYNC_ERROR_TIMED_OUT ||
+			 (e->event_number == DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR && owner))
+			d->dat_handle = owner;
 		else
 			d->dat_handle = ia;
 		ret = DAT_SUCCESS;

@@ -16,6 +16,8 @@ static void close_ia(struct df_ia *ia)
 			df_evd_destroy((struct df_evd *)o);
 		else if (o->type == DAT_HANDLE_TYPE_EP)
 			df_ep_destroy((struct df_ep *)o);
+		else if (o->type == DAT_HANDLE_TYPE_SRQ)
+			df_srq_destroy((struct df_srq *)o);
 		else
 			df_obj_release(o);
 	}

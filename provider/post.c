@@ -73,22 +73,23 @@ static DAT_COUNT max_iov(const struct df_ep *ep, enum df_opcode op)
 	}
 }
 
-/* The local segments (lock held): their LMRs, PZ, privileges and bounds; *total is the bytes
- * they carry. Zero-length segments name no memory and are not checked. */
-static DAT_RETURN check_local(struct df_ep *ep, const struct post *p, uint64_t *total)
+/* The local segments (lock held): at most ``max`` of them, their LMRs in ``pz``, privileges
+ * and bounds; *total is the bytes they carry. Zero-length segments name no memory and are not
+ * checked. */
+static DAT_RETURN check_segments(struct df_ia *ia, const struct df_pz *pz, DAT_COUNT max,
+				 const struct post *p, uint64_t *total)
 {
 	*total = 0;
-	if (p->num_segments > max_iov(ep, p->rule->opcode) ||
-	    p->num_segments > (DAT_COUNT)DF_WQE_MAX_SEGMENTS)
+	if (p->num_segments > max || p->num_segments > (DAT_COUNT)DF_WQE_MAX_SEGMENTS)
 		return DF_ERROR(DAT_INVALID_PARAMETER, p->rule->count_arg);
 	for (DAT_COUNT i = 0; i < p->num_segments; i++) {
 		const DAT_LMR_TRIPLET *t = &p->iov[i];
 		if (!t->segment_length)
 			continue;
-		const struct df_lmr *lmr = df_lmr_find(ep->obj.ia, t->lmr_context);
+		const struct df_lmr *lmr = df_lmr_find(ia, t->lmr_context);
 		if (!lmr)
 			return DF_ERROR(DAT_PRIVILEGES_VIOLATION, 0);
-		if (lmr->pz != ep->pz)
+		if (lmr->pz != pz)
 			return DF_ERROR(DAT_PROTECTION_VIOLATION, 0);
 		if (p->rule->need & ~lmr->granted)
 			return DF_ERROR(DAT_PRIVILEGES_VIOLATION, 0);
@@ -99,6 +100,12 @@ static DAT_RETURN check_local(struct df_ep *ep, const struct post *p, uint64_t *
 		*total += t->segment_length;
 	}
 	return DAT_SUCCESS;
+}
+
+/* An EP's post: against its PZ and the limit of the post's kind. */
+static DAT_RETURN check_local(struct df_ep *ep, const struct post *p, uint64_t *total)
+{
+	return check_segments(ep->obj.ia, ep->pz, max_iov(ep, p->rule->opcode), p, total);
 }
 
 /* A request's checks that come before its segments (lock held): state, UNSIGNALLED, depth. */
@@ -183,7 +190,9 @@ static DAT_RETURN post_locked(struct df_ep *ep, const struct post *p)
 	if (ret != DAT_SUCCESS)
 		return ret;
 	const struct post_rule *rule = p->rule;
-	if (rule->receive)
+	if (rule->receive && ep->srq) /* its receives are posted to the SRQ */
+		ret = DF_ERROR(DAT_INVALID_STATE, 0);
+	else if (rule->receive)
 		ret = df_ep_recvs(ep) >= (uint32_t)ep->attr.max_recv_dtos
 			      ? DF_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP)
 			      : DAT_SUCCESS;
@@ -288,4 +297,23 @@ DAT_RETURN df_ep_post_rdma_write_immed(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TR
 {
 	struct post p = {&rules[DF_OP_RDMA_WRITE_IMM], n, iov, cookie, remote, flags, immediate, 0};
 	return post(ep, &p);
+}
+
+/* An SRQ's receive (srq.c), checked as a dat_ep_post_recv's segments are, against the SRQ's PZ
+ * and max_recv_iov (lock held). */
+DAT_RETURN df_check_receive(struct df_ia *ia, const struct df_pz *pz, DAT_COUNT max_iov,
+			    const DAT_LMR_TRIPLET *iov, DAT_COUNT n)
+{
+	struct post p = {&rules[DF_OP_RECEIVE], n, iov, {0}, NULL, 0, 0, 0};
+	uint64_t total;
+	return check_segments(ia, pz, max_iov, &p, &total);
+}
+
+/* ...and written into the SRQ's ring as an RQ's receive is, then published (lock held). */
+void df_write_receive(struct df_ring *ring, const DAT_LMR_TRIPLET *iov, DAT_COUNT n,
+		      DAT_DTO_COOKIE cookie)
+{
+	struct post p = {&rules[DF_OP_RECEIVE], n, iov, cookie, NULL, DAT_COMPLETION_DEFAULT_FLAG,
+			 0, 0};
+	write_wqe(ring, &p, -1);
 }

@@ -32,15 +32,8 @@ NI(cr_handoff, DAT_CR_HANDLE a0, DAT_CONN_QUAL a1)
 NI(evd_modify_cno, DAT_EVD_HANDLE a0, DAT_CNO_HANDLE a1)
 NI(evd_resize, DAT_EVD_HANDLE a0, DAT_COUNT a1)
 NI(ep_dup_connect, DAT_EP_HANDLE a0, DAT_EP_HANDLE a1, DAT_TIMEOUT a2, DAT_COUNT a3, const DAT_PVOID a4, DAT_QOS a5)
-NI(ep_create_with_srq, DAT_IA_HANDLE a0, DAT_PZ_HANDLE a1, DAT_EVD_HANDLE a2, DAT_EVD_HANDLE a3, DAT_EVD_HANDLE a4, DAT_SRQ_HANDLE a5, const DAT_EP_ATTR *a6, DAT_EP_HANDLE *a7)
 NI(ep_recv_query, DAT_EP_HANDLE a0, DAT_COUNT *a1, DAT_COUNT *a2)
 NI(ep_set_watermark, DAT_EP_HANDLE a0, DAT_COUNT a1, DAT_COUNT a2)
-NI(srq_create, DAT_IA_HANDLE a0, DAT_PZ_HANDLE a1, DAT_SRQ_ATTR *a2, DAT_SRQ_HANDLE *a3)
-NI(srq_free, DAT_SRQ_HANDLE a0)
-NI(srq_post_recv, DAT_SRQ_HANDLE a0, DAT_COUNT a1, DAT_LMR_TRIPLET *a2, DAT_DTO_COOKIE a3)
-NI(srq_query, DAT_SRQ_HANDLE a0, DAT_SRQ_PARAM_MASK a1, DAT_SRQ_PARAM *a2)
-NI(srq_resize, DAT_SRQ_HANDLE a0, DAT_COUNT a1)
-NI(srq_set_lw, DAT_SRQ_HANDLE a0, DAT_COUNT a1)
 MNS(csp_create, DAT_IA_HANDLE a0, DAT_COMM *a1, DAT_IA_ADDRESS_PTR a2, DAT_EVD_HANDLE a3, DAT_CSP_HANDLE *a4)
 MNS(csp_query, DAT_CSP_HANDLE a0, DAT_CSP_PARAM_MASK a1, DAT_CSP_PARAM *a2)
 MNS(csp_free, DAT_CSP_HANDLE a0)
@@ -115,15 +108,15 @@ static const DAT_PROVIDER template = {
 	.evd_clear_unwaitable_func = df_evd_clear_unwaitable,
 	.lmr_sync_rdma_read_func = df_lmr_sync_rdma_read,
 	.lmr_sync_rdma_write_func = df_lmr_sync_rdma_write,
-	.ep_create_with_srq_func = ni_ep_create_with_srq,
+	.ep_create_with_srq_func = df_ep_create_with_srq,
 	.ep_recv_query_func = ni_ep_recv_query,
 	.ep_set_watermark_func = ni_ep_set_watermark,
-	.srq_create_func = ni_srq_create,
-	.srq_free_func = ni_srq_free,
-	.srq_post_recv_func = ni_srq_post_recv,
-	.srq_query_func = ni_srq_query,
-	.srq_resize_func = ni_srq_resize,
-	.srq_set_lw_func = ni_srq_set_lw,
+	.srq_create_func = df_srq_create,
+	.srq_free_func = df_srq_free,
+	.srq_post_recv_func = df_srq_post_recv,
+	.srq_query_func = df_srq_query,
+	.srq_resize_func = df_srq_resize,
+	.srq_set_lw_func = df_srq_set_lw,
 	.csp_create_func = ni_csp_create,
 	.csp_query_func = ni_csp_query,
 	.csp_free_func = ni_csp_free,

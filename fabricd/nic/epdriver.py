@@ -99,6 +99,9 @@ class EpDriver:
             status = first_status if first_status is not None else St.DTO_ERR_FLUSHED
             first_status = None
             self.complete(ep, ep.ops.popleft(), status)
+        if ep.taking is not None:  # taken by a message that never finished: the oldest receive
+            recv, ep.taking = ep.taking, None
+            self.events.received(ep, recv.cookie, St.DTO_ERR_FLUSHED)
         try:
             for wqe in self.queues.untaken(ep, receive=False):
                 op = Op(OPCODE_DTOS[wqe.opcode], wqe.cookie, wqe.flags, 0, 0, [])
@@ -151,6 +154,7 @@ class EpDriver:
         if ep.pz in consumer.pzs:
             consumer.pzs[ep.pz] -= 1
         ep.ops.clear()
+        ep.taking = None
         if ep.srq is not None:
             ep.srq.eps.pop(ep.handle, None)
         else:

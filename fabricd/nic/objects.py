@@ -177,6 +177,7 @@ class Ep:
     rsp: Listener | None = None
     queues: WorkQueues | None = None
     srq: Srq | None = None  # its receives come from this SRQ (``recvs`` is the SRQ's)
+    taking: Recv | None = None  # the receive a message landing now has taken
 
     def op(self, seq: object) -> Op | None:
         """The outstanding request with sequence number ``seq`` (ops are in seq order)."""

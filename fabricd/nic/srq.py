@@ -99,8 +99,8 @@ class Srqs:
         """dat_srq_set_lw: the low watermark, armed for one event (at once if the SRQ already
         holds fewer receives)."""
         srq = srq_of(consumer, a.srq)
-        if a.low_watermark < 0:
-            raise DatInvalidParameter(Sub.INVALID_ARG2, "a negative low watermark")
+        if not 0 <= a.low_watermark <= MAX_DTOS:  # (the driver checks its max_recv_dtos)
+            raise DatInvalidParameter(Sub.INVALID_ARG2, f"low watermark {a.low_watermark}")
         self.drain(srq)
         srq.low_watermark, srq.armed = a.low_watermark, True
         self.events.srq_low(srq)
@@ -113,7 +113,10 @@ class Srqs:
         if srq.pz != zone:
             raise DatInvalidParameter(Sub.INVALID_ARG6, "the SRQ is in another protection zone")
         recv, request, connect = (evd(name, getattr(a, name)) for name in EVD_SUBTYPES)
-        attr = EpAttr.from_wire(a.attr)
+        try:
+            attr = EpAttr.from_wire(a.attr)
+        except DatInvalidParameter as err:  # the attributes are the 7th argument here
+            raise DatInvalidParameter(Sub.INVALID_ARG7, err.message) from None
         ep = Ep(self.new_handle(), consumer, zone, recv, request, connect, attr)
         ep.srq, ep.recvs = srq, srq.recvs
         self.eps.add(ep)

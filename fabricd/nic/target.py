@@ -73,8 +73,10 @@ class Target:
         assert type(seq) is int
         if frame.type == FrameType.WRITES:
             return self._batch_landing(link, ep, seq, parse_writes(frame)[1])
-        if frame.type in _CONSUMES_RECEIVE and not ep.recvs:
-            return None  # receiver not ready: hold the payload, stall the stream
+        if frame.type in _CONSUMES_RECEIVE:
+            if not ep.recvs:
+                return None  # receiver not ready: hold the payload, stall the stream
+            recv = self._take_receive(ep)
         if frame.type in (FrameType.WRITE, FrameType.WRITE_IMM):
             address, rmr_context = frame.fields[1:3]
             if type(address) is not int or type(rmr_context) is not int:
@@ -90,7 +92,6 @@ class Target:
             return [view]
         if frame.type != FrameType.SEND:
             raise MalformedFrame(f"{frame.type.name} carries no payload")
-        recv = ep.recvs[0]
         if frame.payload_len > recv.capacity:
             link.fault = (seq, St.DTO_ERR_LOCAL_LENGTH)
             return DISCARD
@@ -122,7 +123,13 @@ class Target:
         if frame.payload is None and self.duplicate(link, frame):
             link.ack_due = True  # answer it again; do not execute it again
             return
-        not_ready = frame.type in _CONSUMES_RECEIVE and link.ep is not None and not link.ep.recvs
+        ep = link.ep
+        not_ready = (
+            frame.type in _CONSUMES_RECEIVE
+            and ep is not None
+            and not ep.recvs
+            and ep.taking is None  # (taken by this message as its payload began to land)
+        )
         if link.stalled or frame.payload is not None or not_ready:  # receiver not ready
             link.stalled.append(frame)
             # a receive may have cleared the stall while this payload was still arriving
@@ -298,6 +305,15 @@ class Target:
             )
         return view
 
+    def _take_receive(self, ep: Ep) -> Recv:
+        """The first receive, taken for the message that starts landing in (or consuming) it:
+        no message on another EP of the same SRQ can pick it meanwhile; until the message is
+        done it is the EP's (``taking``: flushed with the EP's receives if the EP breaks)."""
+        recv = ep.taking = ep.recvs.popleft()
+        if ep.srq is not None:
+            self.events.srq_low(ep.srq)
+        return recv
+
     def _receive(self, link: PeerLink, frame: Frame, immediate: int | None = None) -> None:
         """A Send lands in the first receive; a Write with ``immediate`` data (its bytes
         already stored) consumes the receive and completes it with the immediate."""
@@ -307,9 +323,8 @@ class Target:
         if immediate is not None and link.fault is not None:
             self._refuse(link)  # refused before it consumed anything: the receive is flushed
             return
-        recv = ep.recvs.popleft()
-        if ep.srq is not None:
-            self.events.srq_low(ep.srq)
+        recv = ep.taking if ep.taking is not None else self._take_receive(ep)
+        ep.taking = None
         if immediate is not None:
             length = frame.payload_len
             self.events.received(ep, recv.cookie, St.DTO_SUCCESS, length, immediate)

@@ -6,6 +6,8 @@ dat_srq_resize refuse what the spec says they refuse."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from client.core import Event
@@ -245,3 +247,52 @@ def test_garbage_in_the_srq_ring_closes_only_that_ia() -> None:
     fabric.run()
     assert "does not belong" in s.c.closed_for
     assert bystander.call(bystander.core.pz_create())
+
+
+def test_two_messages_landing_at_once_on_two_eps_take_two_receives() -> None:
+    """Each stream delivers a Send's header and half its payload, then the rest: the second
+    Send starts landing before the first is done, and must land in the next receive, not in
+    the first one again."""
+    fabric, s, (a0, a1) = _setup()
+    s.post(1, 0, 1024)
+    s.post(2, 1024, 1024)
+    for a in (a0, a1):
+        pipe = fabric.pipe(a.c.node, s.node)
+        whole = pipe.deliver
+
+        def halves(data: bytes, whole: Callable[[bytes], None] = whole) -> None:
+            whole(data[: len(data) // 2])
+            fabric.call_soon(lambda: whole(data[len(data) // 2 :]))
+
+        pipe.deliver = halves
+    for a, fill in ((a0, b"A"), (a1, b"B")):
+        a.memory(0, 512)[:] = fill * 512
+        a.c.post(Dtos.SEND, a.ep, [a.triplet(0, 512)], 9, None, 0)
+    fabric.run()
+    got = s.received()
+    assert sorted((cookie, length) for _, cookie, length, _ in got) == [(1, 512), (2, 512)]
+    landed = {s.memory(0, 512), s.memory(1024, 512)}
+    assert landed == {b"A" * 512, b"B" * 512}, "each message in a receive of its own"
+
+
+def test_a_receive_taken_by_a_message_that_never_finishes_is_flushed_once() -> None:
+    """The sender's node dies with half a Send landed: the receive it took completes on the
+    EP, FLUSHED, once; the SRQ's next receive stays for the other EP."""
+    fabric, s, (a0, a1) = _setup()
+    s.post(1, 0, 1024)
+    s.post(2, 1024, 1024)
+    pipe = fabric.pipe(a0.c.node, s.node)
+    whole = pipe.deliver
+
+    def half_then_crash(data: bytes) -> None:
+        whole(data[: len(data) // 2])
+        a0.c.node.crash()
+
+    pipe.deliver = half_then_crash
+    a0.memory(0, 512)[:] = b"A" * 512
+    a0.c.post(Dtos.SEND, a0.ep, [a0.triplet(0, 512)], 9, None, 0)
+    fabric.run()
+    fabric.advance(5.0)
+    assert s.received() == [(s.eps[0], 1, 0, St.DTO_ERR_FLUSHED)]
+    _send(a1, b"later")
+    assert s.received() == [(s.eps[1], 2, 5, OK)]

@@ -131,3 +131,27 @@ def test_dtestx_immediate_data_and_atomics(build: Path, start: StartNode, tmp_pa
         for test in ("RDMA_WRITE_WITH_IMMEDIATE_DATA", "CMP_SWAP", "FETCH_ADD"):
             assert f"{test} test - PASSED" in out, out
         assert "IB extension test - immed/atomic test PASSED" in out, out
+
+
+@pytest.mark.skipif(shutil.which("dtestsrq") is None, reason="dtestsrq is not installed")
+@pytest.mark.parametrize("options", [[], ["-c", "4", "-B", "8", "-t", "10"]], ids=str)
+def test_dtestsrq_shared_receive_queue(
+    build: Path, start: StartNode, tmp_path: Path, options: list[str]
+) -> None:
+    """Debian's dtestsrq, unmodified: on each side one SRQ serves every EP (made by
+    dat_ep_create_with_srq; its buffers sized by DAT_IB_TRANSPORT_MTU), bursts of Sends land in
+    the other side's SRQ and are answered, both sides disconnect (EP_BROKEN on the async EVD for
+    each EP of an SRQ) and free everything. dtestsrq exits 0 whatever happened: its closing line
+    is the verdict. The client starts once the server's PSP listens (stdbuf: dtestsrq's stdout
+    is a pipe here; nothing drains it until the client exits, so no -v)."""
+    with loopback_pair(start, tmp_path) as (a, b, server_host):
+        envs = envs_for(tmp_path, build, a, b)
+        srv, cli = run_pair(
+            ["stdbuf", "-oL", "dtestsrq", "-P", "df", "-s", *options],
+            ["dtestsrq", "-P", "df", "-h", server_host, *options],
+            (envs[0], envs[1]),
+            " server ready on port",
+        )
+    for out in (srv, cli):
+        assert "DAPL RC SRQ Test Complete." in out, out
+        assert "Err" not in out and "ERR" not in out, out  # what it tolerates, it still prints
