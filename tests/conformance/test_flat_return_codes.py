@@ -32,6 +32,7 @@ from client.dat import (
     dat_cr_reject,
     dat_ep_connect,
     dat_ep_create,
+    dat_ep_create_with_srq,
     dat_ep_disconnect,
     dat_ep_free,
     dat_ep_get_status,
@@ -48,6 +49,9 @@ from client.dat import (
     dat_ia_close,
     dat_ia_open,
     dat_ia_query,
+    dat_ib_post_cmp_and_swap,
+    dat_ib_post_fetch_and_add,
+    dat_ib_post_rdma_write_immed,
     dat_lmr_create,
     dat_lmr_free,
     dat_lmr_query,
@@ -63,6 +67,12 @@ from client.dat import (
     dat_rmr_query,
     dat_rsp_create,
     dat_rsp_free,
+    dat_srq_create,
+    dat_srq_free,
+    dat_srq_post_recv,
+    dat_srq_query,
+    dat_srq_resize,
+    dat_srq_set_lw,
     dat_strerror,
 )
 from fabricd.launch import Node
@@ -734,6 +744,74 @@ ROWS: list[Row] = [
         _cr_reject_twice,
         DatInvalidHandle,
         Sub.INVALID_HANDLE_CR,
+    ),
+    # -- IB extensions (their argument errors: test_dat_ib_extensions and tests/core) ------
+    Row(
+        "dat_ib_post_fetch_and_add: not an EP",
+        lambda a, b, n: dat_ib_post_fetch_and_add(
+            wrong(a.pz), 1, _iov(a), 1, b.lmr.remote(0, 8), 0
+        ),
+        DatInvalidHandle,
+        Sub.INVALID_HANDLE_EP,
+    ),
+    Row(
+        "dat_ib_post_cmp_and_swap: misaligned remote",
+        lambda a, b, n: dat_ib_post_cmp_and_swap(a.ep, 0, 1, _iov(a)[0], 1, b.lmr.remote(4, 8), 0),
+        DatInvalidParameter,
+        Sub.INVALID_ARG6,
+    ),
+    Row(
+        "dat_ib_post_rdma_write_immed: immediate past 32 bits",
+        lambda a, b, n: dat_ib_post_rdma_write_immed(
+            a.ep, 1, _iov(a), 1, b.lmr.remote(0, 8), 1 << 32, 0
+        ),
+        DatInvalidParameter,
+        Sub.INVALID_ARG6,
+    ),
+    # -- SRQ (the rest of their codes: test_dat_srq) ----------------------------------------
+    Row(
+        "dat_srq_create: no attributes",
+        lambda a, b, n: dat_srq_create(b.ia, b.pz, None, Ref()),
+        DatInvalidParameter,
+        Sub.INVALID_ARG3,
+    ),
+    Row(
+        "dat_srq_free: not an SRQ",
+        lambda a, b, n: dat_srq_free(wrong(b.pz)),
+        DatInvalidHandle,
+        Sub.INVALID_HANDLE_SRQ,
+    ),
+    Row(
+        "dat_srq_post_recv: not an SRQ",
+        lambda a, b, n: dat_srq_post_recv(wrong(b.pz), 0, None, 1),
+        DatInvalidHandle,
+        Sub.INVALID_HANDLE_SRQ,
+    ),
+    Row(
+        "dat_srq_query: not an SRQ",
+        lambda a, b, n: dat_srq_query(wrong(b.pz), 0xFF, Ref()),
+        DatInvalidHandle,
+        Sub.INVALID_HANDLE_SRQ,
+    ),
+    Row(
+        "dat_srq_resize: not an SRQ",
+        lambda a, b, n: dat_srq_resize(wrong(b.pz), 4),
+        DatInvalidHandle,
+        Sub.INVALID_HANDLE_SRQ,
+    ),
+    Row(
+        "dat_srq_set_lw: not an SRQ",
+        lambda a, b, n: dat_srq_set_lw(wrong(b.pz), 0),
+        DatInvalidHandle,
+        Sub.INVALID_HANDLE_SRQ,
+    ),
+    Row(
+        "dat_ep_create_with_srq: not an SRQ",
+        lambda a, b, n: dat_ep_create_with_srq(
+            b.ia, b.pz, b.recv_evd, b.request_evd, b.connect_evd, wrong(b.pz), None, Ref()
+        ),
+        DatInvalidHandle,
+        Sub.INVALID_HANDLE_SRQ,
     ),
 ]
 
