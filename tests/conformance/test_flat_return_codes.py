@@ -749,7 +749,7 @@ ROWS: list[Row] = [
     Row(
         "dat_ib_post_fetch_and_add: not an EP",
         lambda a, b, n: dat_ib_post_fetch_and_add(
-            wrong(a.pz), 1, _iov(a), 1, b.lmr.remote(0, 8), 0
+            wrong(a.pz), 1, _iov(a)[0], 1, b.lmr.remote(0, 8), 0
         ),
         DatInvalidHandle,
         Sub.INVALID_HANDLE_EP,
