@@ -133,6 +133,7 @@ class Rmr:
     context: int = 0
     lmr: Lmr | None = None
     region: Region | None = None
+    for_ep: bool = False  # dat_rmr_create_for_ep: its key works only on the EP it is bound to
 
     def unbind(self, memory: MemoryRegistry) -> None:
         """The window's key stops working (a rebind, dat_rmr_free, or its IA closing)."""
@@ -175,6 +176,9 @@ class Ep:
     timer: Timer | None = None
     rsp: Listener | None = None
     queues: WorkQueues | None = None
+    remote: tuple[str, int, int] | None = None  # host, port, conn_qual of its last connect
+    soft_hw: int = -1  # dat_ep_set_watermark (-1: DAT_WATERMARK_INFINITE); armed once
+    hard_hw: int = -1
 
     def op(self, seq: object) -> Op | None:
         """The outstanding request with sequence number ``seq`` (ops are in seq order)."""

@@ -29,6 +29,7 @@ PURE_MODULES = [
     ROOT / "client" / "posting.py",
     ROOT / "client" / "eventing.py",
     ROOT / "client" / "memcalls.py",
+    ROOT / "client" / "cmcalls.py",
     ROOT / "client" / "records.py",
 ]
 IO_MODULES = frozenset(
