@@ -59,9 +59,9 @@ class MemoryCalls:
 
     def pz_check(self, pz: Any) -> int:
         """dat_pz_query's check: a PZ of this IA, or DAT_INVALID_HANDLE."""
-        if type(pz) is not int or pz not in self.pzs:
+        if not is_int(pz) or pz not in self.pzs:
             raise DatInvalidHandle(Sub.INVALID_HANDLE_PZ, f"no PZ {pz!r}")
-        return pz
+        return int(pz)
 
     def lmr_create(
         self,
