@@ -118,6 +118,8 @@ static void fill_provider_attr(struct df_ia *ia, const msgpack_object *a, DAT_PR
 	p->lmr_sync_req = attr_u64(a, "lmr_sync_req") ? DAT_TRUE : DAT_FALSE;
 	p->dto_async_return_guaranteed = DAT_TRUE;
 	p->rdma_write_for_rdma_read_req = DAT_FALSE;
+	p->ep_recv_info_supported = DAT_TRUE; /* dat_ep_recv_query answers both counts */
+	p->rmr_scope_supported = DAT_RMR_SCOPE_ANY; /* rmr_create (PZ), rmr_create_for_ep (EP) */
 	p->num_provider_specific_attr = DF_EXT_ATTRS;
 	p->provider_specific_attr = ia->ext_attrs;
 }
