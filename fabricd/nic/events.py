@@ -22,6 +22,7 @@ from proto.constants import DatReturnSubtype as Sub
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
 from proto.errors import (
+    DatInsufficientResources,
     DatInvalidHandle,
     DatInvalidParameter,
     DatInvalidState,
@@ -134,7 +135,12 @@ class Events:
             (w, old.get(w)) for w in (EqWord.OVERFLOW, EqWord.NOTIFIED, EqWord.ARM, EqWord.WANT)
         ]
         self._drop(eq)
-        _, view = self._place(consumer, eq.handle, entries)
+        try:
+            _, view = self._place(consumer, eq.handle, entries)
+        except (OSError, ValueError) as err:  # no memory for the ring: the EVD is lost
+            del consumer.evds[eq.handle]
+            consumer.channel.close(f"EVD {eq.handle} could not grow: {err}")
+            raise DatInsufficientResources(Sub.RESOURCE_MEMORY, str(err)) from None
         ring = eq_ring(view, entries, producer=True)
         for k, entry in enumerate(held):
             at = ring.slot(cons + k)

@@ -13,8 +13,6 @@
 
 #include <dat2/dat_registry.h> /* DAT_PROVIDER, its table of entry points */
 
-#define ALL_PRIVS (DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG | \
-		   DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
 #define RW (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
 #define Q (QUAL + 40) /* conn_quals Q, Q + 1, ... */
 #define SHORT_US 50000
@@ -22,40 +20,6 @@
 static DAT_PROVIDER *provider(void *handle)
 {
 	return DAT_HANDLE_TO_PROVIDER(handle);
-}
-
-/* Registered memory of one side. */
-struct mem {
-	char *buf;
-	DAT_LMR_HANDLE lmr;
-	DAT_LMR_CONTEXT lctx;
-	DAT_RMR_CONTEXT rctx;
-	DAT_VADDR addr;
-};
-
-static void reg(const struct side *s, struct mem *m)
-{
-	DAT_VLEN size;
-	m->buf = calloc(1, 4096);
-	DAT_REGION_DESCRIPTION region = {.for_va = m->buf};
-	CHECK_RET(dat_lmr_create(s->ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, s->pz, ALL_PRIVS,
-				 DAT_VA_TYPE_VA, &m->lmr, &m->lctx, &m->rctx, &size, &m->addr),
-		  DAT_SUCCESS);
-}
-
-static void unreg(struct mem *m)
-{
-	CHECK_RET(dat_lmr_free(m->lmr), DAT_SUCCESS);
-	free(m->buf);
-}
-
-static DAT_EVENT software_event(void *pointer)
-{
-	DAT_EVENT ev;
-	memset(&ev, 0, sizeof(ev));
-	ev.event_number = DAT_SOFTWARE_EVENT;
-	ev.event_data.software_event_data.pointer = pointer;
-	return ev;
 }
 
 /* The provider's own IA handle (libdat2 hands programs its own): what dat_evd_query gives. */

@@ -11,7 +11,12 @@ from client.core import Call, Op
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import Dtos, EvdFlags, PspFlags
 from proto.constants import EventNumber as E
-from proto.errors import DatInvalidHandle, DatInvalidParameter, DatInvalidState, DatQueueFull
+from proto.errors import (
+    DatInvalidHandle,
+    DatInvalidParameter,
+    DatInvalidState,
+    DatQueueFull,
+)
 from proto.hostif import ASYNC_EVD, EQ_ENTRY_SIZE, EqWord, eq_segment, ring_bytes
 from tests.core.flows import Side, address, connect, side
 from tests.core.harness import Fabric, SimConsumer
@@ -140,3 +145,25 @@ def test_a_psp_backlog_follows_the_length_of_its_evd() -> None:
     b.c.call(b.c.core.evd_resize(cr_evd, 2))
     assert connect_one(actives[2]) == []
     assert [e.event_number for e in b.c.events(cr_evd)] == [E.CONNECTION_REQUEST_EVENT]
+
+
+def test_a_ring_the_node_has_no_memory_for_closes_that_ia_only() -> None:
+    """Growing needs a new segment; when the node cannot make it the old ring is gone already,
+    so the IA is closed (its driver sees it lost), and the daemon serves on."""
+    fabric = Fabric()
+    node = fabric.add_node("n1")
+    c = fabric.add_consumer(node)
+    evd = _sw_evd(c, 2)
+    create = node.memory.create
+
+    def no_memory(name: str, size: int) -> int:
+        raise OSError(12, "out of memory")
+
+    node.memory.create = no_memory  # type: ignore[method-assign]
+    _, data = c.core.call_frame(Call("evd_resize", [evd, 100]))
+    c.send(data)
+    fabric.run()
+    node.memory.create = create  # type: ignore[method-assign]
+    assert c.core.catastrophic and "could not grow" in c.core.lost_reason
+    other = fabric.add_consumer(node)
+    assert type(other.call(other.core.pz_create())) is int
