@@ -14,8 +14,19 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from client.aio_objects import AsyncCno, AsyncEp, AsyncEvd, AsyncRmr
+from client.aio_objects import (
+    AsyncCno,
+    AsyncEp,
+    AsyncEvd,
+    AsyncRmr,
+    PspHandle,
+    PzHandle,
+    RspHandle,
+    TypedHandle,
+)
 from client.api import DEFAULT_IA_NAME, socket_for
+from client.cmcalls import ANY_QUALS
+from client.common import HandleCalls
 from client.core import ClientCore, CrInfo, Event, LmrInfo, Op, Triplet
 from client.desk import Desk
 from client.shm import Arena, Buffer, QueueMaps
@@ -26,6 +37,7 @@ from proto.constants import (
     CloseFlags,
     DatReturnSubtype,
     EvdFlags,
+    HandleType,
     PspFlags,
 )
 from proto.errors import (
@@ -55,7 +67,7 @@ class _Protocol(asyncio.Protocol):
         self.wake()
 
 
-class AsyncIa:
+class AsyncIa(HandleCalls):
     """An open IA for asyncio programs (``await AsyncIa.open(name)``)."""
 
     def __init__(self, name: str, async_evd_qlen: int) -> None:
@@ -204,10 +216,14 @@ class AsyncIa:
         """dat_lmr_sync_rdma_write: incoming RDMA Writes become visible to this process."""
         await self.run(self.core.lmr_sync(True, local_segments))
 
-    async def pz_create(self) -> int:
-        """dat_pz_create (the PZ handle)."""
-        pz: int = await self.run(self.core.pz_create())
-        return pz
+    async def pz_create(self) -> PzHandle:
+        """dat_pz_create (the PZ handle: an int)."""
+        return PzHandle(await self.run(self.core.pz_create()))
+
+    def pz_query(self, pz: int) -> dict[str, Any]:
+        """dat_pz_query: DAT_PZ_PARAM (its IA)."""
+        self.core.pz_check(pz)
+        return {"ia": self}
 
     async def pz_free(self, pz: int) -> None:
         """dat_pz_free."""
@@ -220,13 +236,37 @@ class AsyncIa:
         handle = await self.run(self.core.evd_create(min_qlen, flags, cno.handle if cno else 0))
         return AsyncEvd(self, handle)
 
-    def cno_create(self) -> AsyncCno:
-        """dat_cno_create."""
-        return AsyncCno(self, self.core.cno_create())
+    def cno_create(self, agent: Any = None) -> AsyncCno:
+        """dat_cno_create (``agent``: its DAT_OS_WAIT_PROXY_AGENT, which dat_cno_query reports)."""
+        return AsyncCno(self, self.core.cno_create(agent))
+
+    def _identify(self, handle: Any) -> tuple[HandleType, int]:
+        """A handle of this IA as (type, number): its objects, an LMR's LmrInfo, a connection
+        request's event, or a typed number (PZ, PSP, RSP); DAT_INVALID_HANDLE otherwise."""
+        if self.closed:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_IA, f"IA {self.name} is closed")
+        if handle is self:
+            return HandleType.IA, 0
+        kinds = ((AsyncEvd, HandleType.EVD), (AsyncEp, HandleType.EP), (AsyncCno, HandleType.CNO))
+        for cls, kind in (*kinds, (AsyncRmr, HandleType.RMR)):
+            if isinstance(handle, cls) and handle.ia is self:
+                return kind, handle.handle
+        if isinstance(handle, LmrInfo):
+            return HandleType.LMR, handle.handle
+        if isinstance(handle, Event) and handle.cr:
+            return HandleType.CR, handle.cr
+        if isinstance(handle, TypedHandle):
+            return handle.TYPE, int(handle)
+        raise DatInvalidHandle(Sub.NO_SUBTYPE, f"not a handle of this IA: {handle!r}")
 
     async def rmr_create(self, pz: int) -> AsyncRmr:
-        """dat_rmr_create: a memory window in ``pz``."""
+        """dat_rmr_create: a memory window in ``pz`` (scope DAT_RMR_SCOPE_PZ)."""
         return AsyncRmr(self, await self.run(self.core.rmr_create(pz)), pz)
+
+    async def rmr_create_for_ep(self, pz: int) -> AsyncRmr:
+        """dat_rmr_create_for_ep: a window of DAT_RMR_SCOPE_EP (its key reaches memory only
+        through the connection of the EP it was bound on)."""
+        return AsyncRmr(self, await self.run(self.core.rmr_create(pz, True)), pz, for_ep=True)
 
     async def lmr_create(
         self, mem_type: int, region: Buffer | int, length: int, pz: int, privileges: int
@@ -283,19 +323,38 @@ class AsyncIa:
 
     async def psp_create(
         self, conn_qual: int, evd: AsyncEvd, flags: int = PspFlags.CONSUMER
-    ) -> int:
-        """dat_psp_create (the PSP handle)."""
-        psp: int = await self.run(self.core.psp_create(conn_qual, evd.handle, flags))
-        return psp
+    ) -> PspHandle:
+        """dat_psp_create (the PSP handle: an int)."""
+        return PspHandle(await self.run(self.core.psp_create(conn_qual, evd.handle, flags)))
+
+    async def psp_create_any(
+        self, evd: AsyncEvd, flags: int = PspFlags.CONSUMER
+    ) -> tuple[PspHandle, int]:
+        """dat_psp_create_any: a PSP on a conn_qual nobody on the node listens on: (psp,
+        conn_qual)."""
+        op = self.core.psp_create_any(evd.handle, flags, secrets.randbelow(ANY_QUALS))
+        psp, conn_qual = await self.run(op)
+        return PspHandle(psp), conn_qual
+
+    def psp_query(self, psp: int) -> dict[str, Any]:
+        """dat_psp_query: DAT_PSP_PARAM (the IA, conn_qual, CR EVD, flags)."""
+        info = self.core.sp_query(psp, rsp=False)
+        evd = AsyncEvd(self, info.evd)
+        return {"ia": self, "conn_qual": info.conn_qual, "evd": evd, "psp_flags": info.flags}
 
     async def psp_free(self, psp: int) -> None:
         """dat_psp_free."""
         await self.run(self.core.psp_free(psp))
 
-    async def rsp_create(self, conn_qual: int, ep: AsyncEp, evd: AsyncEvd) -> int:
-        """dat_rsp_create: one request, for ``ep`` (the RSP handle)."""
-        rsp: int = await self.run(self.core.rsp_create(conn_qual, ep.handle, evd.handle))
-        return rsp
+    async def rsp_create(self, conn_qual: int, ep: AsyncEp, evd: AsyncEvd) -> RspHandle:
+        """dat_rsp_create: one request, for ``ep`` (the RSP handle: an int)."""
+        return RspHandle(await self.run(self.core.rsp_create(conn_qual, ep.handle, evd.handle)))
+
+    def rsp_query(self, rsp: int) -> dict[str, Any]:
+        """dat_rsp_query: DAT_RSP_PARAM (the IA, conn_qual, CR EVD, EP)."""
+        info = self.core.sp_query(rsp, rsp=True)
+        evd, ep = AsyncEvd(self, info.evd), AsyncEp(self, info.ep)
+        return {"ia": self, "conn_qual": info.conn_qual, "evd": evd, "ep": ep}
 
     async def rsp_free(self, rsp: int) -> None:
         """dat_rsp_free."""
@@ -309,12 +368,13 @@ class AsyncIa:
         """dat_cr_reject."""
         await self.run(self.core.cr_reject(event.cr, private_data))
 
+    async def cr_handoff(self, event: Event, conn_qual: int) -> None:
+        """dat_cr_handoff: the request goes to the listener of ``conn_qual`` on this node."""
+        await self.run(self.core.cr_handoff(event.cr, conn_qual))
+
     def cr_query(self, event: Event) -> CrInfo:
         """dat_cr_query."""
-        info = self.core.crs.get(event.cr)
-        if info is None:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_CR, f"no connection request {event.cr}")
-        return info
+        return self.core.cr_info(event.cr)
 
     async def __aenter__(self) -> AsyncIa:
         return self

@@ -4,13 +4,22 @@ windows; what asks the daemon is a coroutine, what never waits (dequeue, posts) 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
+from client.common import decline
 from client.core import Event, LmrInfo, Triplet
 from client.records import WindowState
 from proto.attrs import EpAttr
-from proto.constants import TIMEOUT_INFINITE, CloseFlags, CompletionFlags, Dtos, EpState
-from proto.errors import DatAbort, DatQueueEmpty, DatTimeoutExpired
+from proto.constants import (
+    TIMEOUT_INFINITE,
+    CloseFlags,
+    CompletionFlags,
+    DatReturnSubtype,
+    Dtos,
+    EpState,
+    HandleType,
+)
+from proto.errors import DatAbort, DatInvalidState, DatQueueEmpty, DatTimeoutExpired
 
 if TYPE_CHECKING:
     from client.aio import AsyncIa
@@ -18,6 +27,31 @@ if TYPE_CHECKING:
 
 def _seconds(timeout: int) -> float | None:
     return None if timeout == TIMEOUT_INFINITE else timeout / 1e6
+
+
+class TypedHandle(int):
+    """A handle the asyncio API gives as a number (PZ, PSP, RSP), typed for
+    dat_get_handle_type: it is still the int every call takes."""
+
+    TYPE: ClassVar[HandleType]
+
+
+class PzHandle(TypedHandle):
+    """A PZ of AsyncIa.pz_create."""
+
+    TYPE = HandleType.PZ
+
+
+class PspHandle(TypedHandle):
+    """A PSP of AsyncIa.psp_create."""
+
+    TYPE = HandleType.PSP
+
+
+class RspHandle(TypedHandle):
+    """An RSP of AsyncIa.rsp_create."""
+
+    TYPE = HandleType.RSP
 
 
 class AsyncEvd:
@@ -36,13 +70,14 @@ class AsyncEvd:
             raise
 
     async def wait(self, timeout: int = TIMEOUT_INFINITE, threshold: int = 1) -> tuple[Event, int]:
-        """dat_evd_wait: (event, nmore); a second concurrent waiter gets DAT_INVALID_STATE."""
+        """dat_evd_wait: (event, nmore); a second concurrent waiter gets DAT_INVALID_STATE, and
+        so does a waiter of an EVD made unwaitable meanwhile."""
         core = self.ia.core
         evd = core.evd_wait_begin(self.handle, threshold)
         seconds = _seconds(timeout)
         try:
             await self.ia._until(
-                lambda: core.evd_ready(evd, threshold) or core.catastrophic,
+                lambda: core.evd_ready(evd, threshold) or core.catastrophic or not evd.waitable,
                 seconds,
                 arm=lambda: core.arm((evd,), threshold),
             )
@@ -50,6 +85,10 @@ class AsyncEvd:
             raise core.evd_timeout(evd, threshold, timeout) from None
         finally:
             evd.waiting = False
+        if not evd.waitable:
+            raise DatInvalidState(
+                DatReturnSubtype.INVALID_STATE_EVD_UNWAITABLE, "the EVD became unwaitable"
+            )
         if not core.evd_ready(evd, threshold):
             raise DatAbort(message="the IA's daemon is gone")
         event = core.take(evd)
@@ -59,6 +98,39 @@ class AsyncEvd:
         """dat_evd_post_se (wakes a waiter of this IA)."""
         await self.ia.run(self.ia.core.evd_post_se(self.handle, pointer))
         self.ia._wake()
+
+    def query(self) -> dict[str, Any]:
+        """dat_evd_query: DAT_EVD_PARAM (the IA, qlen, state, CNO and flags)."""
+        param = self.ia.core.evd_query(self.handle)
+        cno = param["cno"]
+        return {**param, "ia": self.ia, "cno": AsyncCno(self.ia, cno) if cno else None}
+
+    async def resize(self, qlen: int) -> None:
+        """dat_evd_resize: DAT_INVALID_STATE while more than ``qlen`` events are queued."""
+        await self.ia.run(self.ia.core.evd_resize(self.handle, qlen))
+
+    def modify_cno(self, cno: AsyncCno | None) -> None:
+        """dat_evd_modify_cno: the CNO this EVD wakes (None: none)."""
+        self.ia.core.evd_modify_cno(self.handle, cno.handle if cno is not None else 0)
+        self.ia._wake()  # a CNO waiter looks at its EVDs again
+
+    def enable(self) -> None:
+        """dat_evd_enable."""
+        self.ia.core.evd_enable(self.handle, True)
+        self.ia._wake()
+
+    def disable(self) -> None:
+        """dat_evd_disable: events still queue, but wake no waiter of the EVD's CNO."""
+        self.ia.core.evd_enable(self.handle, False)
+
+    def set_unwaitable(self) -> None:
+        """dat_evd_set_unwaitable: a waiter returns DAT_INVALID_STATE, later waits refuse."""
+        self.ia.core.evd_waitable(self.handle, False)
+        self.ia._wake()
+
+    def clear_unwaitable(self) -> None:
+        """dat_evd_clear_unwaitable."""
+        self.ia.core.evd_waitable(self.handle, True)
 
     async def free(self) -> None:
         """dat_evd_free."""
@@ -88,6 +160,37 @@ class AsyncEp:
         await self.ia.run(
             self.ia.core.ep_connect(self.handle, remote_addr, conn_qual, timeout, private_data)
         )
+
+    async def dup_connect(
+        self, dup_ep: AsyncEp, timeout: int = TIMEOUT_INFINITE, private_data: bytes = b""
+    ) -> None:
+        """dat_ep_dup_connect: to the remote address and conn_qual the CONNECTED ``dup_ep``
+        connected to."""
+        await self.ia.run(
+            self.ia.core.ep_dup_connect(self.handle, dup_ep.handle, timeout, private_data)
+        )
+
+    def common_connect(self, *args: Any) -> NoReturn:
+        """dat_ep_common_connect: declined (DAT_MODEL_NOT_SUPPORTED: no CSP to connect to)."""
+        decline("dat_ep_common_connect")
+
+    def recv_query(self) -> tuple[int, int]:
+        """dat_ep_recv_query: (nbufs_allocated, bufs_alloc_span)."""
+        return self.ia.core.ep_recv_query(self.handle)
+
+    async def set_watermark(self, soft_high_watermark: int, hard_high_watermark: int) -> None:
+        """dat_ep_set_watermark (WATERMARK_INFINITE: none)."""
+        await self.ia.run(
+            self.ia.core.ep_set_watermark(self.handle, soft_high_watermark, hard_high_watermark)
+        )
+
+    def post_send_with_invalidate(self, *args: Any) -> NoReturn:
+        """dat_ep_post_send_with_invalidate: declined (DAT_MODEL_NOT_SUPPORTED)."""
+        decline("dat_ep_post_send_with_invalidate")
+
+    def post_rdma_read_to_rmr(self, *args: Any) -> NoReturn:
+        """dat_ep_post_rdma_read_to_rmr: declined (DAT_MODEL_NOT_SUPPORTED)."""
+        decline("dat_ep_post_rdma_read_to_rmr")
 
     async def disconnect(self, flags: int = CloseFlags.ABRUPT) -> None:
         """dat_ep_disconnect."""
@@ -167,14 +270,28 @@ class AsyncCno:
                 found.append(evd)
             return bool(evd) or core.catastrophic
 
-        evds = [core.evds[h] for h in sorted(core.cnos.get(self.handle, ()))]
+        def arm() -> None:
+            core.arm([core.evds[h] for h in sorted(core.cnos.get(self.handle, ()))], 1)
+
         try:
-            await self.ia._until(ready, _seconds(timeout), arm=lambda: core.arm(evds, 1))
+            await self.ia._until(ready, _seconds(timeout), arm=arm)
         except TimeoutError:
             raise DatTimeoutExpired(message=f"nothing within {timeout} us") from None
         if not found:
             raise DatAbort(message="the IA's daemon is gone")
         return AsyncEvd(self.ia, found[-1])
+
+    def query(self) -> dict[str, Any]:
+        """dat_cno_query: DAT_CNO_PARAM (the IA, the proxy type and agent)."""
+        return {**self.ia.core.cno_query(self.handle), "ia": self.ia}
+
+    def modify_agent(self, agent: Any) -> None:
+        """dat_cno_modify_agent."""
+        self.ia.core.cno_modify_agent(self.handle, agent)
+
+    def trigger(self) -> NoReturn:
+        """dat_cno_trigger: declined (DAT_MODEL_NOT_SUPPORTED: no CNO behind a descriptor)."""
+        decline("dat_cno_trigger")
 
     def free(self) -> None:
         """dat_cno_free."""
@@ -184,8 +301,8 @@ class AsyncCno:
 class AsyncRmr(WindowState):
     """A memory window: bound with dat_rmr_bind to part of an LMR, it has its own key."""
 
-    def __init__(self, ia: AsyncIa, handle: int, pz: int) -> None:
-        super().__init__(pz)
+    def __init__(self, ia: AsyncIa, handle: int, pz: int, for_ep: bool = False) -> None:
+        super().__init__(pz, for_ep)
         self.ia = ia
         self.handle = handle
 

@@ -13,8 +13,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from client.cmcalls import ANY_QUALS
+from client.common import HandleCalls
 from client.core import Call, ClientCore, Event, Op, Triplet
 from client.desk import Desk
+from client.handle import Handle
 from client.handles import Cno, Cr, Ep, Evd, Lmr, Psp, Pz, Rmr, Rsp
 from client.shm import Arena, Buffer, QueueMaps
 from client.srq_objects import Srq
@@ -25,6 +28,7 @@ from proto.constants import (
     CloseFlags,
     DatReturnSubtype,
     EvdFlags,
+    HandleType,
     PspFlags,
 )
 from proto.errors import (
@@ -56,7 +60,7 @@ def socket_for(ia_name: str) -> str:
     return env or os.environ.get("DATFABRIC_SOCKET", DEFAULT_SOCKET)
 
 
-class Ia:
+class Ia(HandleCalls):
     """An open Interface Adapter: one consumer connection to the node's daemon (dat_ia_open)."""
 
     def __init__(
@@ -223,9 +227,19 @@ class Ia:
         self._open()
         return Evd(self, self.run(self.core.evd_create(min_qlen, flags, cno.handle if cno else 0)))
 
-    def cno_create(self) -> Cno:
-        """dat_cno_create."""
-        return Cno(self, self.core.cno_create())
+    def cno_create(self, agent: Any = None) -> Cno:
+        """dat_cno_create (``agent``: its DAT_OS_WAIT_PROXY_AGENT, which dat_cno_query reports)."""
+        self._open()
+        return Cno(self, self.core.cno_create(agent))
+
+    def _identify(self, handle: Any) -> tuple[HandleType, int]:
+        """A handle of this IA as (type, number); DAT_INVALID_HANDLE for anything else."""
+        self._open()
+        if handle is self:
+            return HandleType.IA, 0
+        if isinstance(handle, Handle) and handle.ia is self:
+            return handle.TYPE, handle.handle
+        raise DatInvalidHandle(Sub.NO_SUBTYPE, f"not a handle of this IA: {handle!r}")
 
     def _until(
         self,
@@ -280,8 +294,13 @@ class Ia:
         return Lmr(self, self.run(op))
 
     def rmr_create(self, pz: Pz) -> Rmr:
-        """dat_rmr_create: a memory window in ``pz``."""
+        """dat_rmr_create: a memory window in ``pz`` (scope DAT_RMR_SCOPE_PZ)."""
         return Rmr(self, self.run(self.core.rmr_create(pz.handle)), pz)
+
+    def rmr_create_for_ep(self, pz: Pz) -> Rmr:
+        """dat_rmr_create_for_ep: a window of DAT_RMR_SCOPE_EP, whose key reaches memory only
+        through the connection of the EP it was bound on."""
+        return Rmr(self, self.run(self.core.rmr_create(pz.handle, True)), pz, for_ep=True)
 
     def ep_create(
         self,
@@ -321,6 +340,13 @@ class Ia:
     def psp_create(self, conn_qual: int, evd: Evd, flags: int = PspFlags.CONSUMER) -> Psp:
         """dat_psp_create: listen on ``conn_qual``; requests arrive on ``evd``."""
         return Psp(self, self.run(self.core.psp_create(conn_qual, evd.handle, flags)))
+
+    def psp_create_any(self, evd: Evd, flags: int = PspFlags.CONSUMER) -> tuple[Psp, int]:
+        """dat_psp_create_any: a PSP on a conn_qual nobody on the node listens on: (psp,
+        conn_qual)."""
+        op = self.core.psp_create_any(evd.handle, flags, secrets.randbelow(ANY_QUALS))
+        psp, conn_qual = self.run(op)
+        return Psp(self, psp), conn_qual
 
     def rsp_create(self, conn_qual: int, ep: Ep, evd: Evd) -> Rsp:
         """dat_rsp_create: one request, for ``ep``."""

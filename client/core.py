@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+from client.cmcalls import ConnectionCalls, SpInfo
+from client.cmcalls import parse_address as parse_address
 from client.eventing import EventPath
 from client.memcalls import MemoryCalls
 from client.posting import Posting
@@ -23,18 +25,17 @@ from client.records import Event as Event
 from client.records import LmrInfo as LmrInfo
 from client.records import Op as Op
 from client.srqs import SrqCalls, SrqMirror
-from proto import calls, ep_states
-from proto.attrs import EpAttr
+from proto import calls
+from proto.attrs import EpAttr, provider_attributes
 from proto.calls import METHODS
-from proto.checks import Region, is_int
+from proto.checks import Region
 from proto.codec import Frame, FrameReader, encode
 from proto.constants import (
-    TIMEOUT_INFINITE,
-    CloseFlags,
     DatReturnSubtype,
     EpState,
     EvdFlags,
     EventNumber,
+    HandleType,
 )
 from proto.errors import (
     DatError,
@@ -51,7 +52,6 @@ from proto.hostif import (
     ASYNC_EVD,
     wq_segment,
 )
-from proto.limits import MAX_PRIVATE_DATA
 from proto.schema import parse
 
 Sub = DatReturnSubtype
@@ -60,7 +60,7 @@ Triplet = Sequence[int]
 _DTO_COMPLETION: Final = EventNumber.DTO_COMPLETION_EVENT
 
 
-class ClientCore(EventPath, MemoryCalls, SrqCalls):
+class ClientCore(EventPath, MemoryCalls, ConnectionCalls, SrqCalls):
     """State of one open IA, without I/O."""
 
     def __init__(self, name: str, mapper: QueueMapper, async_evd_qlen: int = 8) -> None:
@@ -79,6 +79,11 @@ class ClientCore(EventPath, MemoryCalls, SrqCalls):
         self.regions: dict[int, Region] = {}  # lmr_context -> region
         self.crs: dict[int, CrInfo] = {}
         self.cnos: dict[int, set[int]] = {}  # CNO -> its EVDs
+        self.agents: dict[int, Any] = {}  # CNO -> its DAT_OS_WAIT_PROXY_AGENT
+        self.pzs: set[int] = set()
+        self.rmrs: dict[int, bool] = {}  # RMR -> created for an EP (DAT_RMR_SCOPE_EP)
+        self.sps: dict[int, SpInfo] = {}  # PSPs and RSPs
+        self.contexts: dict[tuple[HandleType, int], Any] = {}  # dat_set_consumer_context
         self.lmr_sync_req: bool | None = None  # the provider attribute, once asked
         self.catastrophic = False
         self.lost_reason = ""
@@ -180,9 +185,43 @@ class ClientCore(EventPath, MemoryCalls, SrqCalls):
     # -- operations that ask the daemon (generators) -------------------------------------------
 
     def ia_query(self) -> Op:
-        """dat_ia_query: IA and provider attributes."""
+        """dat_ia_query: the IA attributes the daemon reports, and the provider attributes
+        (proto.attrs.provider_attributes) under the names of DAT_PROVIDER_ATTR."""
         (attrs,) = yield Call("ia_query")
-        return dict(attrs)
+        return {**provider_attributes(attrs), **attrs}
+
+    def alive(self, kind: HandleType, handle: int) -> bool:
+        """Is ``handle`` a live object of ``kind`` of this IA (the IA itself: handle 0)?"""
+        tables: dict[HandleType, Any] = {
+            HandleType.EVD: self.evds,
+            HandleType.EP: self.eps,
+            HandleType.LMR: self.lmrs,
+            HandleType.CNO: self.cnos,
+            HandleType.CR: self.crs,
+            HandleType.PZ: self.pzs,
+            HandleType.RMR: self.rmrs,
+        }
+        if kind == HandleType.IA:
+            return True  # the API refuses a closed IA itself
+        if kind in (HandleType.PSP, HandleType.RSP):
+            info = self.sps.get(handle)
+            return info is not None and (info.ep != 0) == (kind == HandleType.RSP)
+        table = tables.get(kind)
+        return table is not None and handle in table
+
+    def set_context(self, kind: HandleType, handle: int, context: Any) -> None:
+        """dat_set_consumer_context of a live handle (DAT_INVALID_HANDLE otherwise)."""
+        self._live(kind, handle)
+        self.contexts[kind, handle] = context
+
+    def get_context(self, kind: HandleType, handle: int) -> Any:
+        """dat_get_consumer_context: what was set (None if nothing was)."""
+        self._live(kind, handle)
+        return self.contexts.get((kind, handle))
+
+    def _live(self, kind: HandleType, handle: int) -> None:
+        if not self.alive(kind, handle):
+            raise DatInvalidHandle(Sub.NO_SUBTYPE, f"no {kind.name} {handle!r}")
 
     def admin(self, method: str, args: list[Any]) -> Op:
         """A daemon administration call (fault rules, node status): its result record."""
@@ -243,100 +282,3 @@ class ClientCore(EventPath, MemoryCalls, SrqCalls):
         if mirror is not None and mirror.sq is not None:
             mirror.sq = mirror.rq = None
             self.mapper.unmap(wq_segment(self.name, handle))
-
-    def ep_connect(
-        self,
-        handle: int,
-        remote_addr: Any,
-        conn_qual: int,
-        timeout: int,
-        private_data: bytes,
-    ) -> Op:
-        """dat_ep_connect: the outcome arrives on the connect EVD."""
-        ep = self.ep_mirror(handle)
-        host, port = parse_address(remote_addr)
-        if not is_int(timeout) or timeout <= 0:
-            raise DatInvalidParameter(Sub.INVALID_ARG4, "timeout must be positive")
-        if len(private_data) > MAX_PRIVATE_DATA:
-            raise DatInvalidParameter(Sub.INVALID_ARG6, "private data too long")
-        if ep.state != EpState.UNCONNECTED:
-            raise ep_states.state_error(ep.state, "dat_ep_connect")
-        timeout = min(timeout, TIMEOUT_INFINITE)
-        args = calls.EpConnect(handle, host, port, conn_qual, timeout, bytes(private_data))
-        yield Call("ep_connect", args)
-
-    def ep_disconnect(self, handle: int, flags: int) -> Op:
-        """dat_ep_disconnect."""
-        ep = self.ep_mirror(handle)
-        if flags not in (CloseFlags.ABRUPT, CloseFlags.GRACEFUL):
-            raise DatInvalidParameter(Sub.INVALID_ARG2, f"bad close flags {flags!r}")
-        if ep.state in (
-            EpState.UNCONNECTED,
-            EpState.RESERVED,
-            EpState.PASSIVE_CONNECTION_PENDING,
-            EpState.TENTATIVE_CONNECTION_PENDING,
-        ):
-            raise ep_states.state_error(ep.state, "dat_ep_disconnect")
-        yield Call("ep_disconnect", calls.EpDisconnect(handle, int(flags)))
-
-    def ep_reset(self, handle: int) -> Op:
-        """dat_ep_reset: back to UNCONNECTED so the EP can connect again."""
-        self.ep_mirror(handle)
-        yield Call("ep_reset", calls.EpHandle(handle))
-
-    def psp_create(self, conn_qual: int, evd: int, flags: int) -> Op:
-        """dat_psp_create."""
-        backlog = self.evd(evd).qlen  # the EVD's length is the backlog
-        (psp,) = yield Call("psp_create", calls.PspCreate(conn_qual, evd, int(flags), backlog))
-        return psp
-
-    def psp_free(self, psp: int) -> Op:
-        """dat_psp_free."""
-        yield Call("psp_free", calls.PspFree(psp))
-
-    def rsp_create(self, conn_qual: int, ep: int, evd: int) -> Op:
-        """dat_rsp_create: the EP becomes RESERVED."""
-        self.ep_mirror(ep)
-        self.evd(evd)
-        rsp, _, _ = yield Call("rsp_create", calls.RspCreate(conn_qual, ep, evd))
-        return rsp
-
-    def rsp_free(self, rsp: int) -> Op:
-        """dat_rsp_free."""
-        yield Call("rsp_free", calls.RspFree(rsp))
-
-    def cr_accept(self, cr: int, ep: int | None, private_data: bytes) -> Op:
-        """dat_cr_accept: ESTABLISHED (or ACCEPT_COMPLETION_ERROR) follows on the connect EVD."""
-        info = self.crs.get(cr)
-        if info is None:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_CR, f"no connection request {cr!r}")
-        if len(private_data) > MAX_PRIVATE_DATA:
-            raise DatInvalidParameter(Sub.INVALID_ARG4, "private data too long")
-        yield Call("cr_accept", calls.CrAccept(cr, ep or 0, bytes(private_data)))
-        self.crs.pop(cr, None)
-
-    def cr_reject(self, cr: int, private_data: bytes) -> Op:
-        """dat_cr_reject (2.0: with private data for the active side's PEER_REJECTED)."""
-        info = self.crs.get(cr)
-        if info is None:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_CR, f"no connection request {cr!r}")
-        yield Call("cr_reject", calls.CrReject(cr, bytes(private_data)))
-        self.crs.pop(cr, None)
-        mirror = self.eps.get(info.ep)
-        if mirror is not None and mirror.state == EpState.TENTATIVE_CONNECTION_PENDING:
-            self._forget(info.ep)  # the provider freed the EP it had made
-
-    # -- posts (no reply) ----------------------------------------------------------------------
-
-
-def parse_address(addr: Any) -> tuple[str, int]:
-    """An IA address: ``(host, port)`` or ``"host:port"`` (DAT_IA_ADDRESS_PTR)."""
-    if isinstance(addr, str):
-        host, _, port = addr.rpartition(":")
-        if host and port.isdigit():
-            return host, int(port)
-    elif isinstance(addr, tuple) and len(addr) == 2:
-        host, port = addr
-        if isinstance(host, str) and type(port) is int and 0 < port < 65536:
-            return host, port
-    raise DatInvalidParameter(Sub.INVALID_ARG2, f"bad remote address {addr!r}")

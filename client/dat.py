@@ -7,33 +7,84 @@ exception. Handles are the objects of client.api.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from client.api import Ep, Evd, Ia, Lmr, Pz, Rmr
-from client.core import Event, LmrInfo, Triplet
-from client.dat_ep import (  # the EP, PSP, RSP and CR calls, offered here with the rest
+from client.api import Evd, Ia
+from client.common import decline
+from client.dat_cm import (  # the PSP, RSP, CR and CSP calls, offered here with the rest
     dat_cr_accept,
+    dat_cr_handoff,
     dat_cr_query,
     dat_cr_reject,
+    dat_csp_create,
+    dat_csp_free,
+    dat_csp_query,
+    dat_psp_create,
+    dat_psp_create_any,
+    dat_psp_free,
+    dat_psp_query,
+    dat_rsp_create,
+    dat_rsp_free,
+    dat_rsp_query,
+)
+from client.dat_ep import (  # the EP calls
+    dat_ep_common_connect,
     dat_ep_connect,
     dat_ep_create,
     dat_ep_disconnect,
+    dat_ep_dup_connect,
     dat_ep_free,
     dat_ep_get_status,
+    dat_ep_modify,
     dat_ep_post_rdma_read,
+    dat_ep_post_rdma_read_to_rmr,
     dat_ep_post_rdma_write,
     dat_ep_post_recv,
     dat_ep_post_send,
+    dat_ep_post_send_with_invalidate,
     dat_ep_query,
+    dat_ep_recv_query,
     dat_ep_reset,
+    dat_ep_set_watermark,
     dat_ib_post_cmp_and_swap,
     dat_ib_post_fetch_and_add,
     dat_ib_post_rdma_write_immed,
-    dat_psp_create,
-    dat_psp_free,
-    dat_rsp_create,
-    dat_rsp_free,
+)
+from client.dat_evd import (  # the EVD and CNO calls
+    dat_cno_create,
+    dat_cno_fd_create,
+    dat_cno_free,
+    dat_cno_modify_agent,
+    dat_cno_query,
+    dat_cno_trigger,
+    dat_cno_wait,
+    dat_evd_clear_unwaitable,
+    dat_evd_create,
+    dat_evd_dequeue,
+    dat_evd_disable,
+    dat_evd_enable,
+    dat_evd_free,
+    dat_evd_modify_cno,
+    dat_evd_post_se,
+    dat_evd_query,
+    dat_evd_resize,
+    dat_evd_set_unwaitable,
+    dat_evd_wait,
+)
+from client.dat_mem import (  # the PZ, LMR and RMR calls
+    dat_lmr_create,
+    dat_lmr_free,
+    dat_lmr_query,
+    dat_lmr_sync_rdma_read,
+    dat_lmr_sync_rdma_write,
+    dat_pz_create,
+    dat_pz_free,
+    dat_pz_query,
+    dat_rmr_bind,
+    dat_rmr_create,
+    dat_rmr_create_for_ep,
+    dat_rmr_free,
+    dat_rmr_query,
 )
 from client.dat_srq import (  # the SRQ calls, offered here with the rest
     dat_ep_create_with_srq,
@@ -44,17 +95,17 @@ from client.dat_srq import (  # the SRQ calls, offered here with the rest
     dat_srq_resize,
     dat_srq_set_lw,
 )
-from client.datref import Ref, iov, need, put, status
+from client.datref import Ref, need, put, status
+from client.handle import Handle
+from proto.attrs import provider_attributes
 from proto.constants import (
-    DAT_SUCCESS,
     EVD_ASYNC_EXISTS,
     DatReturnSubtype,
-    MemType,
+    HandleType,
 )
 from proto.errors import (
-    DatError,
+    DatInvalidHandle,
     DatInvalidParameter,
-    DatModelNotSupported,
 )
 from proto.errors import (
     dat_strerror as _strerror,
@@ -62,26 +113,55 @@ from proto.errors import (
 
 __all__ = [  # every dat_* call of the flat layer, and Ref
     "Ref",
+    "dat_cno_create",
+    "dat_cno_fd_create",
+    "dat_cno_free",
+    "dat_cno_modify_agent",
+    "dat_cno_query",
+    "dat_cno_trigger",
+    "dat_cno_wait",
     "dat_cr_accept",
+    "dat_cr_handoff",
     "dat_cr_query",
     "dat_cr_reject",
+    "dat_csp_create",
+    "dat_csp_free",
+    "dat_csp_query",
+    "dat_ep_common_connect",
     "dat_ep_connect",
     "dat_ep_create",
     "dat_ep_create_with_srq",
     "dat_ep_disconnect",
+    "dat_ep_dup_connect",
     "dat_ep_free",
     "dat_ep_get_status",
+    "dat_ep_modify",
     "dat_ep_post_rdma_read",
+    "dat_ep_post_rdma_read_to_rmr",
     "dat_ep_post_rdma_write",
     "dat_ep_post_recv",
     "dat_ep_post_send",
+    "dat_ep_post_send_with_invalidate",
     "dat_ep_query",
+    "dat_ep_recv_query",
     "dat_ep_reset",
+    "dat_ep_set_watermark",
+    "dat_evd_clear_unwaitable",
     "dat_evd_create",
     "dat_evd_dequeue",
+    "dat_evd_disable",
+    "dat_evd_enable",
     "dat_evd_free",
+    "dat_evd_modify_cno",
+    "dat_evd_post_se",
+    "dat_evd_query",
+    "dat_evd_resize",
+    "dat_evd_set_unwaitable",
     "dat_evd_wait",
+    "dat_get_consumer_context",
+    "dat_get_handle_type",
     "dat_ia_close",
+    "dat_ia_ha_related",
     "dat_ia_open",
     "dat_ia_query",
     "dat_ib_post_cmp_and_swap",
@@ -93,15 +173,21 @@ __all__ = [  # every dat_* call of the flat layer, and Ref
     "dat_lmr_sync_rdma_read",
     "dat_lmr_sync_rdma_write",
     "dat_psp_create",
+    "dat_psp_create_any",
     "dat_psp_free",
+    "dat_psp_query",
     "dat_pz_create",
     "dat_pz_free",
+    "dat_pz_query",
     "dat_rmr_bind",
     "dat_rmr_create",
+    "dat_rmr_create_for_ep",
     "dat_rmr_free",
     "dat_rmr_query",
     "dat_rsp_create",
     "dat_rsp_free",
+    "dat_rsp_query",
+    "dat_set_consumer_context",
     "dat_srq_create",
     "dat_srq_free",
     "dat_srq_post_recv",
@@ -143,20 +229,68 @@ def dat_ia_query(
     pr_mask: int,
     pr_attr: Ref[dict[str, Any]] | None,
 ) -> int:
-    """dat_ia_query: IA and provider attributes (as mappings)."""
+    """dat_ia_query: the async EVD, DAT_IA_ATTR and DAT_PROVIDER_ATTR, each into its
+    out-parameter if one is given (as mappings, every field: the spec lets a provider return
+    more than the masks ask); a mask with a NULL (None) out-parameter is
+    DAT_INVALID_PARAMETER."""
 
     def run() -> None:
-        attrs = need(ia, Ia, Sub.INVALID_HANDLE_IA).query()
-        put(async_evd, ia.async_evd)
-        put(ia_attr, attrs)
-        put(
-            pr_attr,
-            {
-                "provider_name": "datfabric",
-                "lmr_sync_req": attrs["lmr_sync_req"],
-                "max_private_data_size": attrs["max_private_data_size"],
-            },
-        )
+        owner = need(ia, Ia, Sub.INVALID_HANDLE_IA)
+        if ia_mask and ia_attr is None:
+            raise DatInvalidParameter(Sub.INVALID_ARG4, "ia_attr is NULL")
+        if pr_mask and pr_attr is None:
+            raise DatInvalidParameter(Sub.INVALID_ARG6, "provider_attr is NULL")
+        put(async_evd, owner.async_evd)
+        if ia_attr is not None or pr_attr is not None:
+            attrs = owner.query()
+            put(ia_attr, attrs)
+            put(pr_attr, provider_attributes(attrs) | {"provider_name": owner.name})
+
+    return status(run)
+
+
+def dat_ia_ha_related(ia: Ia, provider: str, answer: Ref[bool]) -> int:
+    """dat_ia_ha_related: DAT_MODEL_NOT_SUPPORTED (client.common.DECLINED)."""
+    return status(lambda: decline("dat_ia_ha_related"))
+
+
+# -- any handle --------------------------------------------------------------------------------
+
+
+def _owner(handle: Any) -> Ia:
+    """The IA a handle of the blocking API belongs to (the IA itself for an IA)."""
+    if isinstance(handle, Ia):
+        return handle
+    if isinstance(handle, Handle):
+        return handle.ia
+    raise DatInvalidHandle(Sub.NO_SUBTYPE, f"not a DAT handle: {handle!r}")
+
+
+def dat_set_consumer_context(handle: Any, context: Any) -> int:
+    """dat_set_consumer_context: any value (a DAT_CONTEXT), kept with the handle."""
+    return status(lambda: _owner(handle).set_consumer_context(handle, context))
+
+
+def dat_get_consumer_context(handle: Any, context: Ref[Any] | None) -> int:
+    """dat_get_consumer_context (None if nothing was set)."""
+
+    def run() -> None:
+        value = _owner(handle).get_consumer_context(handle)
+        if context is None:
+            raise DatInvalidParameter(Sub.INVALID_ARG2, "context is NULL")
+        context.value = value
+
+    return status(run)
+
+
+def dat_get_handle_type(handle: Any, handle_type: Ref[HandleType] | None) -> int:
+    """dat_get_handle_type."""
+
+    def run() -> None:
+        kind = _owner(handle).get_handle_type(handle)
+        if handle_type is None:
+            raise DatInvalidParameter(Sub.INVALID_ARG2, "handle_type is NULL")
+        handle_type.value = kind
 
     return status(run)
 
@@ -168,162 +302,3 @@ def dat_strerror(value: int, major: Ref[str], minor: Ref[str]) -> int:
         major.value, minor.value = _strerror(value)
 
     return status(run)
-
-
-# -- PZ, LMR -----------------------------------------------------------------------------------
-
-
-def dat_pz_create(ia: Ia, pz: Ref[Pz]) -> int:
-    """dat_pz_create."""
-    return status(lambda: put(pz, need(ia, Ia, Sub.INVALID_HANDLE_IA).pz_create()))
-
-
-def dat_pz_free(pz: Pz) -> int:
-    """dat_pz_free."""
-    return status(lambda: need(pz, Pz, Sub.INVALID_HANDLE_PZ).free())
-
-
-def dat_lmr_create(
-    ia: Ia,
-    mem_type: int,
-    region_description: Any,
-    length: int,
-    pz: Pz,
-    privileges: int,
-    va_type: int,
-    lmr: Ref[Lmr],
-    lmr_context: Ref[int],
-    rmr_context: Ref[int],
-    registered_size: Ref[int],
-    registered_address: Ref[int],
-) -> int:
-    """dat_lmr_create (2.0 order: va_type after privileges; only DAT_VA_TYPE_VA)."""
-
-    def run() -> None:
-        if va_type != 0:
-            raise DatModelNotSupported(message="zero-based virtual addresses are not offered")
-        region = region_description
-        if mem_type == MemType.LMR:
-            region = need(region_description, Lmr, Sub.INVALID_HANDLE_LMR).handle
-        made = need(ia, Ia, Sub.INVALID_HANDLE_IA).lmr_create(
-            mem_type, region, length, need(pz, Pz, Sub.INVALID_HANDLE_PZ), privileges
-        )
-        lmr.value = made
-        put(lmr_context, made.lmr_context)
-        put(rmr_context, made.rmr_context)
-        put(registered_size, made.registered_size)
-        put(registered_address, made.registered_address)
-
-    return status(run)
-
-
-def dat_lmr_query(lmr: Lmr, lmr_param_mask: int, lmr_param: Ref[LmrInfo]) -> int:
-    """dat_lmr_query (the whole DAT_LMR_PARAM, whatever the mask)."""
-    return status(lambda: put(lmr_param, need(lmr, Lmr, Sub.INVALID_HANDLE_LMR).query()))
-
-
-def dat_lmr_sync_rdma_read(ia: Ia, local_segments: Sequence[Triplet], num_segments: int) -> int:
-    """dat_lmr_sync_rdma_read."""
-    return status(
-        lambda: need(ia, Ia, Sub.INVALID_HANDLE_IA).lmr_sync_rdma_read(
-            iov(num_segments, local_segments, Sub.INVALID_ARG3)
-        )
-    )
-
-
-def dat_lmr_sync_rdma_write(ia: Ia, local_segments: Sequence[Triplet], num_segments: int) -> int:
-    """dat_lmr_sync_rdma_write."""
-    return status(
-        lambda: need(ia, Ia, Sub.INVALID_HANDLE_IA).lmr_sync_rdma_write(
-            iov(num_segments, local_segments, Sub.INVALID_ARG3)
-        )
-    )
-
-
-def dat_lmr_free(lmr: Lmr) -> int:
-    """dat_lmr_free."""
-    return status(lambda: need(lmr, Lmr, Sub.INVALID_HANDLE_LMR).free())
-
-
-def dat_rmr_create(pz: Pz, rmr: Ref[Rmr]) -> int:
-    """dat_rmr_create."""
-
-    def run() -> None:
-        zone = need(pz, Pz, Sub.INVALID_HANDLE_PZ)
-        rmr.value = zone.ia.rmr_create(zone)
-
-    return status(run)
-
-
-def dat_rmr_bind(
-    rmr: Rmr,
-    lmr: Lmr | None,
-    lmr_triplet: Triplet,
-    mem_privileges: int,
-    va_type: int,
-    ep: Ep,
-    user_cookie: int,
-    completion_flags: int,
-    rmr_context: Ref[int],
-) -> int:
-    """dat_rmr_bind (2.0 order: rmr, lmr, triplet, privileges, va_type, ep, ...)."""
-
-    def run() -> None:
-        if va_type != 0:
-            raise DatModelNotSupported(message="zero-based virtual addresses are not offered")
-        rmr_context.value = need(rmr, Rmr, Sub.INVALID_HANDLE_RMR).bind(
-            lmr,
-            lmr_triplet,
-            mem_privileges,
-            need(ep, Ep, Sub.INVALID_HANDLE_EP),
-            user_cookie,
-            completion_flags,
-        )
-
-    return status(run)
-
-
-def dat_rmr_query(rmr: Rmr, rmr_param_mask: int, rmr_param: Ref[dict[str, Any]]) -> int:
-    """dat_rmr_query."""
-    return status(lambda: put(rmr_param, need(rmr, Rmr, Sub.INVALID_HANDLE_RMR).query()))
-
-
-def dat_rmr_free(rmr: Rmr) -> int:
-    """dat_rmr_free."""
-    return status(lambda: need(rmr, Rmr, Sub.INVALID_HANDLE_RMR).free())
-
-
-# -- EVD ---------------------------------------------------------------------------------------
-
-
-def dat_evd_create(ia: Ia, evd_min_qlen: int, cno: Any, evd_flags: int, evd: Ref[Evd]) -> int:
-    """dat_evd_create (CNOs are not offered yet: ``cno`` must be None)."""
-
-    def run() -> None:
-        if cno is not None:
-            raise DatModelNotSupported(message="CNOs are not offered yet")
-        evd.value = need(ia, Ia, Sub.INVALID_HANDLE_IA).evd_create(evd_min_qlen, evd_flags)
-
-    return status(run)
-
-
-def dat_evd_wait(evd: Evd, timeout: int, threshold: int, event: Ref[Event], nmore: Ref[int]) -> int:
-    """dat_evd_wait: on DAT_TIMEOUT_EXPIRED ``nmore`` is still set."""
-    try:
-        event.value, nmore.value = need(evd, Evd, Sub.INVALID_HANDLE_EVD_REQUEST).wait(
-            timeout, threshold
-        )
-    except DatError as err:
-        nmore.value = getattr(err, "nmore", nmore.value)
-        return err.code
-    return DAT_SUCCESS
-
-
-def dat_evd_dequeue(evd: Evd, event: Ref[Event]) -> int:
-    """dat_evd_dequeue."""
-    return status(lambda: put(event, need(evd, Evd, Sub.INVALID_HANDLE_EVD_REQUEST).dequeue()))
-
-
-def dat_evd_free(evd: Evd) -> int:
-    """dat_evd_free."""
-    return status(lambda: need(evd, Evd, Sub.INVALID_HANDLE_EVD_REQUEST).free())

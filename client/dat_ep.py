@@ -1,18 +1,20 @@
-"""The flat DAT layer's EP calls: dat_ep_* (the four posts included), PSP, RSP and CR, in the C
-argument order, returning the DAT_RETURN (client.dat re-exports them)."""
+"""The flat DAT layer's EP calls: dat_ep_* (the posts included, and the IB extensions'), in the
+C argument order, returning the DAT_RETURN (client.dat re-exports them)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from client.api import Cr, Ep, Evd, Ia, Psp, Pz, Rsp
-from client.core import CrInfo, Triplet
+from client.api import Ep, Evd, Ia, Pz
+from client.common import decline
+from client.core import Triplet
 from client.datref import Ref, iov, need, put, status
 from proto.attrs import EpAttr
 from proto.constants import (
     DatReturnSubtype,
     Dtos,
+    EpParamMask,
     Qos,
 )
 from proto.errors import (
@@ -55,6 +57,42 @@ def dat_ep_query(ep: Ep, ep_param_mask: int, ep_param: Ref[dict[str, Any]]) -> i
     return status(lambda: put(ep_param, need(ep, Ep, Sub.INVALID_HANDLE_EP).query()))
 
 
+_EVD_FIELDS = (
+    (EpParamMask.RECV_EVD_HANDLE, "recv_evd"),
+    (EpParamMask.REQUEST_EVD_HANDLE, "request_evd"),
+    (EpParamMask.CONNECT_EVD_HANDLE, "connect_evd"),
+)
+_MODIFIABLE = EpParamMask.PZ_HANDLE | EpParamMask.EP_ATTR_ALL
+for _bit, _ in _EVD_FIELDS:
+    _MODIFIABLE |= _bit
+
+
+def dat_ep_modify(ep: Ep, ep_param_mask: int, ep_param: dict[str, Any] | None) -> int:
+    """dat_ep_modify: the fields ``ep_param_mask`` names take their values from ``ep_param``
+    (dat_ep_query's keys: ``pz`` a Pz, the EVDs Evds or None, ``ep_attr`` an EpAttr)."""
+
+    def run() -> None:
+        target = need(ep, Ep, Sub.INVALID_HANDLE_EP)
+        if not ep_param_mask or ep_param_mask & ~_MODIFIABLE:
+            raise DatInvalidParameter(Sub.INVALID_ARG2, f"cannot modify {ep_param_mask:#x}")
+        if ep_param is None:
+            raise DatInvalidParameter(Sub.INVALID_ARG3, "ep_param is NULL")
+        changes: dict[str, Any] = {}
+        if ep_param_mask & EpParamMask.PZ_HANDLE:
+            changes["pz"] = need(ep_param.get("pz"), Pz, Sub.INVALID_HANDLE_PZ)
+        for bit, name in _EVD_FIELDS:
+            if ep_param_mask & bit and ep_param.get(name) is not None:
+                changes[name] = need(ep_param[name], Evd, Sub.INVALID_HANDLE_EVD_CONN)
+        if ep_param_mask & EpParamMask.EP_ATTR_ALL:
+            attr = ep_param.get("ep_attr")
+            if not isinstance(attr, EpAttr):
+                raise DatInvalidParameter(Sub.INVALID_ARG3, "ep_attr must be an EpAttr")
+            changes["attr"] = attr
+        target.modify(**changes)
+
+    return status(run)
+
+
 def dat_ep_get_status(
     ep: Ep, ep_state: Ref[int], recv_idle: Ref[bool] | None, request_idle: Ref[bool] | None
 ) -> int:
@@ -92,6 +130,63 @@ def dat_ep_connect(
         )
 
     return status(run)
+
+
+def dat_ep_dup_connect(
+    ep: Ep,
+    dup_ep: Ep,
+    timeout: int,
+    private_data_size: int,
+    private_data: bytes | None,
+    qos: int,
+) -> int:
+    """dat_ep_dup_connect: to the remote address and conn_qual ``dup_ep`` connected to."""
+
+    def run() -> None:
+        target = need(ep, Ep, Sub.INVALID_HANDLE_EP)
+        dup = need(dup_ep, Ep, Sub.INVALID_HANDLE_EP)
+        if qos != Qos.BEST_EFFORT:
+            raise DatModelNotSupported(message="only best-effort QoS")
+        pdata = (private_data or b"")[: max(private_data_size, 0)]
+        if private_data_size < 0 or len(pdata) != private_data_size:
+            raise DatInvalidParameter(Sub.INVALID_ARG4, "private_data shorter than its size")
+        target.dup_connect(dup, timeout, pdata)
+
+    return status(run)
+
+
+def dat_ep_common_connect(
+    ep: Ep,
+    remote_ia_address: Any,
+    timeout: int,
+    private_data_size: int,
+    private_data: bytes | None,
+) -> int:
+    """dat_ep_common_connect: DAT_MODEL_NOT_SUPPORTED (client.common.DECLINED)."""
+    return status(lambda: decline("dat_ep_common_connect"))
+
+
+def dat_ep_recv_query(
+    ep: Ep, nbufs_allocated: Ref[int] | None, bufs_alloc_span: Ref[int] | None
+) -> int:
+    """dat_ep_recv_query: receives posted and not completed, and their span (the same count:
+    without an SRQ every posted buffer is allocated, in order)."""
+
+    def run() -> None:
+        nbufs, span = need(ep, Ep, Sub.INVALID_HANDLE_EP).recv_query()
+        put(nbufs_allocated, nbufs)
+        put(bufs_alloc_span, span)
+
+    return status(run)
+
+
+def dat_ep_set_watermark(ep: Ep, soft_high_watermark: int, hard_high_watermark: int) -> int:
+    """dat_ep_set_watermark (DAT_WATERMARK_INFINITE: none)."""
+    return status(
+        lambda: need(ep, Ep, Sub.INVALID_HANDLE_EP).set_watermark(
+            soft_high_watermark, hard_high_watermark
+        )
+    )
 
 
 def dat_ep_disconnect(ep: Ep, disconnect_flags: int) -> int:
@@ -172,6 +267,30 @@ def dat_ep_post_rdma_read(
     )
 
 
+def dat_ep_post_send_with_invalidate(
+    ep: Ep,
+    num_segments: int,
+    local_iov: Sequence[Triplet] | None,
+    user_cookie: int,
+    completion_flags: int,
+    invalidate_flag: bool,
+    rmr_context: int,
+) -> int:
+    """dat_ep_post_send_with_invalidate: DAT_MODEL_NOT_SUPPORTED (client.common.DECLINED)."""
+    return status(lambda: decline("dat_ep_post_send_with_invalidate"))
+
+
+def dat_ep_post_rdma_read_to_rmr(
+    ep: Ep,
+    local_iov: Triplet,
+    user_cookie: int,
+    remote_iov: Triplet,
+    completion_flags: int,
+) -> int:
+    """dat_ep_post_rdma_read_to_rmr: DAT_MODEL_NOT_SUPPORTED (client.common.DECLINED)."""
+    return status(lambda: decline("dat_ep_post_rdma_read_to_rmr"))
+
+
 def dat_ib_post_fetch_and_add(
     ep: Ep,
     add_value: int,
@@ -218,66 +337,4 @@ def dat_ib_post_rdma_write_immed(
     kind, operands = Dtos.IB_RDMA_WRITE_IMMED, (immed_data, 0)
     return _post(
         ep, kind, num_segments, local_iov, user_cookie, remote_iov, completion_flags, operands
-    )
-
-
-# -- PSP, RSP, CR ------------------------------------------------------------------------------
-
-
-def dat_psp_create(ia: Ia, conn_qual: int, evd: Evd, psp_flags: int, psp: Ref[Psp]) -> int:
-    """dat_psp_create."""
-    return status(
-        lambda: put(
-            psp,
-            need(ia, Ia, Sub.INVALID_HANDLE_IA).psp_create(
-                conn_qual, need(evd, Evd, Sub.INVALID_HANDLE_EVD_CR), psp_flags
-            ),
-        )
-    )
-
-
-def dat_psp_free(psp: Psp) -> int:
-    """dat_psp_free."""
-    return status(lambda: need(psp, Psp, Sub.INVALID_HANDLE_PSP).free())
-
-
-def dat_rsp_create(ia: Ia, conn_qual: int, ep: Ep, evd: Evd, rsp: Ref[Rsp]) -> int:
-    """dat_rsp_create."""
-    return status(
-        lambda: put(
-            rsp,
-            need(ia, Ia, Sub.INVALID_HANDLE_IA).rsp_create(
-                conn_qual,
-                need(ep, Ep, Sub.INVALID_HANDLE_EP),
-                need(evd, Evd, Sub.INVALID_HANDLE_EVD_CR),
-            ),
-        )
-    )
-
-
-def dat_rsp_free(rsp: Rsp) -> int:
-    """dat_rsp_free."""
-    return status(lambda: need(rsp, Rsp, Sub.INVALID_HANDLE_RSP).free())
-
-
-def dat_cr_accept(cr: Cr, ep: Ep | None, private_data_size: int, private_data: bytes | None) -> int:
-    """dat_cr_accept (``cr`` is the event's ``cr_handle``)."""
-    return status(
-        lambda: need(cr, Cr, Sub.INVALID_HANDLE_CR).accept(
-            ep, (private_data or b"")[:private_data_size]
-        )
-    )
-
-
-def dat_cr_query(cr: Cr, cr_param_mask: int, cr_param: Ref[CrInfo]) -> int:
-    """dat_cr_query: remote address, conn_qual, private data."""
-    return status(lambda: put(cr_param, need(cr, Cr, Sub.INVALID_HANDLE_CR).query()))
-
-
-def dat_cr_reject(cr: Cr, private_data_size: int, private_data: bytes | None) -> int:
-    """dat_cr_reject (2.0: with private data for the active side)."""
-    return status(
-        lambda: need(cr, Cr, Sub.INVALID_HANDLE_CR).reject(
-            (private_data or b"")[:private_data_size]
-        )
     )

@@ -24,7 +24,9 @@ from proto.constants import (
     EpState,
     EvdFlags,
     EventNumber,
+    ProxyType,
 )
+from proto.constants import EvdState as EvdStateFlags
 from proto.errors import (
     DatInvalidHandle,
     DatInvalidParameter,
@@ -60,6 +62,7 @@ class EventPath:
     eps: dict[int, EpMirror]
     crs: dict[int, CrInfo]
     cnos: dict[int, set[int]]
+    agents: dict[int, Any]
     catastrophic: bool
     _handles: int
     _pointers: dict[int, Any]
@@ -196,6 +199,8 @@ class EventPath:
             raise DatInvalidParameter(Sub.INVALID_ARG3, f"bad threshold {threshold!r}")
         if evd.waiting:
             raise DatInvalidState(Sub.INVALID_STATE_EVD_WAITER, "the EVD already has a waiter")
+        if not evd.waitable:
+            raise DatInvalidState(Sub.INVALID_STATE_EVD_UNWAITABLE, "the EVD is unwaitable")
         if evd.overflowed:
             raise DatInvalidState(Sub.INVALID_STATE_EVD_IN_USE, "the EVD overflowed")
         evd.waiting = True
@@ -218,29 +223,89 @@ class EventPath:
         yield Call("evd_post_se", calls.EvdPostSe(handle, token))
         self._pointers[token] = pointer  # before any look at the ring can find the event
 
-    def cno_create(self) -> int:
-        """dat_cno_create: a waiter shared by the EVDs attached to it."""
+    def evd_resize(self, handle: int, qlen: int) -> Op:
+        """dat_evd_resize: the EVD holds ``qlen`` events from now on (DAT_INVALID_STATE while
+        more are queued). A ring too small for them was replaced by the daemon: the queue is
+        mapped again (its entries and indices carried over)."""
+        evd = self.evd(handle)
+        if not is_int(qlen) or qlen <= 0:
+            raise DatInvalidParameter(Sub.INVALID_ARG2, f"bad evd_min_qlen {qlen!r}")
+        (entries,) = yield Call("evd_resize", calls.EvdResize(handle, qlen))
+        if evd.ring is not None and entries != evd.ring.entries:
+            evd.ring = None
+            self.mapper.unmap(eq_segment(self.name, handle))
+            self._map_queue(evd, entries)
+        evd.qlen = qlen
+
+    def evd_modify_cno(self, handle: int, cno: int) -> None:
+        """dat_evd_modify_cno: the EVD wakes ``cno``'s waiter from now on (0: no CNO)."""
+        evd = self.evd(handle)
+        if cno and cno not in self.cnos:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {cno!r}")
+        if evd.cno:
+            self.cnos[evd.cno].discard(handle)
+        evd.cno = cno
+        if cno:
+            self.cnos[cno].add(handle)
+
+    def evd_query(self, handle: int) -> dict[str, Any]:
+        """dat_evd_query's DAT_EVD_PARAM (the API adds the IA): length, state, CNO, flags."""
+        evd = self.evd(handle)
+        state = EvdStateFlags.ENABLED if evd.enabled else EvdStateFlags.DISABLED
+        state |= EvdStateFlags.WAITABLE if evd.waitable else EvdStateFlags.UNWAITABLE
+        return {"evd_qlen": evd.qlen, "evd_state": state, "cno": evd.cno, "evd_flags": evd.flags}
+
+    def evd_enable(self, handle: int, enabled: bool) -> None:
+        """dat_evd_enable (``enabled``) / dat_evd_disable: a disabled EVD still queues events,
+        but they wake no waiter of its CNO."""
+        self.evd(handle).enabled = enabled
+
+    def evd_waitable(self, handle: int, waitable: bool) -> None:
+        """dat_evd_clear_unwaitable (``waitable``) / dat_evd_set_unwaitable: an unwaitable
+        EVD refuses dat_evd_wait (a waiter already there returns DAT_INVALID_STATE)."""
+        self.evd(handle).waitable = waitable
+
+    def cno_create(self, agent: Any = None) -> int:
+        """dat_cno_create: a waiter shared by the EVDs attached to it (``agent``: its
+        DAT_OS_WAIT_PROXY_AGENT, kept for dat_cno_query)."""
         handle = self.new_handle()
         self.cnos[handle] = set()
+        self.agents[handle] = agent
+        return handle
+
+    def cno_query(self, handle: int) -> dict[str, Any]:
+        """dat_cno_query's DAT_CNO_PARAM (the API adds the IA): the proxy agent."""
+        self.cno_check(handle)
+        return {"proxy_type": ProxyType.AGENT, "agent": self.agents.get(handle)}
+
+    def cno_modify_agent(self, handle: int, agent: Any) -> None:
+        """dat_cno_modify_agent."""
+        self.cno_check(handle)
+        self.agents[handle] = agent
+
+    def cno_check(self, handle: Any) -> int:
+        """A CNO of this IA, or DAT_INVALID_HANDLE."""
+        if type(handle) is not int or handle not in self.cnos:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {handle!r}")
         return handle
 
     def cno_ready(self, handle: int) -> int:
         """The first attached EVD holding an event (0 if none); DAT_INVALID_HANDLE if no CNO."""
-        if handle not in self.cnos:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {handle!r}")
+        self.cno_check(handle)
         for evd in sorted(self.cnos[handle]):
-            self.refill(self.evds[evd])
-            if self.evds[evd].notifying:
+            state = self.evds[evd]
+            self.refill(state)
+            if state.notifying and state.enabled:
                 return evd
         return 0
 
     def cno_free(self, handle: int) -> None:
         """dat_cno_free: refused while an EVD is attached."""
-        if handle not in self.cnos:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {handle!r}")
+        self.cno_check(handle)
         if self.cnos[handle]:
             raise DatInvalidState(Sub.INVALID_STATE_CNO_IN_USE, "EVDs are attached")
         del self.cnos[handle]
+        self.agents.pop(handle, None)
 
     def evd(self, handle: Any) -> EvdState:
         """An EVD by handle, or DAT_INVALID_HANDLE."""

@@ -23,6 +23,7 @@ from proto.constants import (
     MemType,
 )
 from proto.errors import (
+    DatInvalidHandle,
     DatInvalidParameter,
 )
 
@@ -38,6 +39,8 @@ class MemoryCalls:
 
     lmrs: dict[int, LmrInfo]
     regions: dict[int, Region]
+    pzs: set[int]
+    rmrs: dict[int, bool]
     lmr_sync_req: bool | None
 
     ep_mirror: Callable[[Any], EpMirror]  # ClientCore's
@@ -46,11 +49,19 @@ class MemoryCalls:
     def pz_create(self) -> Op:
         """dat_pz_create."""
         (pz,) = yield Call("pz_create")
+        self.pzs.add(pz)
         return pz
 
     def pz_free(self, pz: int) -> Op:
         """dat_pz_free."""
         yield Call("pz_free", calls.PzFree(pz))
+        self.pzs.discard(pz)
+
+    def pz_check(self, pz: Any) -> int:
+        """dat_pz_query's check: a PZ of this IA, or DAT_INVALID_HANDLE."""
+        if not is_int(pz) or pz not in self.pzs:
+            raise DatInvalidHandle(Sub.INVALID_HANDLE_PZ, f"no PZ {pz!r}")
+        return int(pz)
 
     def lmr_create(
         self,
@@ -123,14 +134,18 @@ class MemoryCalls:
         if info is not None:
             self.regions.pop(info.lmr_context, None)
 
-    def rmr_create(self, pz: int) -> Op:
-        """dat_rmr_create: an unbound memory window in ``pz``."""
-        (rmr,) = yield Call("rmr_create", calls.RmrCreate(pz))
+    def rmr_create(self, pz: int, for_ep: bool = False) -> Op:
+        """dat_rmr_create: an unbound memory window in ``pz``; ``for_ep``: dat_rmr_create_for_ep,
+        a window of DAT_RMR_SCOPE_EP (its key works only on the EP it is bound to)."""
+        method = "rmr_create_for_ep" if for_ep else "rmr_create"
+        (rmr,) = yield Call(method, calls.RmrCreate(pz))
+        self.rmrs[rmr] = for_ep
         return rmr
 
     def rmr_free(self, rmr: int) -> Op:
         """dat_rmr_free."""
         yield Call("rmr_free", calls.RmrFree(rmr))
+        self.rmrs.pop(rmr, None)
 
     def rmr_bind(
         self,

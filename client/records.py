@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from proto.attrs import EpAttr
 from proto.calls import METHODS
-from proto.constants import EpState, EvdFlags, EventNumber, IbExtType, MemPriv
+from proto.constants import EpState, EvdFlags, EventNumber, IbExtType, MemPriv, RmrScope
 from proto.hostif import U32, EqWord, Ring, Word
 from proto.schema import Empty
 
@@ -76,6 +76,8 @@ class EvdState:
     cno: int = 0
     notifying: int = 0  # queued events that notify (all but UNSIGNALLED completions)
     armed: int = 0  # the driver's copy of ARM
+    enabled: bool = True  # dat_evd_disable: its events wake no CNO waiter
+    waitable: bool = True  # dat_evd_set_unwaitable: dat_evd_wait refuses
 
     @property
     def overflowed(self) -> bool:
@@ -218,8 +220,9 @@ class WindowState:
     """What an RMR handle of either API knows of its binding: the bound range's triplet for a
     peer (``remote``) and dat_rmr_query's answer. The handle class supplies bind and free."""
 
-    def __init__(self, pz: object) -> None:
+    def __init__(self, pz: object, for_ep: bool = False) -> None:
         self.pz = pz
+        self.scope = RmrScope.EP if for_ep else RmrScope.PZ  # dat_rmr_create_for_ep: EP
         self.lmr: object | None = None
         self.target: list[int] = [0, 0, 0]
         self.privileges = 0
@@ -237,11 +240,12 @@ class WindowState:
         return [address + offset, size - offset if length is None else length, context]
 
     def query(self) -> dict[str, Any]:
-        """dat_rmr_query: PZ, LMR, bound range, privileges and current context."""
+        """dat_rmr_query: PZ, LMR, bound range, privileges, current context and scope."""
         return {
             "pz": self.pz,
             "lmr": self.lmr,
             "lmr_triplet": self.target[:2],
             "mem_privileges": self.privileges,
             "rmr_context": self.rmr_context,
+            "rmr_scope": self.scope,
         }

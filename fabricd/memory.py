@@ -90,6 +90,7 @@ class Window:
 
     region: Region
     lmr: Lmr
+    ep: int = 0  # an RMR of EP scope (dat_rmr_create_for_ep): the EP it is bound to
 
 
 class MemoryRegistry:
@@ -245,11 +246,14 @@ class MemoryRegistry:
             lmr.io.release()
 
     def remote(
-        self, rmr_context: int, address: int, length: int, need: MemPriv, pz: int
+        self, rmr_context: int, address: int, length: int, need: MemPriv, pz: int, ep: int = 0
     ) -> memoryview | None:
-        """The target bytes of a remote access, or None if the key, privilege, PZ or range fails."""
+        """The target bytes of a remote access through EP ``ep``, or None if the key,
+        privilege, PZ, range or (an EP-scope window's) EP fails."""
         entry = self.by_rmr_context.get(rmr_context)
         if entry is None:
+            return None
+        if type(entry) is Window and entry.ep and entry.ep != ep:
             return None
         region = entry.region
         if not int(region.privileges) & int(need) or region.pz != pz:  # ints: Flag ops are slow

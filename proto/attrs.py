@@ -7,11 +7,18 @@ from typing import Final
 
 from proto.constants import (
     IB_EXTENSION_VERSION,
+    VERSION_MAJOR,
+    VERSION_MINOR,
     CompletionFlags,
     DatReturnSubtype,
+    EpCreatorForPsp,
     Extension,
+    HaLb,
     IovOwnership,
+    MemType,
+    PzSupport,
     Qos,
+    RmrScope,
     ServiceType,
 )
 from proto.errors import DatInvalidParameter
@@ -157,3 +164,34 @@ IB_EXTENSION_ATTRS: Final = (
 )
 """The provider-specific attributes programs probe for the IB extension operations (the names
 of dat_ib_extensions.h's DAT_IB_ATTR_*); UD, counters and collectives are not offered."""
+
+
+def provider_attributes(ia: dict[str, object]) -> dict[str, object]:
+    """DAT_PROVIDER_ATTR as both drivers report it (libdatfabric's attrs.c fills the same
+    fields), from the attributes the daemon reports (``ia``: dat_ia_query's reply)."""
+    return {
+        "provider_name": "datfabric",
+        "provider_version_major": 2,
+        "provider_version_minor": 0,
+        "dapl_version_major": VERSION_MAJOR,
+        "dapl_version_minor": VERSION_MINOR,
+        "lmr_mem_types_supported": MemType.VIRTUAL | MemType.LMR | MemType.SHARED_VIRTUAL,
+        "iov_ownership_on_return": IovOwnership.CONSUMER,
+        "dat_qos_supported": Qos.BEST_EFFORT,
+        "completion_flags_supported": CompletionFlags.DEFAULT,
+        "is_thread_safe": False,
+        "max_private_data_size": ia.get("max_private_data_size", 0),
+        "supports_multipath": False,
+        "ep_creator": EpCreatorForPsp.IFASKED,
+        "pz_support": PzSupport.UNIQUE,
+        "optimal_buffer_alignment": ia.get("optimal_buffer_alignment", 256),
+        "ep_recv_info_supported": True,  # dat_ep_recv_query answers both counts
+        "lmr_sync_req": bool(ia.get("lmr_sync_req", False)),
+        "dto_async_return_guaranteed": True,
+        "rdma_write_for_rdma_read_req": False,
+        "rmr_scope_supported": RmrScope.ANY,  # dat_rmr_create (PZ) and _create_for_ep (EP)
+        "is_signal_safe": False,
+        "ha_supported": False,
+        "ha_loadbalancing": HaLb.NONE,
+        "provider_specific_attr": dict(IB_EXTENSION_ATTRS),
+    }

@@ -12,6 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Final, NamedTuple
 
+from proto.admin_calls import FaultAdd as FaultAdd
+from proto.admin_calls import FaultLines as FaultLines
+from proto.admin_calls import FaultLog as FaultLog
+from proto.admin_calls import FaultRemove as FaultRemove
+from proto.admin_calls import FaultRules as FaultRules
+from proto.admin_calls import RmrRevoke as RmrRevoke
+from proto.admin_calls import RuleCount as RuleCount
 from proto.constants import DatReturnSubtype as Sub
 from proto.errors import DatInvalidHandle, DatLengthError, DatModelNotSupported
 from proto.schema import U64, Bad, Empty, arg
@@ -121,6 +128,13 @@ class EvdPostSe(NamedTuple):
     pointer: Annotated[int, arg(2), U64]
 
 
+class EvdResize(NamedTuple):
+    """dat_evd_resize: the EVD and its new queue length (evd_min_qlen)."""
+
+    evd: Annotated[int, EVD_REQUEST]
+    qlen: Annotated[int, arg(2)]
+
+
 class EpCreate(NamedTuple):
     """dat_ep_create; ``pz`` 0 and EVDs 0 are the spec's NULL handles."""
 
@@ -188,6 +202,25 @@ class EpConnect(NamedTuple):
     private_data: Annotated[bytes | None, arg(6)]
 
 
+class EpDupConnect(NamedTuple):
+    """dat_ep_dup_connect(ep, dup_ep, timeout, private_data_size, private_data, qos): to the
+    remote address and conn_qual ``dup`` connected to."""
+
+    ep: Annotated[int, HANDLE_EP]
+    dup: Annotated[int, HANDLE_EP]
+    timeout_us: Annotated[int, arg(3)]
+    private_data: Annotated[bytes | None, arg(5)]
+
+
+class EpSetWatermark(NamedTuple):
+    """dat_ep_set_watermark: soft and hard high watermarks of the EP's receive buffers (-1:
+    DAT_WATERMARK_INFINITE)."""
+
+    ep: Annotated[int, HANDLE_EP]
+    soft: Annotated[int, arg(2)]
+    hard: Annotated[int, arg(3)]
+
+
 class EpDisconnect(NamedTuple):
     """dat_ep_disconnect."""
 
@@ -239,29 +272,11 @@ class CrReject(NamedTuple):
     private_data: Annotated[bytes | None, arg(3)]
 
 
-class FaultAdd(NamedTuple):
-    """Admin: install fault rules (JSON objects), optionally reseeding the engine first."""
+class CrHandoff(NamedTuple):
+    """dat_cr_handoff: the request and the conn_qual whose listener (of this node) takes it."""
 
-    rules: Annotated[list[dict[str, object]], arg(1)]
-    seed: Annotated[int | None, arg(2)]
-
-
-class FaultRemove(NamedTuple):
-    """Admin: remove one rule by name."""
-
-    name: Annotated[str, arg(1)]
-
-
-class FaultLog(NamedTuple):
-    """Admin: the fault log, cleared after reading when ``clear``."""
-
-    clear: Annotated[bool, arg(1)]
-
-
-class RmrRevoke(NamedTuple):
-    """Admin: make an rmr_context of this node fail every later access."""
-
-    rmr_context: Annotated[int, arg(1)]
+    cr: Annotated[int, HANDLE_CR]
+    conn_qual: Annotated[int, arg(2)]
 
 
 # -- results -----------------------------------------------------------------------------------
@@ -303,7 +318,7 @@ class RmrContext(NamedTuple):
 
 
 class EvdCreated(NamedTuple):
-    """dat_evd_create: the slots of the event queue the daemon placed."""
+    """dat_evd_create and dat_evd_resize: the slots of the event queue the daemon placed."""
 
     entries: int
 
@@ -346,25 +361,6 @@ class RspCreated(NamedTuple):
     state: int
 
 
-class RuleCount(NamedTuple):
-    """How many fault rules are installed after the call."""
-
-    rules: int
-
-
-class FaultRules(NamedTuple):
-    """Admin: the rules as JSON objects and the engine's seed."""
-
-    rules: list[dict[str, object]]
-    seed: int
-
-
-class FaultLines(NamedTuple):
-    """Admin: the fault log's JSON lines."""
-
-    lines: list[str]
-
-
 # -- the registry ------------------------------------------------------------------------------
 
 
@@ -392,11 +388,13 @@ METHODS: Final[dict[str, Method]] = {
     "shared_attach": Method(SharedAttach, SharedRegion),
     "lmr_sync": Method(LmrSync, Empty),
     "rmr_create": Method(RmrCreate, Handle),
+    "rmr_create_for_ep": Method(RmrCreate, Handle),
     "rmr_bind": Method(RmrBind, RmrContext),
     "rmr_free": Method(RmrFree, Empty),
     "evd_create": Method(EvdCreate, EvdCreated),
     "evd_free": Method(EvdHandle, Empty),
     "evd_post_se": Method(EvdPostSe, Empty),
+    "evd_resize": Method(EvdResize, EvdCreated),
     "ep_create": Method(EpCreate, EpCreated),
     "ep_create_with_srq": Method(EpCreateWithSrq, EpCreated),
     "srq_create": Method(SrqCreate, SrqCreated),
@@ -405,6 +403,8 @@ METHODS: Final[dict[str, Method]] = {
     "ep_modify": Method(EpModify, EpModified),
     "ep_free": Method(EpHandle, Empty),
     "ep_connect": Method(EpConnect, EpMoved),
+    "ep_dup_connect": Method(EpDupConnect, EpMoved),
+    "ep_set_watermark": Method(EpSetWatermark, Empty),
     "ep_disconnect": Method(EpDisconnect, EpMoved),
     "ep_reset": Method(EpHandle, EpMoved),
     "psp_create": Method(PspCreate, Handle),
@@ -413,6 +413,7 @@ METHODS: Final[dict[str, Method]] = {
     "rsp_free": Method(RspFree, EpMoved),
     "cr_accept": Method(CrAccept, EpMoved),
     "cr_reject": Method(CrReject, EpMoved),
+    "cr_handoff": Method(CrHandoff, EpMoved),
     "fault_add": Method(FaultAdd, RuleCount, admin=True),
     "fault_remove": Method(FaultRemove, RuleCount, admin=True),
     "fault_clear": Method(Empty, RuleCount, admin=True),

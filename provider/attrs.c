@@ -130,12 +130,13 @@ static void fill_provider_attr(struct df_ia *ia, const msgpack_object *a, DAT_PR
 	p->dto_async_return_guaranteed = DAT_TRUE;
 	p->rdma_write_for_rdma_read_req = DAT_FALSE;
 	/* SRQs (srq.c): the low watermark event and dat_srq_query's counts; an EP of an SRQ is in
-	 * the SRQ's PZ; dat_ep_recv_query is not offered */
+	 * the SRQ's PZ */
 	p->srq_supported = DAT_TRUE;
 	p->srq_watermarks_supported = DAT_TRUE;
 	p->srq_ep_pz_difference_supported = DAT_FALSE;
 	p->srq_info_supported = DAT_TRUE;
-	p->ep_recv_info_supported = DAT_FALSE;
+	p->ep_recv_info_supported = DAT_TRUE; /* dat_ep_recv_query answers both counts */
+	p->rmr_scope_supported = DAT_RMR_SCOPE_ANY; /* rmr_create (PZ), rmr_create_for_ep (EP) */
 	p->num_provider_specific_attr = DF_EXT_ATTRS;
 	p->provider_specific_attr = ia->ext_attrs;
 }

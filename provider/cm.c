@@ -1,5 +1,6 @@
-/* Connection management of an EP: dat_ep_connect, dat_ep_disconnect, dat_ep_reset. The
- * daemons run the protocol; the outcome arrives as a connection event (events.c). */
+/* Connection management of an EP: dat_ep_connect, dat_ep_dup_connect, dat_ep_disconnect,
+ * dat_ep_reset. The daemons run the protocol; the outcome arrives as a connection event
+ * (events.c). */
 #include <arpa/inet.h>
 #include <string.h>
 
@@ -102,4 +103,52 @@ DAT_RETURN df_ep_reset(DAT_EP_HANDLE handle)
 	if (!ep)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
 	return df_call(ep->obj.ia, "ep_reset", df_pack_handle, ep, NULL);
+}
+
+struct dup_args {
+	const struct df_ep *ep, *dup;
+	DAT_TIMEOUT timeout;
+	const void *data;
+	DAT_COUNT size;
+};
+
+/* proto.calls.EpDupConnect: [ep, dup, timeout_us, private_data]. */
+static void pack_dup_connect(msgpack_packer *pk, const void *arg)
+{
+	const struct dup_args *a = arg;
+	msgpack_pack_array(pk, 4);
+	msgpack_pack_unsigned_int(pk, a->ep->obj.handle);
+	msgpack_pack_unsigned_int(pk, a->dup->obj.handle);
+	msgpack_pack_unsigned_int(pk, a->timeout);
+	msgpack_pack_bin(pk, (size_t)a->size);
+	msgpack_pack_bin_body(pk, a->data, (size_t)a->size);
+}
+
+/* dat_ep_dup_connect: to the remote address and conn_qual the CONNECTED ``dup`` EP connected
+ * to (the daemon knows them; an EP that accepted its connection names no conn_qual:
+ * DAT_MODEL_NOT_SUPPORTED). */
+DAT_RETURN df_ep_dup_connect(DAT_EP_HANDLE handle, DAT_EP_HANDLE dup_handle, DAT_TIMEOUT timeout,
+			     DAT_COUNT size, const DAT_PVOID data, DAT_QOS qos)
+{
+	struct df_ep *ep = df_obj_check(handle, DAT_HANDLE_TYPE_EP);
+	struct df_ep *dup = df_obj_check(dup_handle, DAT_HANDLE_TYPE_EP);
+	if (!ep || !dup || dup->obj.ia != ep->obj.ia)
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+	if (!timeout)
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+	if (size < 0 || size > DF_MAX_PRIVATE_DATA)
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+	if (size && !data)
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+	if (qos != DAT_QOS_BEST_EFFORT)
+		return DF_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
+	struct dup_args a = {.ep = ep, .dup = dup, .timeout = timeout, .data = data, .size = size};
+	DAT_RETURN ret = df_call(ep->obj.ia, "ep_dup_connect", pack_dup_connect, &a, NULL);
+	if (ret == DAT_SUCCESS) {
+		pthread_mutex_lock(&ep->obj.ia->chan.lock);
+		ep->remote_address = dup->remote_address;
+		ep->remote_port_qual = dup->remote_port_qual;
+		pthread_mutex_unlock(&ep->obj.ia->chan.lock);
+	}
+	return ret;
 }

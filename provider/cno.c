@@ -1,6 +1,7 @@
 /* Consumer notification objects: dat_cno_create, dat_cno_query, dat_cno_wait, dat_cno_free,
- * dat_cno_modify_agent. A CNO is the driver's alone: one waiter for the EVDs created with it,
- * woken by the first of them that holds a notification (as dat_evd_wait is). */
+ * dat_cno_modify_agent. A CNO is the driver's alone: one waiter for the EVDs attached to it
+ * (dat_evd_create, dat_evd_modify_cno), woken by the first enabled one that holds a
+ * notification (as dat_evd_wait is). */
 #include "df.h"
 
 DAT_RETURN df_cno_create(DAT_IA_HANDLE ia_handle, DAT_OS_WAIT_PROXY_AGENT agent,
@@ -63,8 +64,8 @@ static struct df_evd *ready_evd(struct df_cno *cno, bool arm)
 {
 	for (struct df_obj *o = cno->obj.ia->children; o; o = o->next) {
 		struct df_evd *evd = (struct df_evd *)o;
-		if (o->type != DAT_HANDLE_TYPE_EVD || evd->cno != cno)
-			continue;
+		if (o->type != DAT_HANDLE_TYPE_EVD || evd->cno != cno || !evd->enabled)
+			continue; /* a disabled EVD does not affect its CNO */
 		if (df_evd_refill(evd) > 0 && evd->notifying)
 			return evd;
 		if (arm)

@@ -1,5 +1,5 @@
-/* Connection requests: dat_cr_query, dat_cr_accept, dat_cr_reject, and the CR a
- * CONNECTION_REQUEST event carries (made when the event is handed out). */
+/* Connection requests: dat_cr_query, dat_cr_accept, dat_cr_reject, dat_cr_handoff, and the CR
+ * a CONNECTION_REQUEST event carries (made when the event is handed out). */
 #include <string.h>
 
 #include "df.h"
@@ -135,4 +135,24 @@ DAT_RETURN df_cr_reject(DAT_CR_HANDLE handle, DAT_COUNT size, const DAT_PVOID da
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
 	struct answer_args a = {.cr = cr, .data = data, .size = size, .accept = false};
 	return answer(&a, DAT_INVALID_ARG2);
+}
+
+/* dat_cr_handoff: the request goes to the listener of ``conn_qual`` on this node (another PSP
+ * or RSP, of this IA or another); the CR is destroyed here, and an EP the provider made for it
+ * is gone too (as on dat_cr_reject). */
+DAT_RETURN df_cr_handoff(DAT_CR_HANDLE handle, DAT_CONN_QUAL conn_qual)
+{
+	struct df_cr *cr = check_cr(handle);
+	if (!cr)
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
+	struct df_pair args = {cr->obj.handle, conn_qual};
+	DAT_RETURN ret = df_call(cr->obj.ia, "cr_handoff", df_pack_pair, &args, NULL);
+	if (ret != DAT_SUCCESS && DAT_GET_TYPE(ret) != DAT_ABORT)
+		return ret; /* the CR is still the caller's */
+	struct df_ep *made = cr->ep;
+	bool forget_ep = made && made->provided;
+	df_obj_release(&cr->obj);
+	if (forget_ep)
+		df_ep_destroy(made);
+	return ret;
 }

@@ -194,6 +194,7 @@ struct df_rmr {
 	DAT_MEM_PRIV_FLAGS privileges;
 	DAT_VA_TYPE va_type;
 	DAT_RMR_CONTEXT rmr_context;
+	DAT_RMR_SCOPE scope; /* EP: made by dat_rmr_create_for_ep */
 };
 
 /* registry.c */
@@ -222,6 +223,8 @@ DAT_RETURN df_pz_query(DAT_PZ_HANDLE, DAT_PZ_PARAM_MASK, DAT_PZ_PARAM *);
 DAT_RETURN df_pz_free(DAT_PZ_HANDLE);
 DAT_RETURN df_evd_set_unwaitable(DAT_EVD_HANDLE);
 DAT_RETURN df_evd_clear_unwaitable(DAT_EVD_HANDLE);
+DAT_RETURN df_evd_modify_cno(DAT_EVD_HANDLE, DAT_CNO_HANDLE);
+DAT_RETURN df_evd_resize(DAT_EVD_HANDLE, DAT_COUNT);
 
 /* Arguments of the calls that name one object and one value: [handle, value]. */
 struct df_pair {
@@ -268,6 +271,8 @@ DAT_RETURN df_ep_query(DAT_EP_HANDLE, DAT_EP_PARAM_MASK, DAT_EP_PARAM *);
 DAT_RETURN df_ep_modify(DAT_EP_HANDLE, DAT_EP_PARAM_MASK, const DAT_EP_PARAM *);
 DAT_RETURN df_ep_free(DAT_EP_HANDLE);
 DAT_RETURN df_ep_get_status(DAT_EP_HANDLE, DAT_EP_STATE *, DAT_BOOLEAN *, DAT_BOOLEAN *);
+DAT_RETURN df_ep_recv_query(DAT_EP_HANDLE, DAT_COUNT *, DAT_COUNT *); /* ep_recv.c */
+DAT_RETURN df_ep_set_watermark(DAT_EP_HANDLE, DAT_COUNT, DAT_COUNT);
 struct df_ep *df_ep_new(struct df_ia *ia, uint32_t handle, DAT_EP_STATE known);
 void df_ep_destroy(struct df_ep *ep);
 DAT_RETURN df_ep_queues(struct df_ep *ep);
@@ -290,6 +295,7 @@ DAT_RETURN df_lmr_sync_rdma_write(DAT_IA_HANDLE, const DAT_LMR_TRIPLET *, DAT_VL
 struct df_lmr *df_lmr_find(struct df_ia *ia, DAT_LMR_CONTEXT context);
 DAT_MEM_PRIV_FLAGS df_granted_privileges(DAT_MEM_PRIV_FLAGS asked);
 DAT_RETURN df_rmr_create(DAT_PZ_HANDLE, DAT_RMR_HANDLE *);
+DAT_RETURN df_rmr_create_for_ep(DAT_PZ_HANDLE, DAT_RMR_HANDLE *);
 DAT_RETURN df_rmr_bind(DAT_RMR_HANDLE, DAT_LMR_HANDLE, const DAT_LMR_TRIPLET *, DAT_MEM_PRIV_FLAGS,
 		       DAT_VA_TYPE, DAT_EP_HANDLE, DAT_RMR_COOKIE, DAT_COMPLETION_FLAGS,
 		       DAT_RMR_CONTEXT *);
@@ -371,6 +377,8 @@ DAT_RETURN df_cno_wait(DAT_CNO_HANDLE, DAT_TIMEOUT, DAT_EVD_HANDLE *);
 /* cm.c, sp.c, cr.c */
 DAT_RETURN df_ep_connect(DAT_EP_HANDLE, DAT_IA_ADDRESS_PTR, DAT_CONN_QUAL, DAT_TIMEOUT, DAT_COUNT,
 			 const DAT_PVOID, DAT_QOS, DAT_CONNECT_FLAGS);
+DAT_RETURN df_ep_dup_connect(DAT_EP_HANDLE, DAT_EP_HANDLE, DAT_TIMEOUT, DAT_COUNT, const DAT_PVOID,
+			     DAT_QOS);
 DAT_RETURN df_ep_disconnect(DAT_EP_HANDLE, DAT_CLOSE_FLAGS);
 DAT_RETURN df_ep_reset(DAT_EP_HANDLE);
 DAT_RETURN df_psp_create(DAT_IA_HANDLE, DAT_CONN_QUAL, DAT_EVD_HANDLE, DAT_PSP_FLAGS,
@@ -386,6 +394,7 @@ DAT_RETURN df_rsp_free(DAT_RSP_HANDLE);
 DAT_RETURN df_cr_query(DAT_CR_HANDLE, DAT_CR_PARAM_MASK, DAT_CR_PARAM *);
 DAT_RETURN df_cr_accept(DAT_CR_HANDLE, DAT_EP_HANDLE, DAT_COUNT, const DAT_PVOID);
 DAT_RETURN df_cr_reject(DAT_CR_HANDLE, DAT_COUNT, const DAT_PVOID);
+DAT_RETURN df_cr_handoff(DAT_CR_HANDLE, DAT_CONN_QUAL);
 void df_parse_address(const msgpack_object *o, DAT_SOCK_ADDR6 *out);
 struct df_cr *df_cr_from_request(struct df_ia *ia, const msgpack_object *f, struct df_sp **sp);
 

@@ -1,4 +1,5 @@
-/* EVDs as objects: create, free, query, software events, enable/disable, (un)waitable; each
+/* EVDs as objects: create, free, query, software events, enable/disable, (un)waitable,
+ * modify_cno and resize; each
  * reads its event queue, a ring the daemon fills (docs/host-interface.md 6), and evd_take.c
  * hands its events out. The driver-side state of every EVD of an IA is guarded by the IA's
  * channel lock. */
@@ -150,7 +151,10 @@ DAT_RETURN df_evd_query(DAT_EVD_HANDLE handle, DAT_EVD_PARAM_MASK mask, DAT_EVD_
 		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
 	param->ia_handle = evd->obj.ia;
 	param->evd_qlen = evd->qlen;
-	param->evd_state = evd->enabled ? DAT_EVD_STATE_ENABLED : DAT_EVD_STATE_DISABLED;
+	param->evd_state = (DAT_EVD_STATE)((evd->enabled ? DAT_EVD_STATE_ENABLED
+							 : DAT_EVD_STATE_DISABLED) |
+					   (evd->waitable ? DAT_EVD_STATE_WAITABLE
+							  : DAT_EVD_STATE_UNWAITABLE));
 	param->cno_handle = evd->cno;
 	param->evd_flags = evd->flags;
 	return DAT_SUCCESS;
@@ -171,22 +175,30 @@ DAT_RETURN df_evd_post_se(DAT_EVD_HANDLE handle, const DAT_EVENT *event)
 	return df_call(evd->obj.ia, "evd_post_se", df_pack_pair, &se, NULL);
 }
 
-DAT_RETURN df_evd_enable(DAT_EVD_HANDLE handle)
+/* dat_evd_enable / dat_evd_disable: a disabled EVD still queues events, but they wake no
+ * waiter of its CNO (cno.c); enabling it wakes that waiter to look again. */
+static DAT_RETURN set_enabled(DAT_EVD_HANDLE handle, bool enabled)
 {
 	struct df_evd *evd = check_evd(handle);
 	if (!evd)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
-	evd->enabled = true;
+	struct df_chan *ch = &evd->obj.ia->chan;
+	pthread_mutex_lock(&ch->lock);
+	evd->enabled = enabled;
+	if (enabled)
+		df_chan_interrupt(ch);
+	pthread_mutex_unlock(&ch->lock);
 	return DAT_SUCCESS;
+}
+
+DAT_RETURN df_evd_enable(DAT_EVD_HANDLE handle)
+{
+	return set_enabled(handle, true);
 }
 
 DAT_RETURN df_evd_disable(DAT_EVD_HANDLE handle)
 {
-	struct df_evd *evd = check_evd(handle);
-	if (!evd)
-		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
-	evd->enabled = false;
-	return DAT_SUCCESS;
+	return set_enabled(handle, false);
 }
 
 /* dat_evd_set_unwaitable: a waiter returns at once, later waits are refused. */
@@ -213,4 +225,90 @@ DAT_RETURN df_evd_clear_unwaitable(DAT_EVD_HANDLE handle)
 	evd->waitable = true;
 	pthread_mutex_unlock(&ch->lock);
 	return DAT_SUCCESS;
+}
+
+/* dat_evd_modify_cno: the CNO the EVD wakes from now on (DAT_HANDLE_NULL: none). A waiter of
+ * the new CNO looks at its EVDs again. */
+DAT_RETURN df_evd_modify_cno(DAT_EVD_HANDLE handle, DAT_CNO_HANDLE cno_handle)
+{
+	struct df_evd *evd = check_evd(handle);
+	if (!evd)
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+	struct df_cno *cno = NULL;
+	if (cno_handle != DAT_HANDLE_NULL) {
+		cno = df_obj_check(cno_handle, DAT_HANDLE_TYPE_CNO);
+		if (!cno || cno->obj.ia != evd->obj.ia)
+			return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
+	}
+	struct df_chan *ch = &evd->obj.ia->chan;
+	pthread_mutex_lock(&ch->lock);
+	if (evd->cno)
+		((struct df_cno *)evd->cno)->evds--;
+	evd->cno = cno;
+	if (cno)
+		cno->evds++;
+	df_chan_interrupt(ch);
+	pthread_mutex_unlock(&ch->lock);
+	return DAT_SUCCESS;
+}
+
+/* The daemon moved the queue to a ring of ``entries`` slots under the same segment name
+ * (docs/host-interface.md 6, dat_evd_resize): map it, carry our index and our words over (a
+ * thread may have taken events or armed since the daemon copied them), and wake the waiters
+ * so they look at the new ring (lock held). The old mapping is returned for the caller to
+ * unmap once the lock is released. */
+static DAT_RETURN remap_queue(struct df_evd *evd, uint64_t entries, void **old, size_t *old_len)
+{
+	char name[128];
+	df_segment_name(name, sizeof(name), evd->obj.ia, "eq", evd->obj.handle);
+	size_t len = 0;
+	void *base = df_shm_map(evd->obj.ia, name, &len);
+	struct df_ring ring;
+	if (!base || entries > (1u << 16) ||
+	    len < sizeof(struct df_ring_hdr) + entries * DF_EQ_ENTRY_SIZE ||
+	    !df_ring_init(&ring, base, DF_RING_EQ, (uint32_t)entries, DF_EQ_ENTRY_SIZE, false)) {
+		df_shm_unmap(base, len);
+		df_ia_break(evd->obj.ia, "a resized event queue of the wrong layout");
+		return DF_ERROR(DAT_INTERNAL_ERROR, 0);
+	}
+	const struct df_ring_hdr *was = evd->ring.hdr;
+	for (int w = DF_EQ_ARM; w <= DF_EQ_WANT; w++)
+		atomic_store_explicit(&ring.hdr->cons_words[w],
+				      atomic_load_explicit(&was->cons_words[w], memory_order_relaxed),
+				      memory_order_relaxed);
+	ring.mine = evd->ring.mine;
+	atomic_store_explicit(&ring.hdr->cons, ring.mine, memory_order_release);
+	*old = evd->ring.hdr;
+	*old_len = evd->map_len;
+	evd->ring = ring;
+	evd->map_len = len;
+	df_chan_interrupt(&evd->obj.ia->chan);
+	return DAT_SUCCESS;
+}
+
+/* dat_evd_resize: DAT_INVALID_STATE while more than ``qlen`` events are queued (the daemon
+ * counts them); the daemon enforces the new length. */
+DAT_RETURN df_evd_resize(DAT_EVD_HANDLE handle, DAT_COUNT qlen)
+{
+	struct df_evd *evd = check_evd(handle);
+	if (!evd)
+		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+	if (qlen <= 0)
+		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	struct df_ia *ia = evd->obj.ia;
+	struct df_pair args = {evd->obj.handle, (uint64_t)qlen};
+	uint64_t entries = 0;
+	DAT_RETURN ret = df_call_u64(ia, "evd_resize", df_pack_pair, &args, &entries);
+	if (ret != DAT_SUCCESS)
+		return ret;
+	void *old = NULL;
+	size_t old_len = 0;
+	pthread_mutex_lock(&ia->chan.lock);
+	if (evd->ring.hdr && entries != evd->ring.entries)
+		ret = remap_queue(evd, entries, &old, &old_len);
+	if (ret == DAT_SUCCESS)
+		evd->qlen = qlen;
+	pthread_mutex_unlock(&ia->chan.lock);
+	df_shm_unmap(old, old_len);
+	return ret;
 }

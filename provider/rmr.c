@@ -1,11 +1,13 @@
-/* Memory windows: dat_rmr_create, dat_rmr_bind, dat_rmr_query, dat_rmr_free.
+/* Memory windows: dat_rmr_create, dat_rmr_create_for_ep, dat_rmr_bind, dat_rmr_query,
+ * dat_rmr_free. A window of dat_rmr_create_for_ep has DAT_RMR_SCOPE_EP: the daemon lets its key
+ * reach memory only through the connection of the EP it was last bound on.
  *
  * dat_rmr_bind is a call (docs/host-interface.md section 8): the daemon orders it after the
  * EP's posts, answers with the new rmr_context and completes it on the request EVD, storing
  * BOUND + 1 first; the driver counts the binds it made among the EP's outstanding requests. */
 #include "df.h"
 
-DAT_RETURN df_rmr_create(DAT_PZ_HANDLE pz_handle, DAT_RMR_HANDLE *rmr_handle)
+static DAT_RETURN create(DAT_PZ_HANDLE pz_handle, DAT_RMR_HANDLE *rmr_handle, bool for_ep)
 {
 	struct df_pz *pz = df_obj_check(pz_handle, DAT_HANDLE_TYPE_PZ);
 	if (!pz)
@@ -13,7 +15,8 @@ DAT_RETURN df_rmr_create(DAT_PZ_HANDLE pz_handle, DAT_RMR_HANDLE *rmr_handle)
 	if (!rmr_handle)
 		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
 	uint64_t handle = 0;
-	DAT_RETURN ret = df_call_u64(pz->obj.ia, "rmr_create", df_pack_handle, pz, &handle);
+	const char *method = for_ep ? "rmr_create_for_ep" : "rmr_create";
+	DAT_RETURN ret = df_call_u64(pz->obj.ia, method, df_pack_handle, pz, &handle);
 	if (ret != DAT_SUCCESS)
 		return ret;
 	struct df_rmr *rmr = df_obj_new(pz->obj.ia, sizeof(*rmr), DAT_HANDLE_TYPE_RMR,
@@ -21,8 +24,19 @@ DAT_RETURN df_rmr_create(DAT_PZ_HANDLE pz_handle, DAT_RMR_HANDLE *rmr_handle)
 	if (!rmr)
 		return DF_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	rmr->pz = pz;
+	rmr->scope = for_ep ? DAT_RMR_SCOPE_EP : DAT_RMR_SCOPE_PZ;
 	*rmr_handle = rmr;
 	return DAT_SUCCESS;
+}
+
+DAT_RETURN df_rmr_create(DAT_PZ_HANDLE pz_handle, DAT_RMR_HANDLE *rmr_handle)
+{
+	return create(pz_handle, rmr_handle, false);
+}
+
+DAT_RETURN df_rmr_create_for_ep(DAT_PZ_HANDLE pz_handle, DAT_RMR_HANDLE *rmr_handle)
+{
+	return create(pz_handle, rmr_handle, true);
 }
 
 struct bind_args {
@@ -132,7 +146,7 @@ DAT_RETURN df_rmr_query(DAT_RMR_HANDLE handle, DAT_RMR_PARAM_MASK mask, DAT_RMR_
 	p->mem_priv = rmr->privileges;
 	p->rmr_context = rmr->rmr_context;
 	p->va_type = rmr->va_type;
-	p->rmr_scope = DAT_RMR_SCOPE_PZ;
+	p->rmr_scope = rmr->scope;
 	pthread_mutex_unlock(&rmr->obj.ia->chan.lock);
 	return DAT_SUCCESS;
 }

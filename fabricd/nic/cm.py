@@ -28,6 +28,7 @@ from proto.errors import (
     DatInvalidHandle,
     DatInvalidParameter,
     DatInvalidState,
+    DatModelNotSupported,
     MalformedFrame,
     UnexpectedFrame,
 )
@@ -102,6 +103,7 @@ class ConnectionManager:
         move(link, CmInput.CONNECT)
         link.ep, ep.link = ep, link
         link.remote_name = f"{a.host}:{a.port}"
+        ep.remote = (a.host, a.port, a.conn_qual)
         link.remote_node = self.peer_names.get(link.remote_name, "")
         rd_in, rd_out = ep.attr.max_rdma_read_in, ep.attr.max_rdma_read_out
         link.unsent.append(encode(FrameType.CONN_REQ, a.conn_qual, pdata, rd_in, rd_out))
@@ -109,6 +111,26 @@ class ConnectionManager:
             ep.timer = self.shell.call_later(a.timeout_us / 1e6, lambda: self._timed_out(link))
         self.shell.connect_peer(link, a.host, a.port)
         return calls.EpMoved(ep.handle, ep.state)
+
+    def ep_dup_connect(self, consumer: Consumer, a: calls.EpDupConnect) -> calls.EpMoved:
+        """dat_ep_dup_connect: dat_ep_connect to the remote address and conn_qual the CONNECTED
+        ``dup`` EP connected to (one that accepted its connection named none: the model is not
+        supported)."""
+        lookup(consumer.eps, a.ep, Sub.INVALID_HANDLE_EP, "endpoint")
+        dup = lookup(consumer.eps, a.dup, Sub.INVALID_HANDLE_EP, "endpoint")
+        if a.timeout_us <= 0:
+            raise DatInvalidParameter(Sub.INVALID_ARG3, "timeout must be positive")
+        pdata = private_data(a.private_data, Sub.INVALID_ARG5, self.limits.private_data)
+        if dup.state != S.CONNECTED:
+            raise ep_states.state_error(dup.state, "dat_ep_dup_connect's dup_ep")
+        if dup.remote is None:
+            raise DatModelNotSupported(
+                message="dup_ep accepted its connection: there is no conn_qual to connect to"
+            )
+        host, port, conn_qual = dup.remote
+        return self.ep_connect(
+            consumer, calls.EpConnect(a.ep, host, port, conn_qual, a.timeout_us, pdata)
+        )
 
     def _timed_out(self, link: PeerLink) -> None:
         ep = link.ep
@@ -151,8 +173,12 @@ class ConnectionManager:
             self.wire.drop(link, f"no listener on conn_qual {conn_qual!r}")
             return
         move(link, CmInput.CONN_REQ)
+        self._offer(link, listener, peer_private_data(pdata))
+
+    def _offer(self, link: PeerLink, listener: Listener, pdata: bytes) -> None:
+        """A new CR of ``listener`` for the request on ``link``, and its CONNECTION_REQUEST."""
         consumer = listener.consumer
-        cr = Cr(self.new_handle(), consumer, link, listener, peer_private_data(pdata))
+        cr = Cr(self.new_handle(), consumer, link, listener, pdata)
         consumer.crs[cr.handle] = link.cr = cr
         if listener.ep is not None:  # an RSP fires once
             cr.ep = listener.ep
@@ -232,7 +258,29 @@ class ConnectionManager:
             move(cr.link, CmInput.REJECT)
         self.wire.send(cr.link, encode(FrameType.CONN_REJECT, True, pdata))
         self.wire.drop(cr.link, "connection request rejected")
-        ep = cr.ep
+        return self._give_back(cr.ep)
+
+    def cr_handoff(self, consumer: Consumer, a: calls.CrHandoff) -> calls.EpMoved:
+        """dat_cr_handoff: the request goes to the PSP or RSP of ``conn_qual`` on this node
+        (a new CR there, and its CONNECTION_REQUEST event on that listener's EVD). The
+        caller's CR is destroyed; an EP it carried goes back as on dat_cr_reject (an RSP's to
+        UNCONNECTED, a PROVIDER PSP's is freed), and nothing is sent to the active side."""
+        cr = lookup(consumer.crs, a.cr, Sub.INVALID_HANDLE_CR, "connection request")
+        if a.conn_qual < 0 or a.conn_qual == cr.listener.conn_qual:
+            raise DatInvalidParameter(Sub.INVALID_ARG2, f"cannot hand off to {a.conn_qual}")
+        listener = self._listener_for(a.conn_qual)
+        if listener is None:
+            raise DatInvalidParameter(
+                Sub.INVALID_ARG2, f"no listener on conn_qual {a.conn_qual} takes the request"
+            )
+        del consumer.crs[cr.handle]
+        moved = self._give_back(cr.ep)
+        self._offer(cr.link, listener, cr.private_data)
+        return moved
+
+    def _give_back(self, ep: Ep | None) -> calls.EpMoved:
+        """The EP of a CR that was rejected or handed off: a PROVIDER PSP's is freed (the
+        provider made it), an RSP's is UNCONNECTED again."""
         if ep is None:
             return calls.EpMoved(0, 0)
         if ep.state == S.TENTATIVE_CONNECTION_PENDING:

@@ -12,7 +12,7 @@ from fabricd.nic.lmr import pz
 from fabricd.nic.objects import Consumer, Ep, lookup
 from proto import calls, ep_states
 from proto.attrs import EpAttr
-from proto.constants import CloseFlags
+from proto.constants import WATERMARK_INFINITE, CloseFlags
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import EpState as S
 from proto.ep_states import EpInput
@@ -104,6 +104,18 @@ class Endpoints:
         what = EpInput.DISCONNECT_GRACEFUL if graceful else EpInput.DISCONNECT_ABRUPT
         self.eps.input(ep, what, notify_peer=ep.state != S.CONNECTED or not graceful)
         return calls.EpMoved(ep.handle, ep.state)
+
+    def ep_set_watermark(self, consumer: Consumer, a: calls.EpSetWatermark) -> Empty:
+        """dat_ep_set_watermark: new soft and hard high watermarks of the EP's receive buffers
+        (-1: DAT_WATERMARK_INFINITE), in any state; one already passed acts at once."""
+        ep = endpoint(consumer, a.ep)
+        if a.soft < WATERMARK_INFINITE:
+            raise DatInvalidParameter(Sub.INVALID_ARG2, f"bad soft high watermark {a.soft}")
+        if a.hard < WATERMARK_INFINITE:
+            raise DatInvalidParameter(Sub.INVALID_ARG3, f"bad hard high watermark {a.hard}")
+        ep.soft_hw, ep.hard_hw = a.soft, a.hard
+        self.eps.watermarks(ep)
+        return Empty()
 
     def ep_reset(self, consumer: Consumer, a: calls.EpHandle) -> calls.EpMoved:
         """dat_ep_reset: back to UNCONNECTED, so the EP can connect again."""

@@ -15,11 +15,13 @@ from proto import ep_states
 from proto.attrs import EpAttr
 from proto.codec import encode
 from proto.constants import DtoCompletionStatus as St
-from proto.constants import Dtos
+from proto.constants import Dtos, EpAsyncErrorReason
 from proto.constants import EpState as S
+from proto.constants import EventNumber as E
 from proto.ep_states import EpInput
+from proto.events import AsyncError
 from proto.frames import FrameType
-from proto.hostif import OPCODE_DTOS, RingError
+from proto.hostif import ASYNC_EVD, OPCODE_DTOS, RingError
 
 DISCONNECT = encode(FrameType.DISCONNECT)
 
@@ -77,6 +79,8 @@ class EpDriver:
                 self.events.srq_detached(ep)
         elif ep.state == S.DISCONNECT_PENDING:
             self.drained(ep)
+        elif ep.state == S.CONNECTED and before != S.CONNECTED:
+            self.watermarks(ep)  # a hard watermark applies from the connection on
 
     def _leave(self, ep: Ep, what: EpInput, first_status: St | None, notify_peer: bool) -> None:
         """The connection is over: drop the link, complete the failed DTO first."""
@@ -139,6 +143,21 @@ class EpDriver:
         """A DTO failed or the link broke: BROKEN, where the EP's state has such a row."""
         if (ep.state, EpInput.BROKEN) in ep_states.TABLE:
             self.input(ep, EpInput.BROKEN, first_status=first_status, notify_peer=notify_peer)
+
+    def watermarks(self, ep: Ep) -> None:
+        """dat_ep_set_watermark's marks against the EP's receive buffers (posted, not yet
+        completed): past the soft one, DAT_ASYNC_ERROR_EP_BROKEN with reason
+        DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT on the async EVD, once per setting; past the hard one,
+        a connected EP breaks (BROKEN on its connect EVD). An EP of an SRQ holds only the
+        receive a message landing now has taken (the rest are the SRQ's)."""
+        held = (0 if ep.srq is not None else len(ep.recvs)) + (ep.taking is not None)
+        if 0 <= ep.soft_hw < held:
+            ep.soft_hw = -1
+            reason = EpAsyncErrorReason.SRQ_SOFT_HIGH_WATERMARK_EVENT
+            record = AsyncError(ASYNC_EVD, ep.handle, reason)
+            self.events.push(ep.consumer, E.ASYNC_ERROR_EP_BROKEN, record)
+        if 0 <= ep.hard_hw < held and ep.state == S.CONNECTED:
+            self.broken(ep, notify_peer=True)
 
     def destroy(self, ep: Ep) -> None:
         """Implicit abrupt disconnect, then forget the EP (no events: the EP is gone)."""

@@ -67,6 +67,7 @@ QUOTAS: Final = {  # a create call: the IA's objects of that kind, their limit, 
     "ep_create": ("eps", "ia_eps", Sub.RESOURCE_TEP),
     "lmr_create": ("lmrs", "ia_lmrs", Sub.RESOURCE_MEMORY_REGION),
     "rmr_create": ("rmrs", "ia_rmrs", Sub.RESOURCE_MEMORY_REGION),
+    "rmr_create_for_ep": ("rmrs", "ia_rmrs", Sub.RESOURCE_MEMORY_REGION),
     "psp_create": ("psps", "ia_listeners", Sub.RESOURCE_MEMORY),
     "rsp_create": ("psps", "ia_listeners", Sub.RESOURCE_MEMORY),
     "srq_create": ("srqs", "ia_srqs", Sub.RESOURCE_SRQ),
@@ -118,7 +119,7 @@ class Nic:
         )
         self.initiator = Initiator(name, self.wire, self.eps, self.memory, self.faults, shell.now)
         self.target = Target(self.wire, self.eps, self.events, self.memory)
-        self.intake = Intake(self.memory, self.initiator, self.target, shell)
+        self.intake = Intake(self.memory, self.initiator, self.target, self.eps, shell)
         self.srqs = Srqs(self.memory, self.eps, self.events, self.target, handles)
         self.links = Links(
             self.wire,
@@ -163,11 +164,13 @@ class Nic:
             "shared_attach": route(calls.SharedAttach, regs.shared_attach),
             "lmr_sync": route(calls.LmrSync, regs.lmr_sync),
             "rmr_create": route(calls.RmrCreate, win.rmr_create),
+            "rmr_create_for_ep": route(calls.RmrCreate, win.rmr_create_for_ep),
             "rmr_bind": route(calls.RmrBind, win.rmr_bind),
             "rmr_free": route(calls.RmrFree, win.rmr_free),
             "evd_create": route(calls.EvdCreate, evd.evd_create),
             "evd_free": route(calls.EvdHandle, evd.evd_free),
             "evd_post_se": route(calls.EvdPostSe, evd.evd_post_se),
+            "evd_resize": route(calls.EvdResize, evd.evd_resize),
             "ep_create": route(calls.EpCreate, ep.ep_create),
             "ep_create_with_srq": route(calls.EpCreateWithSrq, srq.ep_create_with_srq),
             "srq_create": route(calls.SrqCreate, srq.srq_create),
@@ -176,6 +179,8 @@ class Nic:
             "ep_modify": route(calls.EpModify, ep.ep_modify),
             "ep_free": route(calls.EpHandle, ep.ep_free),
             "ep_connect": route(calls.EpConnect, cm.ep_connect),
+            "ep_dup_connect": route(calls.EpDupConnect, cm.ep_dup_connect),
+            "ep_set_watermark": route(calls.EpSetWatermark, ep.ep_set_watermark),
             "ep_disconnect": route(calls.EpDisconnect, ep.ep_disconnect),
             "ep_reset": route(calls.EpHandle, ep.ep_reset),
             "psp_create": route(calls.PspCreate, cm.psp_create),
@@ -184,6 +189,7 @@ class Nic:
             "rsp_free": route(calls.RspFree, cm.rsp_free),
             "cr_accept": route(calls.CrAccept, cm.cr_accept),
             "cr_reject": route(calls.CrReject, cm.cr_reject),
+            "cr_handoff": route(calls.CrHandoff, cm.cr_handoff),
         }
 
     def _admin_table(self) -> dict[str, Route]:

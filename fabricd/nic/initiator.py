@@ -235,7 +235,7 @@ class Initiator:
         if self.memory.by_lmr_context.get(lmr.lmr_context) is not lmr:
             op.status = St.RMR_OPERATION_FAILED  # the LMR went away
             return
-        self.memory.bind(bind.key, Window(bind.region, lmr))
+        self.memory.bind(bind.key, Window(bind.region, lmr, ep.handle if bind.rmr.for_ep else 0))
         bind.rmr.context, bind.rmr.lmr, bind.rmr.region = bind.key, lmr, bind.region
 
     def retire(self, ep: Ep) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from fabricd.memory import MemoryRegistry
+from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.initiator import Initiator
 from fabricd.nic.objects import Consumer, Ep, Shell
 from fabricd.nic.queues import RQ_OPCODES, SQ_OPCODES, doorbell, set_polling, take, watch
@@ -20,11 +21,17 @@ class Intake:
     """Work queue entries, from the rings to the initiator (requests) and target (receives)."""
 
     def __init__(
-        self, memory: MemoryRegistry, initiator: Initiator, target: Target, shell: Shell
+        self,
+        memory: MemoryRegistry,
+        initiator: Initiator,
+        target: Target,
+        eps: EpDriver,
+        shell: Shell,
     ) -> None:
         self.memory = memory
         self.initiator = initiator
         self.target = target
+        self.eps = eps
         self.shell = shell
 
     def doorbell(self, consumer: Consumer, handle: object) -> None:
@@ -67,11 +74,14 @@ class Intake:
                 taken += 1
             if taken:
                 self.initiator.transmit(ep)  # together: small Writes leave as one batch
+            received = taken
             for wqe in take(q.rq, RQ_OPCODES):
                 if ep.srq is not None:
                     raise RingError(f"EP {ep.handle} takes its receives from an SRQ")
                 self.target.post_recv(ep, wqe.cookie, wqe.flags, wqe.segments)
                 taken += 1
+            if taken > received:
+                self.eps.watermarks(ep)  # the EP took receive buffers: past a watermark?
             if taken:
                 watch(ep, q)
                 if not q.repoll:

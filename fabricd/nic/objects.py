@@ -134,6 +134,7 @@ class Rmr:
     context: int = 0
     lmr: Lmr | None = None
     region: Region | None = None
+    for_ep: bool = False  # dat_rmr_create_for_ep: its key works only on the EP it is bound to
 
     def unbind(self, memory: MemoryRegistry) -> None:
         """The window's key stops working (a rebind, dat_rmr_free, or its IA closing)."""
@@ -178,6 +179,9 @@ class Ep:
     queues: WorkQueues | None = None
     srq: Srq | None = None  # its receives come from this SRQ (``recvs`` is the SRQ's)
     taking: Recv | None = None  # the receive a message landing now has taken
+    remote: tuple[str, int, int] | None = None  # host, port, conn_qual of its last connect
+    soft_hw: int = -1  # dat_ep_set_watermark (-1: DAT_WATERMARK_INFINITE); armed once
+    hard_hw: int = -1
 
     def op(self, seq: object) -> Op | None:
         """The outstanding request with sequence number ``seq`` (ops are in seq order)."""

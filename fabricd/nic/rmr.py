@@ -39,9 +39,18 @@ class Windows:
         self.new_handle = new_handle
 
     def rmr_create(self, consumer: Consumer, a: calls.RmrCreate) -> calls.Handle:
-        """dat_rmr_create: an unbound window in a PZ."""
+        """dat_rmr_create: an unbound window in a PZ (scope DAT_RMR_SCOPE_PZ)."""
+        return self._create(consumer, a, for_ep=False)
+
+    def rmr_create_for_ep(self, consumer: Consumer, a: calls.RmrCreate) -> calls.Handle:
+        """dat_rmr_create_for_ep: a window of scope DAT_RMR_SCOPE_EP, whose key reaches memory
+        only through the EP it was last bound on (remote accesses arriving on any other
+        connection fail DAT_DTO_ERR_REMOTE_ACCESS)."""
+        return self._create(consumer, a, for_ep=True)
+
+    def _create(self, consumer: Consumer, a: calls.RmrCreate, for_ep: bool) -> calls.Handle:
         zone = pz(consumer, a.pz)
-        rmr = Rmr(self.new_handle(), zone)
+        rmr = Rmr(self.new_handle(), zone, for_ep=for_ep)
         consumer.rmrs[rmr.handle] = rmr
         consumer.pzs[zone] += 1
         return calls.Handle(rmr.handle)

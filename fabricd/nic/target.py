@@ -82,7 +82,7 @@ class Target:
             if type(address) is not int or type(rmr_context) is not int:
                 raise MalformedFrame("an RDMA Write's address and rmr_context are integers")
             view = self.memory.remote(
-                rmr_context, address, frame.payload_len, MemPriv.REMOTE_WRITE, ep.pz
+                rmr_context, address, frame.payload_len, MemPriv.REMOTE_WRITE, ep.pz, ep.handle
             )
             if view is None:
                 link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
@@ -106,7 +106,7 @@ class Target:
             if seq + i <= link.acked or link.fault is not None:
                 views.extend(scratch(length))
                 continue
-            view = self.memory.remote(rmr_context, address, length, _REMOTE_WRITE, ep.pz)
+            view = self.memory.remote(rmr_context, address, length, _REMOTE_WRITE, ep.pz, ep.handle)
             if view is None:
                 link.fault = (seq + i, St.DTO_ERR_REMOTE_ACCESS)
                 views.extend(scratch(length))
@@ -275,7 +275,7 @@ class Target:
         if type(address) is not int or type(rmr_context) is not int or address % ATOMIC_BYTES:
             return None
         need = MemPriv.REMOTE_ATOMIC
-        view = self.memory.remote(rmr_context, address, ATOMIC_BYTES, need, ep.pz)
+        view = self.memory.remote(rmr_context, address, ATOMIC_BYTES, need, ep.pz, ep.handle)
         spans = self.memory.remote_spans(rmr_context, address, ATOMIC_BYTES) if view else []
         if spans and not self.memory.fetch(spans):
             return None
@@ -289,7 +289,9 @@ class Target:
             return None
         if not 0 <= length <= ep.attr.max_rdma_size:
             return None
-        view = self.memory.remote(rmr_context, address, length, MemPriv.REMOTE_READ, ep.pz)
+        view = self.memory.remote(
+            rmr_context, address, length, MemPriv.REMOTE_READ, ep.pz, ep.handle
+        )
         spans = self.memory.remote_spans(rmr_context, address, length) if view else []
         if spans and not self.memory.fetch(spans):
             log.info("RDMA Read of %#x+%d: the buffer is gone from its process", address, length)
@@ -312,6 +314,7 @@ class Target:
         recv = ep.taking = ep.recvs.popleft()
         if ep.srq is not None:
             self.events.srq_low(ep.srq)
+            self.eps.watermarks(ep)  # it took a buffer from the SRQ
         return recv
 
     def _receive(self, link: PeerLink, frame: Frame, immediate: int | None = None) -> None:

@@ -73,7 +73,9 @@ static void check_arguments(struct side *a, struct side *b)
 	CHECK_RET(dat_ep_reset(pz), ERR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP));
 	CHECK_RET(dat_ep_reset(pb), DAT_SUCCESS); /* UNCONNECTED: nothing to do */
 	CHECK_RET(dat_ep_dup_connect(pb, pb, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT),
-		  DAT_NOT_IMPLEMENTED);
+		  ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONNECTED)); /* dup_ep unconnected */
+	CHECK_RET(dat_ep_dup_connect(pz, pb, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT),
+		  ERR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP));
 
 	CHECK_RET(dat_psp_create(pz, QUAL, a->cr_evd, DAT_PSP_CONSUMER_FLAG, &psp),
 		  ERR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA));
@@ -107,7 +109,7 @@ static void check_arguments(struct side *a, struct side *b)
 		  ERR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR));
 	CHECK_RET(dat_cr_accept(pz, pb, 0, NULL), ERR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR));
 	CHECK_RET(dat_cr_reject(pz, 0, NULL), ERR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR));
-	CHECK_RET(dat_cr_handoff(pz, QUAL), DAT_NOT_IMPLEMENTED);
+	CHECK_RET(dat_cr_handoff(pz, QUAL), ERR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR));
 
 	/* a request's accept: a bad EP, too much private data, then the right one */
 	DAT_EP_HANDLE pa = new_ep(a);

@@ -134,6 +134,43 @@ static inline int has_pattern(const unsigned char *p, int n, int base)
 	return 1;
 }
 
+#define ALL_PRIVS (DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG | \
+		   DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
+
+/* Registered memory of one side. */
+struct mem {
+	char *buf;
+	DAT_LMR_HANDLE lmr;
+	DAT_LMR_CONTEXT lctx;
+	DAT_RMR_CONTEXT rctx;
+	DAT_VADDR addr;
+};
+
+static inline void reg(const struct side *s, struct mem *m)
+{
+	DAT_VLEN size;
+	m->buf = calloc(1, 4096);
+	DAT_REGION_DESCRIPTION region = {.for_va = m->buf};
+	CHECK_RET(dat_lmr_create(s->ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, s->pz, ALL_PRIVS,
+				 DAT_VA_TYPE_VA, &m->lmr, &m->lctx, &m->rctx, &size, &m->addr),
+		  DAT_SUCCESS);
+}
+
+static inline void unreg(struct mem *m)
+{
+	CHECK_RET(dat_lmr_free(m->lmr), DAT_SUCCESS);
+	free(m->buf);
+}
+
+static inline DAT_EVENT software_event(void *pointer)
+{
+	DAT_EVENT ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.event_number = DAT_SOFTWARE_EVENT;
+	ev.event_data.software_event_data.pointer = pointer;
+	return ev;
+}
+
 /* Both sides of a test program, from its two IA names (argv[1] passive, argv[2] active). */
 static inline int open_sides(int argc, char **argv, struct side *a, struct side *b)
 {

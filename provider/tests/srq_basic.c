@@ -159,7 +159,7 @@ static void check_attributes(struct side *a)
 	CHECK(ia.max_recv_per_srq == 4096);
 	CHECK(pr.srq_supported == DAT_TRUE && pr.srq_watermarks_supported == DAT_TRUE);
 	CHECK(pr.srq_ep_pz_difference_supported == DAT_FALSE && pr.srq_info_supported == DAT_TRUE);
-	CHECK(pr.ep_recv_info_supported == DAT_FALSE);
+	CHECK(pr.ep_recv_info_supported == DAT_TRUE); /* dat_ep_recv_query (ep_recv.c) */
 	int mtu = 0;
 	for (DAT_COUNT i = 0; i < pr.num_provider_specific_attr; i++)
 		if (!strcmp(pr.provider_specific_attr[i].name, "DAT_IB_TRANSPORT_MTU"))

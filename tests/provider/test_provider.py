@@ -118,6 +118,22 @@ def test_srq_shared_receive_queues(
     passes([str(where / "srq_basic"), "df"], env)
 
 
+@pytest.mark.parametrize("variant", ["plain", "asan"])
+def test_the_rest_of_dat_2_0(build: Path, start: StartNode, tmp_path: Path, variant: str) -> None:
+    """The calls beside the IB extensions and SRQ, on two nodes: dat_evd_query's state,
+    enable/disable against a CNO, (un)waitable, modify_cno, dat_evd_resize (DAT_INVALID_STATE
+    below the events queued, the new length held, a grown queue remapped with every event),
+    dat_ep_dup_connect, dat_rmr_create_for_ep (its key fails through another EP), dat_cr_handoff
+    (PSP to PSP, PROVIDER PSP to RSP), dat_ep_recv_query and the soft high watermark's async
+    event, the provider attributes, and the declined calls' DAT_MODEL_NOT_SUPPORTED."""
+    where = build if variant == "plain" else build / "asan"
+    library = where / "libdatfabric.so"
+    path = tmp_path / "dat.conf"
+    with loopback_pair(start, tmp_path) as (a, b, _):
+        path.write_text(lines("dfa", a.socket, library) + lines("dfb", b.socket, library))
+        passes([str(where / "rest_calls"), "dfa", "dfb"], {**os.environ, "DAT_OVERRIDE": str(path)})
+
+
 def test_one_ia_past_the_daemons_limit_is_insufficient_resources(
     build: Path, start: StartNode, tmp_path: Path
 ) -> None:

@@ -86,8 +86,8 @@ def test_every_method_has_one_route_with_its_record() -> None:
 def test_moves_ep_is_the_result_ending_in_ep_and_state() -> None:
     moving = {m for m, spec in METHODS.items() if spec.moves_ep}
     assert moving == {
-        "ep_modify", "ep_connect", "ep_disconnect", "ep_reset", "psp_free", "rsp_create",
-        "rsp_free", "cr_accept", "cr_reject",
+        "ep_modify", "ep_connect", "ep_dup_connect", "ep_disconnect", "ep_reset", "psp_free",
+        "rsp_create", "rsp_free", "cr_accept", "cr_reject", "cr_handoff",
     }  # fmt: skip
     assert not METHODS["ep_create"].moves_ep
 

@@ -30,6 +30,7 @@ PURE_MODULES = [
     ROOT / "client" / "eventing.py",
     ROOT / "client" / "memcalls.py",
     ROOT / "client" / "srqs.py",
+    ROOT / "client" / "cmcalls.py",
     ROOT / "client" / "records.py",
 ]
 IO_MODULES = frozenset(
