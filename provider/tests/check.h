@@ -5,6 +5,7 @@
 
 #include <dat2/udat.h>
 #include <stdio.h>
+#include <string.h>
 
 static int failures;
 
@@ -27,5 +28,22 @@ static int failures;
 			failures++;                                                         \
 		}                                                                           \
 	} while (0)
+
+/* The next event on ``evd``, which must be ``want`` within ``timeout`` us (else a failure that
+ * names ``line``, the caller's). */
+static inline DAT_EVENT wait_event_at(DAT_EVD_HANDLE evd, DAT_EVENT_NUMBER want,
+				      DAT_TIMEOUT timeout, int line)
+{
+	DAT_EVENT ev;
+	DAT_COUNT nmore;
+	memset(&ev, 0, sizeof(ev));
+	DAT_RETURN ret = dat_evd_wait(evd, timeout, 1, &ev, &nmore);
+	if (ret != DAT_SUCCESS || ev.event_number != want) {
+		printf("FAILED line %d: wait gave 0x%08x, event 0x%x, not 0x%x\n", line,
+		       (unsigned)ret, (unsigned)ev.event_number, (unsigned)want);
+		failures++;
+	}
+	return ev;
+}
 
 #endif

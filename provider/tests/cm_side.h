@@ -63,20 +63,7 @@ static inline DAT_EP_HANDLE new_ep(const struct side *s)
 	return ep;
 }
 
-static inline DAT_EVENT wait_event(DAT_EVD_HANDLE evd, DAT_EVENT_NUMBER want, int line)
-{
-	DAT_EVENT ev;
-	DAT_COUNT nmore;
-	memset(&ev, 0, sizeof(ev));
-	DAT_RETURN ret = dat_evd_wait(evd, WAIT_US, 1, &ev, &nmore);
-	if (ret != DAT_SUCCESS || ev.event_number != want) {
-		printf("FAILED line %d: wait gave 0x%08x, event 0x%x, not 0x%x\n", line,
-		       (unsigned)ret, (unsigned)ev.event_number, (unsigned)want);
-		failures++;
-	}
-	return ev;
-}
-#define WAIT(evd, want) wait_event((evd), (want), __LINE__)
+#define WAIT(evd, want) wait_event_at((evd), (want), WAIT_US, __LINE__)
 
 static inline void check_state(DAT_EP_HANDLE ep, DAT_EP_STATE want, int line)
 {
@@ -94,7 +81,7 @@ static inline void check_state(DAT_EP_HANDLE ep, DAT_EP_STATE want, int line)
 static inline DAT_CONNECTION_EVENT_DATA conn_event(const struct side *s, DAT_EP_HANDLE ep,
 					    DAT_EVENT_NUMBER want, int line)
 {
-	DAT_EVENT ev = wait_event(s->conn_evd, want, line);
+	DAT_EVENT ev = wait_event_at(s->conn_evd, want, WAIT_US, line);
 	DAT_CONNECTION_EVENT_DATA d = ev.event_data.connect_event_data;
 	if (d.ep_handle != ep) {
 		printf("FAILED line %d: the event names EP %p, not %p\n", line, d.ep_handle, ep);

@@ -107,20 +107,7 @@ static void close_side(struct side *s)
 	free(s->plain);
 }
 
-static DAT_EVENT wait_event(DAT_EVD_HANDLE evd, DAT_EVENT_NUMBER want, int line)
-{
-	DAT_EVENT ev;
-	DAT_COUNT nmore;
-	memset(&ev, 0, sizeof(ev));
-	DAT_RETURN ret = dat_evd_wait(evd, WAIT_US, 1, &ev, &nmore);
-	if (ret != DAT_SUCCESS || ev.event_number != want) {
-		printf("FAILED line %d: wait gave 0x%08x, event 0x%x, not 0x%x\n", line,
-		       (unsigned)ret, (unsigned)ev.event_number, (unsigned)want);
-		failures++;
-	}
-	return ev;
-}
-#define WAIT(evd, want) wait_event((evd), (want), __LINE__)
+#define WAIT(evd, want) wait_event_at((evd), (want), WAIT_US, __LINE__)
 
 /* The next event on ``evd`` is an IB extension's DTO completion: DAT_IB_DTO_EVENT of
  * ``operation`` with ``cookie`` and ``status``, its extension data of ``type`` with the status
@@ -129,7 +116,7 @@ static DAT_IB_EXTENSION_EVENT_DATA wait_ib(DAT_EVD_HANDLE evd, DAT_IB_DTOS opera
 					   uint64_t cookie, DAT_DTO_COMPLETION_STATUS status,
 					   DAT_IB_EXT_TYPE type, DAT_VLEN *length, int line)
 {
-	DAT_EVENT ev = wait_event(evd, (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT, line);
+	DAT_EVENT ev = wait_event_at(evd, (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT, WAIT_US, line);
 	const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
 	DAT_IB_EXTENSION_EVENT_DATA x;
 	memcpy(&x, ev.event_extension_data, sizeof(x));

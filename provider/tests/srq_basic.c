@@ -95,20 +95,7 @@ static void close_side(struct side *s)
 	free(s->buf);
 }
 
-static DAT_EVENT wait_event(DAT_EVD_HANDLE evd, DAT_EVENT_NUMBER want, int line)
-{
-	DAT_EVENT ev;
-	DAT_COUNT nmore;
-	memset(&ev, 0, sizeof(ev));
-	DAT_RETURN ret = dat_evd_wait(evd, WAIT_US, 1, &ev, &nmore);
-	if (ret != DAT_SUCCESS || ev.event_number != want) {
-		printf("FAILED line %d: wait gave 0x%08x, event 0x%x, not 0x%x\n", line,
-		       (unsigned)ret, (unsigned)ev.event_number, (unsigned)want);
-		failures++;
-	}
-	return ev;
-}
-#define WAIT(evd, want) wait_event((evd), (want), __LINE__)
+#define WAIT(evd, want) wait_event_at((evd), (want), WAIT_US, __LINE__)
 
 /* a's SRQ counts: dat_srq_query's available_dto_count and outstanding_dto_count. */
 static void counts(DAT_SRQ_HANDLE srq, DAT_COUNT available, DAT_COUNT outstanding, int line)
@@ -324,7 +311,7 @@ static void send_message(struct side *b, int k, int m)
 
 static void sent(struct side *b, int m, int line)
 {
-	DAT_EVENT ev = wait_event(b->dto_evd, DAT_DTO_COMPLETION_EVENT, line);
+	DAT_EVENT ev = wait_event_at(b->dto_evd, DAT_DTO_COMPLETION_EVENT, WAIT_US, line);
 	const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
 	if (d->status != DAT_DTO_SUCCESS || d->user_cookie.as_64 != 0x200u + (uint64_t)m) {
 		printf("FAILED line %d: send status %d, cookie 0x%llx\n", line, (int)d->status,
@@ -336,7 +323,7 @@ static void sent(struct side *b, int m, int line)
 /* a's next receive completion: receive i, on a's EP k, holding message m. */
 static void received(struct side *a, int i, int k, int m, int line)
 {
-	DAT_EVENT ev = wait_event(a->dto_evd, DAT_DTO_COMPLETION_EVENT, line);
+	DAT_EVENT ev = wait_event_at(a->dto_evd, DAT_DTO_COMPLETION_EVENT, WAIT_US, line);
 	const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
 	char want[MSG_LEN];
 	snprintf(want, sizeof(want), "message %03d", m);

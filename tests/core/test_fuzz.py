@@ -215,6 +215,7 @@ def peer_plane(live: Live, rng: random.Random) -> Iterator[bool]:
 OPCODES = [int(op) for op in Opcode] + [0, 9, 255]
 SQ_OPCODES = [op for op in Opcode if op != Opcode.RECEIVE]
 OPERANDS = (0, 1, 0x12345, 2**32 - 1, 2**32, 2**64 - 1)
+EXTENDED = (Opcode.FETCH_ADD, Opcode.CMP_SWAP, Opcode.RDMA_WRITE_IMM)  # the opcodes with operands
 
 
 def _ring_side(live: Live, rng: random.Random) -> tuple[Side, Side | None, Ring]:
@@ -243,7 +244,8 @@ def _entry(rng: random.Random, s: Side, live: Live, sq: Ring) -> None:
                   rng.choice((0, 1, 2, 8, 2**32 - 1)), rng.randrange(2**64),
                   (remote[0] + rng.choice((0, 1, -1, 4096))) % 2**64,
                   rng.choice((0, 1, 64, 4096, 2**64 - 1)), remote[2] if rng.random() < 0.8
-                  else rng.randrange(2**32), 64 if wild else 0, rng.choice(OPERANDS),
+                  else rng.randrange(2**32), 64 if wild else 0,
+                  rng.choice(OPERANDS) if opcode in EXTENDED or wild else 0,
                   rng.choice(OPERANDS) if opcode == Opcode.CMP_SWAP or wild else 0)  # fmt: skip
     targets = [(s.address, s.size, s.lmr.lmr_context), live.b.triplet(), live.a.triplet()]
     for i in range(min(nseg, 16)):
