@@ -34,17 +34,9 @@ from proto.errors import (
     DatQueueEmpty,
     DatTimeoutExpired,
 )
+from proto.eventq import EQ_ENTRY_SIZE, NOTIFIES, eq_ring, eq_segment, read_eqe
 from proto.events import decode_event
-from proto.hostif import (
-    ASYNC_EVD,
-    EQ_ENTRY_SIZE,
-    NOTIFIES,
-    RingKind,
-    check_descriptor,
-    eq_ring,
-    eq_segment,
-    read_eqe,
-)
+from proto.hostif import ASYNC_EVD, RingKind, check_descriptor
 
 Sub = DatReturnSubtype
 Triplet = Sequence[int]

@@ -11,7 +11,8 @@ from typing import Any, Protocol
 from proto.attrs import EpAttr
 from proto.calls import METHODS
 from proto.constants import EpState, EvdFlags, EventNumber, IbExtType, MemPriv, RmrScope
-from proto.hostif import U32, EqWord, Ring, Word
+from proto.eventq import EqWord
+from proto.hostif import U32, Ring, Word
 from proto.schema import Empty
 
 

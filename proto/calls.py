@@ -19,22 +19,26 @@ from proto.admin_calls import FaultRemove as FaultRemove
 from proto.admin_calls import FaultRules as FaultRules
 from proto.admin_calls import RmrRevoke as RmrRevoke
 from proto.admin_calls import RuleCount as RuleCount
-from proto.constants import DatReturnSubtype as Sub
-from proto.errors import DatInvalidHandle, DatLengthError, DatModelNotSupported
+from proto.errors import DatLengthError, DatModelNotSupported
+from proto.handle_args import (
+    EVD_CONN,
+    EVD_CR,
+    EVD_RECV,
+    EVD_REQUEST,
+    HANDLE_CR,
+    HANDLE_EP,
+    HANDLE_LMR,
+    HANDLE_PSP,
+    HANDLE_PZ,
+    HANDLE_RMR,
+    HANDLE_RSP,
+)
 from proto.schema import U64, Bad, Empty, arg
-
-HANDLE_EP: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_EP)
-HANDLE_LMR: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_LMR)
-HANDLE_RMR: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_RMR)
-HANDLE_PZ: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_PZ)
-HANDLE_PSP: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_PSP)
-HANDLE_RSP: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_RSP)
-HANDLE_CR: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_CR)
-HANDLE_SRQ: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_SRQ)
-EVD_CR: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_EVD_CR)
-EVD_RECV: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_EVD_RECV)
-EVD_REQUEST: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_EVD_REQUEST)
-EVD_CONN: Final = Bad(DatInvalidHandle, Sub.INVALID_HANDLE_EVD_CONN)
+from proto.srq_calls import EpCreateWithSrq as EpCreateWithSrq
+from proto.srq_calls import SrqCreate as SrqCreate
+from proto.srq_calls import SrqCreated as SrqCreated
+from proto.srq_calls import SrqHandle as SrqHandle
+from proto.srq_calls import SrqSetLw as SrqSetLw
 
 Triplet = list[int]
 """``[virtual_address, segment_length, lmr_context]`` (checked by proto.checks)."""
@@ -143,39 +147,6 @@ class EpCreate(NamedTuple):
     request_evd: Annotated[int, EVD_REQUEST]
     connect_evd: Annotated[int, EVD_CONN]
     attr: Annotated[dict[str, int] | None, arg(6)]
-
-
-class EpCreateWithSrq(NamedTuple):
-    """dat_ep_create_with_srq: as dat_ep_create, its receives taken from ``srq``."""
-
-    pz: Annotated[int, HANDLE_PZ]
-    recv_evd: Annotated[int, EVD_RECV]
-    request_evd: Annotated[int, EVD_REQUEST]
-    connect_evd: Annotated[int, EVD_CONN]
-    srq: Annotated[int, HANDLE_SRQ]
-    attr: Annotated[dict[str, int] | None, arg(7)]
-
-
-class SrqCreate(NamedTuple):
-    """dat_srq_create: the PZ and the DAT_SRQ_ATTR asked for."""
-
-    pz: Annotated[int, HANDLE_PZ]
-    max_recv_dtos: Annotated[int, arg(3)]
-    max_recv_iov: Annotated[int, arg(3)]
-    low_watermark: Annotated[int, arg(3)]
-
-
-class SrqHandle(NamedTuple):
-    """dat_srq_free."""
-
-    srq: Annotated[int, HANDLE_SRQ]
-
-
-class SrqSetLw(NamedTuple):
-    """dat_srq_set_lw: arms the low watermark event once more."""
-
-    srq: Annotated[int, HANDLE_SRQ]
-    low_watermark: Annotated[int, arg(2)]
 
 
 class EpModify(NamedTuple):
@@ -328,14 +299,6 @@ class EpCreated(NamedTuple):
 
     ep: int
     attr: dict[str, int]
-
-
-class SrqCreated(NamedTuple):
-    """dat_srq_create: the handle and the attributes granted."""
-
-    srq: int
-    max_recv_dtos: int
-    max_recv_iov: int
 
 
 class EpModified(NamedTuple):

@@ -1,6 +1,6 @@
 """The events a daemon delivers to its consumers, as typed records.
 
-Each event is one entry of its EVD's event queue (proto.hostif.EQE); ``record_for(number)``
+Each event is one entry of its EVD's event queue (proto.eventq.EQE); ``record_for(number)``
 names the record of an event number, and ``encode_event`` / ``decode_event`` convert between a
 record and an entry's head and body. ``evd`` 0 means the event has no EVD to go to (a
 SUPPRESSed completion: its queue slot is freed by the DONE word alone).
@@ -14,7 +14,7 @@ from typing import Final, NamedTuple
 from proto.codec import pack, unpack
 from proto.constants import Dtos, EventNumber
 from proto.errors import DatError, MalformedFrame
-from proto.hostif import NOTIFIES
+from proto.eventq import NOTIFIES
 from proto.schema import parse
 
 
@@ -89,7 +89,7 @@ Event = (
     | SoftwareEvent
 )
 Head = tuple[int, int, int, int, int]
-"""An entry's ep, status, cookie, length, aux (proto.hostif.EQE)."""
+"""An entry's ep, status, cookie, length, aux (proto.eventq.EQE)."""
 _NUMBERS = {int(n): n for n in EventNumber}
 
 _CONNECTION_EVENTS = frozenset(n for n in EventNumber if n & 0xFF000 == 0x04000)

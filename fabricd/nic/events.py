@@ -29,6 +29,7 @@ from proto.errors import (
     DatQueueFull,
     MalformedFrame,
 )
+from proto.eventq import EQ_ENTRY_SIZE, EQE_BODY_MAX, EqWord, eq_ring, eq_segment, write_eqe
 from proto.events import (
     IMMEDIATE,
     AsyncError,
@@ -44,20 +45,14 @@ from proto.frames import FrameType
 from proto.hostif import (
     ASYNC_EVD,
     CONSUMER_LINE,
-    EQ_ENTRY_SIZE,
-    EQE_BODY_MAX,
     MAX_ENTRIES,
     PRODUCER_LINE,
     U32,
-    EqWord,
     RingError,
     RingKind,
-    eq_ring,
-    eq_segment,
     format_ring,
     ring_bytes,
     ring_entries,
-    write_eqe,
 )
 
 log = logging.getLogger("fabricd")

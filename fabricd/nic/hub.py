@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Final, TypeVar
 
 from fabricd.faults import FaultEngine
 from fabricd.memory import MemoryRegistry, ProcessMemory, SegmentMapper
@@ -34,15 +33,14 @@ from fabricd.nic.objects import (
 )
 from fabricd.nic.queues import Queues
 from fabricd.nic.rmr import Windows
+from fabricd.nic.routes import Route, route, within_quota
 from fabricd.nic.srq import Srqs
 from fabricd.nic.target import Target
 from fabricd.nic.wire import Wire
 from proto import calls
 from proto.codec import DISCARD, Frame, Sink, encode, hello
-from proto.constants import DatReturnSubtype as Sub
 from proto.errors import (
     DatError,
-    DatInsufficientResources,
     DatInternalError,
     DatModelNotSupported,
     MalformedFrame,
@@ -52,36 +50,11 @@ from proto.errors import (
 )
 from proto.frames import ROLE_ADMIN, ROLE_CONSUMER, ROLE_PEER, FrameType
 from proto.limits import Limits
-from proto.schema import Empty, parse
+from proto.schema import Empty
 
 log = logging.getLogger("fabricd")
 
-A = TypeVar("A", bound=tuple[object, ...])
-Run = Callable[[Consumer, object, str], Sequence[object]]
-Route = tuple[type[tuple[object, ...]], Run]
 PeerHandler = Callable[[PeerLink, Frame], None]
-
-QUOTAS: Final = {  # a create call: the IA's objects of that kind, their limit, DAT_RESOURCE_*
-    "pz_create": ("pzs", "ia_pzs", Sub.RESOURCE_PROTECTION_DOMAIN),
-    "evd_create": ("evds", "ia_evds", Sub.RESOURCE_TEVD),
-    "ep_create": ("eps", "ia_eps", Sub.RESOURCE_TEP),
-    "lmr_create": ("lmrs", "ia_lmrs", Sub.RESOURCE_MEMORY_REGION),
-    "rmr_create": ("rmrs", "ia_rmrs", Sub.RESOURCE_MEMORY_REGION),
-    "rmr_create_for_ep": ("rmrs", "ia_rmrs", Sub.RESOURCE_MEMORY_REGION),
-    "psp_create": ("psps", "ia_listeners", Sub.RESOURCE_MEMORY),
-    "rsp_create": ("psps", "ia_listeners", Sub.RESOURCE_MEMORY),
-    "srq_create": ("srqs", "ia_srqs", Sub.RESOURCE_SRQ),
-    "ep_create_with_srq": ("eps", "ia_eps", Sub.RESOURCE_TEP),
-}
-
-
-def route(args: type[A], handler: Callable[[Consumer, A], Sequence[object]]) -> Route:
-    """A call's argument record, and its handler behind the parse of that record."""
-
-    def run(consumer: Consumer, values: object, method: str) -> Sequence[object]:
-        return handler(consumer, parse(args, values, method))
-
-    return args, run
 
 
 class Nic:
@@ -306,9 +279,7 @@ class Nic:
                 raise DatModelNotSupported(message=f"{method} is served on the admin socket only")
             if found is None:
                 raise DatModelNotSupported(message=f"unknown call {method!r}")
-            quota = QUOTAS.get(method)
-            if quota is not None:
-                self._within(consumer, *quota)
+            within_quota(consumer, self.limits, method)
             result = found[1](consumer, args, method)
         except DatError as err:
             code, message = err.code, err.message
@@ -316,14 +287,6 @@ class Nic:
             log.exception("internal error in %s from consumer %s", method, consumer.name)
             code, message = DatInternalError().code, f"internal error in {method}: {err!r}"
         consumer.channel.send(encode(FrameType.REPLY, req_id, code, message, list(result)))
-
-    def _within(self, consumer: Consumer, kind: str, limit: str, subtype: Sub) -> None:
-        """A create call may add one object of ``kind`` to the IA (proto.limits)."""
-        most: int = getattr(self.limits, limit)
-        if len(getattr(consumer, kind)) >= most:
-            raise DatInsufficientResources(
-                subtype, f"this IA holds its limit of {most} {kind} (--limit {limit})"
-            )
 
     def consumer_lost(self, consumer: Consumer) -> None:
         """The consumer's socket closed: free its IA abruptly, as dat_ia_close(ABRUPT) would."""

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from fabricd.nic.hub import route
 from fabricd.nic.objects import Consumer
+from fabricd.nic.routes import route
 from proto.constants import Dtos, MemPriv
 from proto.errors import DatInternalError
 from proto.schema import Empty

@@ -17,7 +17,8 @@ from proto.errors import (
     DatInvalidState,
     DatQueueFull,
 )
-from proto.hostif import ASYNC_EVD, EQ_ENTRY_SIZE, EqWord, eq_segment, ring_bytes
+from proto.eventq import EQ_ENTRY_SIZE, EqWord, eq_segment
+from proto.hostif import ASYNC_EVD, ring_bytes
 from tests.core.flows import Side, address, connect, side
 from tests.core.harness import Fabric, SimConsumer
 

@@ -10,7 +10,8 @@ import pytest
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos, EventNumber
 from proto.constants import EventNumber as E
-from proto.hostif import ASYNC_EVD, U32, EqWord, Ring
+from proto.eventq import EqWord
+from proto.hostif import ASYNC_EVD, U32, Ring
 from tests.core.flows import Side, connect, pair, side
 from tests.core.harness import Fabric
 

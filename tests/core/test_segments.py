@@ -9,7 +9,7 @@ import pytest
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import EvdFlags, MemPriv, MemType
 from proto.errors import DatInvalidParameter
-from proto.hostif import eq_segment
+from proto.eventq import eq_segment
 from tests.core.harness import Fabric, SimConsumer
 
 

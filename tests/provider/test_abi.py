@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from proto import hostif
+from proto import eventq, hostif
 from proto.frames import MAX_HEADER_LEN, MAX_PROTOCOL_VERSION, MIN_PROTOCOL_VERSION, FrameType
 from tools.datconf import ROOT
 
@@ -29,9 +29,9 @@ def test_ring_constants() -> None:
     assert define("DF_LINE") == hostif.LINE
     assert define("DF_WQ_ENTRIES") == hostif.WQ_ENTRIES
     assert define("DF_WQ_ENTRY_SIZE") == hostif.WQ_ENTRY_SIZE
-    assert define("DF_EQ_ENTRY_SIZE") == hostif.EQ_ENTRY_SIZE
+    assert define("DF_EQ_ENTRY_SIZE") == eventq.EQ_ENTRY_SIZE
     assert define("DF_ASYNC_EVD") == hostif.ASYNC_EVD
-    assert define("DF_EQE_NOTIFIES") == hostif.NOTIFIES
+    assert define("DF_EQE_NOTIFIES") == eventq.NOTIFIES
     full_wqe = hostif.WQE.size + define("DF_WQE_MAX_SEGMENTS") * hostif.SEGMENT.size
     assert full_wqe <= hostif.WQ_ENTRY_SIZE
     assert define("DF_STAGE_BYTES") == hostif.STAGE_BYTES
@@ -46,10 +46,10 @@ def test_words_sit_where_the_daemon_reads_them() -> None:
     # cons_words[i] is at 132 + 4 i, prod_words[i] at 68 + 4 i (struct df_ring_hdr)
     for name, offset in (("DONE", 4), ("STATE", 8), ("HEARD", 12), ("POLL", 16), ("BOUND", 20)):
         assert 132 + 4 * enumerator(f"DF_WQ_{name}") == hostif.CONSUMER_LINE + offset
-    assert 68 + 4 * enumerator("DF_EQ_OVERFLOW") == hostif.EqWord.OVERFLOW
-    assert 68 + 4 * enumerator("DF_EQ_NOTIFIED") == hostif.EqWord.NOTIFIED
-    assert 132 + 4 * enumerator("DF_EQ_ARM") == hostif.EqWord.ARM
-    assert 132 + 4 * enumerator("DF_EQ_WANT") == hostif.EqWord.WANT
+    assert 68 + 4 * enumerator("DF_EQ_OVERFLOW") == eventq.EqWord.OVERFLOW
+    assert 68 + 4 * enumerator("DF_EQ_NOTIFIED") == eventq.EqWord.NOTIFIED
+    assert 132 + 4 * enumerator("DF_EQ_ARM") == eventq.EqWord.ARM
+    assert 132 + 4 * enumerator("DF_EQ_WANT") == eventq.EqWord.WANT
 
 
 def test_frames_and_versions() -> None:

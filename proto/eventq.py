@@ -1,0 +1,72 @@
+"""The host interface's event queues: one ring per EVD that the daemon fills with every event
+of that EVD, in the order it produced them (docs/host-interface.md section 6). Pure: no I/O."""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+from proto.hostif import CONSUMER_LINE, PRODUCER_LINE, Ring, RingError
+
+
+class EqWord:
+    """The words of an event queue beside its indices, as byte offsets from the ring's start
+    (u32 each). The producer's line holds the daemon's, the consumer's line the driver's."""
+
+    OVERFLOW: Final = PRODUCER_LINE + 4  # daemon: 1 once an event found the queue full (lost)
+    NOTIFIED: Final = PRODUCER_LINE + 8  # daemon: the last ARM it answered with a NOTIFY frame
+    ARM: Final = CONSUMER_LINE + 4  # driver: free-running; ARM != NOTIFIED asks for a NOTIFY
+    WANT: Final = CONSUMER_LINE + 8  # driver: ...once at least WANT events are queued (threshold)
+
+
+EQE: Final = struct.Struct("<IBBHIIQII")
+"""An event queue entry's head, 32 bytes: event_number, flags (``NOTIFIES``), reserved (0),
+body length, ep, status, cookie, length, aux; then ``body length`` bytes of msgpack.
+
+DTO_COMPLETION: ep, status, cookie (user_cookie), length (transfered_length), aux (the Dtos).
+RMR_BIND_COMPLETION: ep, status, cookie, aux (the RMR handle). SOFTWARE_EVENT: cookie (the
+pointer value). Every other event: its record's fields after ``evd`` as a msgpack array."""
+NOTIFIES: Final = 0x01
+"""EQE flag: the event wakes a waiter (clear for an UNSIGNALLED completion)."""
+EQ_ENTRY_SIZE: Final = 512
+EQE_BODY_MAX: Final = EQ_ENTRY_SIZE - EQE.size
+
+
+def eq_segment(ia_name: str, evd: int) -> str:
+    """The shared-memory segment of EVD ``evd``'s event queue (the daemon creates it at
+    dat_evd_create, named after the IA and the EVD handle)."""
+    return f"datfabric-{ia_name}-eq{evd}"
+
+
+def eq_ring(view: memoryview, entries: int, producer: bool) -> Ring:
+    """An EVD's event queue, from one side."""
+    return Ring(view, entries, EQ_ENTRY_SIZE, producer)
+
+
+def write_eqe(
+    ring: Ring,
+    number: int,
+    flags: int,
+    fields: tuple[int, int, int, int, int],
+    body: bytes = b"",
+    ahead: int = 0,
+) -> None:
+    """Producer: fill the slot ``ahead`` places past the next one, which the caller checked
+    is free (``fields``: ep, status, cookie, length, aux); the caller publishes."""
+    if len(body) > EQE_BODY_MAX:
+        raise ValueError(f"an event body of {len(body)} bytes does not fit an entry")
+    at = ring.slot(ring.mine + ahead)
+    EQE.pack_into(ring.view, at, number, flags, 0, len(body), *fields)
+    if body:
+        ring.view[at + EQE.size : at + EQE.size + len(body)] = body
+
+
+def read_eqe(ring: Ring, index: int) -> tuple[int, int, tuple[int, int, int, int, int], memoryview]:
+    """Consumer: the entry of ``index`` as (event_number, flags, (ep, status, cookie, length,
+    aux), body); RingError if it is garbage."""
+    at = ring.slot(index)
+    number, flags, reserved, size, ep, status, cookie, length, aux = EQE.unpack_from(ring.view, at)
+    if reserved or size > EQE_BODY_MAX:
+        raise RingError(f"event {index}: reserved byte {reserved} or body length {size}")
+    body = ring.view[at + EQE.size : at + EQE.size + size]
+    return number, flags, (ep, status, cookie, length, aux), body
