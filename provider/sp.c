@@ -167,9 +167,10 @@ DAT_RETURN df_rsp_free(DAT_RSP_HANDLE handle)
 	struct df_sp *sp = df_obj_check(handle, DAT_HANDLE_TYPE_RSP);
 	if (!sp)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RSP);
-	/* An RSP that took its request is gone from the daemon (it listens once), but its handle
-	 * is the program's until dat_rsp_free, as in OFED's dapl: dapltest's performance server
-	 * frees its RSP once the connection is up. The daemon not knowing it is no error then. */
+	/* An RSP that took its request listens no more, but its handle is the program's until
+	 * dat_rsp_free, as in OFED's dapl (dapltest's performance server frees its RSP once the
+	 * connection is up): the daemon keeps it until then. A daemon that is gone (DAT_ABORT)
+	 * or does not know the handle is no error: the program's handle is freed all the same. */
 	DAT_RETURN ret = df_call(sp->obj.ia, "rsp_free", df_pack_handle, sp, NULL);
 	if (ret != DAT_SUCCESS && DAT_GET_TYPE(ret) != DAT_ABORT &&
 	    DAT_GET_TYPE(ret) != DAT_INVALID_HANDLE)

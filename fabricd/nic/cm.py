@@ -181,8 +181,8 @@ class ConnectionManager:
         cr = Cr(self.new_handle(), consumer, link, listener, pdata)
         consumer.crs[cr.handle] = link.cr = cr
         if listener.ep is not None:  # an RSP fires once
-            cr.ep = listener.ep
-            self.listeners.remove(listener)
+            cr.ep, listener.fired = listener.ep, True
+            self.listeners.stop(listener)
             self.eps.input(cr.ep, EpInput.REQUEST_ARRIVED)
         elif listener.flags & PspFlags.PROVIDER:  # an EP with no PZ or EVDs yet
             cr.ep = self.eps.provide(consumer, self.new_handle())
@@ -354,7 +354,7 @@ class ConnectionManager:
         listener = lookup(consumer.psps, handle, subtype, "service point")
         self.listeners.remove(listener)
         ep = listener.ep
-        if ep is None:
+        if ep is None or listener.fired:  # a fired RSP's EP went on with its connection
             return calls.EpMoved(0, 0)
         if ep.state == S.RESERVED:
             self.eps.input(ep, EpInput.RSP_FREE)

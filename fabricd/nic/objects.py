@@ -252,6 +252,7 @@ class Listener:
     flags: int
     ep: Ep | None = None  # RSP only
     backlog: int = 1 << 30  # PSP: the CR EVD's length; requests beyond it are refused
+    fired: bool = False  # RSP only: it took its one request and listens no more
 
 
 @dataclass(eq=False)
@@ -314,10 +315,15 @@ class Listeners:
         listener.consumer.psps[listener.handle] = listener
 
     def remove(self, listener: Listener) -> None:
-        """Stop listening; an RSP's EP no longer has its RSP."""
+        """Stop listening and forget the handle; an RSP's EP no longer has its RSP."""
+        self.stop(listener)
+        listener.consumer.psps.pop(listener.handle, None)
+
+    def stop(self, listener: Listener) -> None:
+        """Stop listening (an RSP that fired: its handle stays the consumer's until
+        dat_rsp_free, which then succeeds, as on OFED's dapl)."""
         if self.by_conn_qual.get(listener.conn_qual) is listener:
             del self.by_conn_qual[listener.conn_qual]
-        listener.consumer.psps.pop(listener.handle, None)
         if listener.ep is not None:
             listener.ep.rsp = None
 

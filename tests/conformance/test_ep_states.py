@@ -501,7 +501,7 @@ def test_reserved_request_gives_passive_cp_and_the_rsp_stops_listening(
     a, b = any_pair
     y = b.end()
     rsp_evd = b.ia.evd_create(QLEN)
-    b.ia.rsp_create(111, y.ep, rsp_evd)
+    rsp = b.ia.rsp_create(111, y.ep, rsp_evd)
     x = a.end()
     x.ep.connect(b.address, 111, WAIT_US, b"for the rsp")
     request = expect(rsp_evd, E.CONNECTION_REQUEST_EVENT)
@@ -517,6 +517,9 @@ def test_reserved_request_gives_passive_cp_and_the_rsp_stops_listening(
     assert_empty(rsp_evd)
     assert_state(y, S.PASSIVE_CONNECTION_PENDING)
     assert_state(x, S.ACTIVE_CONNECTION_PENDING)
+    # the handle stays the consumer's until dat_rsp_free, which succeeds and leaves the EP be
+    rsp.free()
+    assert_state(y, S.PASSIVE_CONNECTION_PENDING)
 
 
 def test_psp_provider_flag_request_gives_new_ep_in_tentative_cp(hosts: tuple[Host, Host]) -> None:
