@@ -1,6 +1,7 @@
 """Hostile input by the hundred thousand, in memory: a seeded generator feeds each plane of a
-node (consumer calls and frames, peer frames before and after the cluster key is proved, and
-work-queue entries) while an established pair beside it keeps writing and checking its bytes.
+node (consumer calls and frames, peer frames before and after the cluster key is proved,
+work-queue entries, and receive entries in a shared receive queue's ring) while an established
+pair beside it keeps writing and checking its bytes.
 
 Every input must end as one of: an answer, a DAT_RETURN, an error completion, or one closed
 connection with a ProtocolError. Anything else a handler raises reaches the test (the shell
@@ -283,7 +284,65 @@ def ring_plane(live: Live, rng: random.Random) -> Iterator[bool]:
         yield gone
 
 
-PLANES = {"consumer": consumer_plane, "peer": peer_plane, "rings": ring_plane}
+def _srq_side(live: Live) -> tuple[Side, Side, int, Ring]:
+    """A consumer beside the pair's target whose EP takes its receives from an SRQ, connected
+    from one beside the initiator (whose Sends consume them)."""
+    s = side(live.fabric, live.a.c.node)
+    t = side(live.fabric, live.b.c.node)
+    core = t.c.core
+    srq = t.c.call(core.srq_create(t.pz, 64, 2, 0))
+    ep = t.c.call(core.ep_create_with_srq(t.pz, t.evd, t.evd, t.evd, srq, None))
+    t = Side(t.c, t.pz, t.evd, ep, t.address, t.size, t.lmr)
+    psp = t.c.call(core.psp_create(3, t.evd, PspFlags.CONSUMER))
+    connect(live.fabric, s, t, conn_qual=3, psp=False)
+    t.c.call(core.psp_free(psp))
+    return s, t, srq, core.srq(srq).ring
+
+
+def srq_plane(live: Live, rng: random.Random) -> Iterator[bool]:
+    """Receive entries of random fields in an SRQ's ring (now and then a wild producer
+    index), followed by the doorbell naming the SRQ; now and then a Send that takes one."""
+    s, t, srq, ring = _srq_side(live)
+    while True:
+        if rng.random() < 0.02:
+            set_u32(ring.view, PRODUCER_LINE, rng.randrange(2**32))
+        else:
+            _receive_entry(rng, t, live, ring)
+            ring.publish()
+        t.c.send(encode(FrameType.DOORBELL, srq))
+        if rng.random() < 0.3 and not s.c.closed_for:
+            s.c.post(Dtos.SEND, s.ep, [s.triplet(0, rng.choice((0, 1, 64, 4096)))], 1, None, 0)
+        live.fabric.run()
+        s.events()
+        t.events()  # taken, so the EVDs never overflow
+        gone = bool(t.c.closed_for)
+        if gone:
+            s.c.close()
+            live.fabric.run()
+            live.fabric.forget_ended()
+            s, t, srq, ring = _srq_side(live)
+        yield gone
+
+
+def _receive_entry(rng: random.Random, t: Side, live: Live, ring: Ring) -> None:
+    """A RECEIVE at the producer's next slot: mostly plausible (this consumer's LMR at and
+    past its edges, or another's), now and then wild in every field."""
+    wild = rng.random() < 0.1
+    nseg = rng.choice((0, 3, 17, 65535)) if wild else rng.choice((0, 1, 1, 2))
+    opcode = rng.choice(OPCODES) if wild else Opcode.RECEIVE
+    WQE.pack_into(ring.view, ring.slot(ring.mine), opcode, rng.choice((1, 255)) if wild else 0,
+                  nseg & 0xFFFF, rng.choice((0, 1, 2**32 - 1)), rng.randrange(2**64), 0, 0, 0,
+                  64 if wild else 0, rng.choice(OPERANDS) if wild else 0, 0)  # fmt: skip
+    targets = [(t.address, t.size, t.lmr.lmr_context), live.b.triplet(), live.a.triplet()]
+    for i in range(min(nseg, 16)):
+        address, size, context = rng.choice(targets)
+        offset = rng.choice((0, 1, size - 1, size, size + 4096))
+        length = rng.choice((0, 1, 64, size, 2**32 - 1))
+        SEGMENT.pack_into(ring.view, ring.slot(ring.mine) + WQE.size + i * SEGMENT.size,
+                          (address + offset) % 2**64, length, context)  # fmt: skip
+
+
+PLANES = {"consumer": consumer_plane, "peer": peer_plane, "rings": ring_plane, "srq": srq_plane}
 
 
 @pytest.mark.timeout(0)  # the run's length is set by DATFABRIC_FUZZ_INPUTS
