@@ -15,24 +15,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "data_side.h"
 
 #define CONN_QUAL 4713
-#define WAIT_US (20 * 1000 * 1000)
 #define SETTLE_US (5 * 1000 * 1000)
 #define BUF_LEN 65536
-#define PRIVS (DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG | \
-	       DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
-#define ATOMIC_PRIVS (PRIVS | DAT_IB_MEM_PRIV_REMOTE_ATOMIC)
+#define ATOMIC_PRIVS (ALL_PRIVS | DAT_IB_MEM_PRIV_REMOTE_ATOMIC)
 #define WINDOW_PRIVS (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG | \
 		      DAT_IB_MEM_PRIV_REMOTE_ATOMIC)
 #define DEFAULT DAT_COMPLETION_DEFAULT_FLAG
 
 /* One side: an IA, its PZ, EVDs, an EP and its registered memory. */
 struct side {
-	DAT_IA_HANDLE ia;
-	DAT_EVD_HANDLE async_evd, conn_evd, dto_evd, cr_evd;
-	DAT_PZ_HANDLE pz;
+	struct base b;
 	DAT_EP_HANDLE ep;
 	unsigned char *buf; /* BUF_LEN bytes, registered with ATOMIC_PRIVS */
 	DAT_LMR_HANDLE lmr;
@@ -45,51 +40,19 @@ struct side {
 	DAT_RMR_CONTEXT plain_rmr_context;
 };
 
-static DAT_LMR_HANDLE register_va(struct side *s, DAT_PZ_HANDLE pz, void *at, DAT_VLEN len,
-				  DAT_MEM_PRIV_FLAGS privs, DAT_LMR_CONTEXT *lctx,
-				  DAT_RMR_CONTEXT *rctx)
-{
-	DAT_REGION_DESCRIPTION region = {.for_va = at};
-	DAT_LMR_HANDLE lmr = DAT_HANDLE_NULL;
-	DAT_VLEN size = 0;
-	DAT_VADDR address = 0;
-	CHECK_RET(dat_lmr_create(s->ia, DAT_MEM_TYPE_VIRTUAL, region, len, pz, privs,
-				 DAT_VA_TYPE_VA, &lmr, lctx, rctx, &size, &address),
-		  DAT_SUCCESS);
-	CHECK(size == len && address == (DAT_VADDR)(uintptr_t)at);
-	return lmr;
-}
-
 static void open_side(struct side *s, char *name)
 {
 	memset(s, 0, sizeof(*s));
-	DAT_RETURN ret = dat_ia_open(name, 8, &s->async_evd, &s->ia);
-	if (ret != DAT_SUCCESS) {
-		printf("FAILED: dat_ia_open(%s) gave 0x%08x\n", name, (unsigned)ret);
-		exit(1);
-	}
-	CHECK_RET(dat_pz_create(s->ia, &s->pz), DAT_SUCCESS);
-	CHECK_RET(dat_evd_create(s->ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &s->conn_evd),
+	open_base(&s->b, name, DAT_EVD_RMR_BIND_FLAG);
+	CHECK_RET(dat_ep_create(s->b.ia, s->b.pz, s->b.dto_evd, s->b.dto_evd, s->b.conn_evd, NULL,
+				&s->ep),
 		  DAT_SUCCESS);
-	CHECK_RET(dat_evd_create(s->ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &s->cr_evd),
-		  DAT_SUCCESS);
-	CHECK_RET(dat_evd_create(s->ia, 32, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG,
-				 &s->dto_evd),
-		  DAT_SUCCESS);
-	CHECK_RET(dat_ep_create(s->ia, s->pz, s->dto_evd, s->dto_evd, s->conn_evd, NULL, &s->ep),
-		  DAT_SUCCESS);
-	s->buf = aligned_alloc(64, BUF_LEN);
-	s->plain = aligned_alloc(64, 4096);
-	if (!s->buf || !s->plain) {
-		printf("FAILED: no memory\n");
-		exit(1);
-	}
-	memset(s->buf, 0, BUF_LEN);
-	memset(s->plain, 0, 4096);
+	s->buf = zeroed(BUF_LEN);
+	s->plain = zeroed(4096);
 	s->address = (DAT_VADDR)(uintptr_t)s->buf;
-	s->lmr = register_va(s, s->pz, s->buf, BUF_LEN, ATOMIC_PRIVS, &s->lmr_context,
+	s->lmr = register_va(&s->b, s->b.pz, s->buf, BUF_LEN, ATOMIC_PRIVS, &s->lmr_context,
 			     &s->rmr_context);
-	s->plain_lmr = register_va(s, s->pz, s->plain, 4096, PRIVS, &s->plain_lmr_context,
+	s->plain_lmr = register_va(&s->b, s->b.pz, s->plain, 4096, ALL_PRIVS, &s->plain_lmr_context,
 				   &s->plain_rmr_context);
 }
 
@@ -98,16 +61,11 @@ static void close_side(struct side *s)
 	CHECK_RET(dat_ep_free(s->ep), DAT_SUCCESS);
 	CHECK_RET(dat_lmr_free(s->plain_lmr), DAT_SUCCESS);
 	CHECK_RET(dat_lmr_free(s->lmr), DAT_SUCCESS);
-	CHECK_RET(dat_evd_free(s->dto_evd), DAT_SUCCESS);
-	CHECK_RET(dat_evd_free(s->cr_evd), DAT_SUCCESS);
-	CHECK_RET(dat_evd_free(s->conn_evd), DAT_SUCCESS);
-	CHECK_RET(dat_pz_free(s->pz), DAT_SUCCESS);
-	CHECK_RET(dat_ia_close(s->ia, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+	close_base(&s->b);
 	free(s->buf);
 	free(s->plain);
 }
 
-#define WAIT(evd, want) wait_event_at((evd), (want), WAIT_US, __LINE__)
 
 /* The next event on ``evd`` is an IB extension's DTO completion: DAT_IB_DTO_EVENT of
  * ``operation`` with ``cookie`` and ``status``, its extension data of ``type`` with the status
@@ -154,7 +112,7 @@ static void check_attributes(const struct side *s)
 {
 	DAT_IA_ATTR ia_attr;
 	DAT_PROVIDER_ATTR pr_attr;
-	CHECK_RET(dat_ia_query(s->ia, NULL, DAT_IA_FIELD_ALL, &ia_attr, DAT_PROVIDER_FIELD_ALL,
+	CHECK_RET(dat_ia_query(s->b.ia, NULL, DAT_IA_FIELD_ALL, &ia_attr, DAT_PROVIDER_FIELD_ALL,
 			       &pr_attr),
 		  DAT_SUCCESS);
 	CHECK(ia_attr.extension_supported == DAT_EXTENSION_IB);
@@ -170,25 +128,6 @@ static void check_attributes(const struct side *s)
 			printf("FAILED: provider attribute %s is %s\n", names[n], value ? value : "absent");
 		CHECK(value && !strcmp(value, "TRUE"));
 	}
-}
-
-/* b connects to a's PSP; a accepts; both see ESTABLISHED. */
-static void connect_sides(struct side *a, struct side *b)
-{
-	DAT_IA_ATTR attr;
-	DAT_PSP_HANDLE psp;
-	CHECK_RET(dat_ia_query(a->ia, NULL, DAT_IA_FIELD_ALL, &attr, 0, NULL), DAT_SUCCESS);
-	CHECK_RET(dat_psp_create(a->ia, CONN_QUAL, a->cr_evd, DAT_PSP_CONSUMER_FLAG, &psp),
-		  DAT_SUCCESS);
-	CHECK_RET(dat_ep_connect(b->ep, attr.ia_address_ptr, CONN_QUAL, WAIT_US, 0, NULL,
-				 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-		  DAT_SUCCESS);
-	DAT_EVENT ev = WAIT(a->cr_evd, DAT_CONNECTION_REQUEST_EVENT);
-	CHECK_RET(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, a->ep, 0, NULL),
-		  DAT_SUCCESS);
-	WAIT(b->conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED);
-	WAIT(a->conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED);
-	CHECK_RET(dat_psp_free(psp), DAT_SUCCESS);
 }
 
 /* Before the connection: the three are refused as the posts they are modelled on. */
@@ -217,14 +156,14 @@ static void check_argument_errors(struct side *a, struct side *b)
 #define BAD(n) ERR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG##n)
 
 	/* the handle: an EP of this provider */
-	CHECK_RET(dat_ib_post_fetch_and_add(b->pz, 1, &l, c, &r, DEFAULT), bad_ep);
-	CHECK_RET(dat_ib_post_cmp_and_swap(b->dto_evd, 0, 1, &l, c, &r, DEFAULT), bad_ep);
-	CHECK_RET(dat_ib_post_rdma_write_immed(b->pz, 1, &l, c, &r, 7, DEFAULT), bad_ep);
+	CHECK_RET(dat_ib_post_fetch_and_add(b->b.pz, 1, &l, c, &r, DEFAULT), bad_ep);
+	CHECK_RET(dat_ib_post_cmp_and_swap(b->b.dto_evd, 0, 1, &l, c, &r, DEFAULT), bad_ep);
+	CHECK_RET(dat_ib_post_rdma_write_immed(b->b.pz, 1, &l, c, &r, 7, DEFAULT), bad_ep);
 
 	/* the rest of the extension is not offered */
 	DAT_UINT64 counters[4] = {0};
 	CHECK_RET(dat_ib_post_send_ud(ep, 1, &l, NULL, c, DEFAULT), unsupported);
-	CHECK_RET(dat_extension_op(b->ia, DAT_IB_QUERY_COUNTERS_OP, 0, counters, 0), unsupported);
+	CHECK_RET(dat_extension_op(b->b.ia, DAT_IB_QUERY_COUNTERS_OP, 0, counters, 0), unsupported);
 	CHECK_RET(dat_extension_op(ep, DAT_IB_COLLECTIVE_BARRIER_OP, NULL, c, DEFAULT), unsupported);
 
 	/* fetch_and_add(ep 1, op 2, add_val 3, lbuf 4, cookie 5, rbuf 6, flags 7) */
@@ -256,13 +195,14 @@ static void check_argument_errors(struct side *a, struct side *b)
 	CHECK_RET(dat_ib_post_fetch_and_add(ep, 1, &unknown, c, &r, DEFAULT), privileges);
 	CHECK_RET(dat_ib_post_cmp_and_swap(ep, 0, 1, &unknown, c, &r, DEFAULT), privileges);
 	DAT_LMR_CONTEXT ro_context, other_context;
-	DAT_LMR_HANDLE ro = register_va(b, b->pz, b->buf, 64, DAT_MEM_PRIV_LOCAL_READ_FLAG,
+	DAT_LMR_HANDLE ro = register_va(&b->b, b->b.pz, b->buf, 64, DAT_MEM_PRIV_LOCAL_READ_FLAG,
 					&ro_context, NULL);
 	DAT_LMR_TRIPLET read_only = {b->address, 8, ro_context};
 	CHECK_RET(dat_ib_post_fetch_and_add(ep, 1, &read_only, c, &r, DEFAULT), privileges);
 	DAT_PZ_HANDLE other_pz;
-	CHECK_RET(dat_pz_create(b->ia, &other_pz), DAT_SUCCESS);
-	DAT_LMR_HANDLE other = register_va(b, other_pz, b->buf, 64, PRIVS, &other_context, NULL);
+	CHECK_RET(dat_pz_create(b->b.ia, &other_pz), DAT_SUCCESS);
+	DAT_LMR_HANDLE other =
+		register_va(&b->b, other_pz, b->buf, 64, ALL_PRIVS, &other_context, NULL);
 	DAT_LMR_TRIPLET elsewhere = {b->address, 8, other_context};
 	CHECK_RET(dat_ib_post_cmp_and_swap(ep, 0, 1, &elsewhere, c, &r, DEFAULT),
 		  ERR(DAT_PROTECTION_VIOLATION, 0));
@@ -288,7 +228,7 @@ static void check_argument_errors(struct side *a, struct side *b)
 	CHECK_RET(dat_pz_free(other_pz), DAT_SUCCESS);
 	CHECK_RET(dat_lmr_free(ro), DAT_SUCCESS);
 	DAT_EVENT none;
-	CHECK_RET(dat_evd_dequeue(b->dto_evd, &none), DAT_QUEUE_EMPTY); /* nothing was posted */
+	CHECK_RET(dat_evd_dequeue(b->b.dto_evd, &none), DAT_QUEUE_EMPTY); /* nothing was posted */
 }
 
 /* fetch_and_add and cmp_and_swap into a's memory: the original value comes back into b's. */
@@ -303,19 +243,19 @@ static void check_atomics(struct side *a, struct side *b)
 	DAT_RMR_TRIPLET r = {a->address, 8, a->rmr_context};
 	DAT_DTO_COOKIE c = {.as_64 = 0x10};
 	CHECK_RET(dat_ib_post_fetch_and_add(b->ep, 5, &l, c, &r16, DEFAULT), DAT_SUCCESS);
-	WAIT_IB(b->dto_evd, DAT_IB_DTO_FETCH_ADD, 0x10, DAT_DTO_SUCCESS, DAT_IB_FETCH_AND_ADD, NULL);
+	WAIT_IB(b->b.dto_evd, DAT_IB_DTO_FETCH_ADD, 0x10, DAT_DTO_SUCCESS, DAT_IB_FETCH_AND_ADD, NULL);
 	CHECK(word_at(result) == 100 && word_at(target) == 105);
 	CHECK(word_at(target + 8) == 0x1111111111111111u);
 
 	c.as_64 = 0x11; /* matching: swapped */
 	CHECK_RET(dat_ib_post_cmp_and_swap(b->ep, 105, 7, &l, c, &r, DEFAULT), DAT_SUCCESS);
-	WAIT_IB(b->dto_evd, DAT_IB_DTO_CMP_SWAP, 0x11, DAT_DTO_SUCCESS, DAT_IB_CMP_AND_SWAP, NULL);
+	WAIT_IB(b->b.dto_evd, DAT_IB_DTO_CMP_SWAP, 0x11, DAT_DTO_SUCCESS, DAT_IB_CMP_AND_SWAP, NULL);
 	CHECK(word_at(result) == 105 && word_at(target) == 7);
 
 	c.as_64 = 0x12; /* not matching: left alone, the value still returned */
 	set_word(result, 0);
 	CHECK_RET(dat_ib_post_cmp_and_swap(b->ep, 1, 9, &l, c, &r, DEFAULT), DAT_SUCCESS);
-	WAIT_IB(b->dto_evd, DAT_IB_DTO_CMP_SWAP, 0x12, DAT_DTO_SUCCESS, DAT_IB_CMP_AND_SWAP, NULL);
+	WAIT_IB(b->b.dto_evd, DAT_IB_DTO_CMP_SWAP, 0x12, DAT_DTO_SUCCESS, DAT_IB_CMP_AND_SWAP, NULL);
 	CHECK(word_at(result) == 7 && word_at(target) == 7);
 
 	/* a 64-bit add wraps, and the result may land anywhere 8 bytes fit in b's LMR */
@@ -324,7 +264,7 @@ static void check_atomics(struct side *a, struct side *b)
 	DAT_RMR_TRIPLET r2 = {a->address + 64, 8, a->rmr_context};
 	c.as_64 = 0x13;
 	CHECK_RET(dat_ib_post_fetch_and_add(b->ep, 2, &l2, c, &r2, DEFAULT), DAT_SUCCESS);
-	WAIT_IB(b->dto_evd, DAT_IB_DTO_FETCH_ADD, 0x13, DAT_DTO_SUCCESS, DAT_IB_FETCH_AND_ADD, NULL);
+	WAIT_IB(b->b.dto_evd, DAT_IB_DTO_FETCH_ADD, 0x13, DAT_DTO_SUCCESS, DAT_IB_FETCH_AND_ADD, NULL);
 	CHECK(word_at(result + 333) == UINT64_MAX && word_at(target + 64) == 1);
 
 }
@@ -351,11 +291,11 @@ static void check_write_immed(struct side *a, struct side *b)
 			  DAT_SUCCESS);
 		DAT_VLEN length = 0;
 		DAT_IB_EXTENSION_EVENT_DATA x =
-			WAIT_IB(b->dto_evd, DAT_IB_DTO_RDMA_WRITE_IMMED, 0x30 + i, DAT_DTO_SUCCESS,
+			WAIT_IB(b->b.dto_evd, DAT_IB_DTO_RDMA_WRITE_IMMED, 0x30 + i, DAT_DTO_SUCCESS,
 				DAT_IB_RDMA_WRITE_IMMED, &length);
 		CHECK(length == 1000 && x.val.immed.data == 0);
 		length = 0;
-		x = WAIT_IB(a->dto_evd, DAT_IB_DTO_RECV_IMMED, 0x20 + i, DAT_DTO_SUCCESS,
+		x = WAIT_IB(a->b.dto_evd, DAT_IB_DTO_RECV_IMMED, 0x20 + i, DAT_DTO_SUCCESS,
 			    DAT_IB_RDMA_WRITE_IMMED_DATA, &length);
 		CHECK(length == 1000 && x.val.immed.data == immediate);
 		CHECK(!memcmp(into, from, 1000));
@@ -371,17 +311,17 @@ static void check_window_atomic(struct side *a, struct side *b)
 	DAT_RMR_CONTEXT window;
 	DAT_RMR_COOKIE rc = {.as_64 = 0x77};
 	DAT_LMR_TRIPLET range = {a->address + 4096, 4096, a->lmr_context};
-	CHECK_RET(dat_rmr_create(a->pz, &rmr), DAT_SUCCESS);
+	CHECK_RET(dat_rmr_create(a->b.pz, &rmr), DAT_SUCCESS);
 	CHECK_RET(dat_rmr_bind(rmr, a->lmr, &range, WINDOW_PRIVS, DAT_VA_TYPE_VA, a->ep, rc,
 			       DEFAULT, &window),
 		  DAT_SUCCESS);
-	DAT_EVENT ev = WAIT(a->dto_evd, DAT_RMR_BIND_COMPLETION_EVENT);
+	DAT_EVENT ev = WAIT(a->b.dto_evd, DAT_RMR_BIND_COMPLETION_EVENT);
 	CHECK(ev.event_data.rmr_completion_event_data.status == DAT_RMR_BIND_SUCCESS);
 	set_word(target, 40);
 	DAT_RMR_TRIPLET through = {(DAT_VADDR)(uintptr_t)target, 8, window};
 	DAT_DTO_COOKIE c = {.as_64 = 0x14};
 	CHECK_RET(dat_ib_post_cmp_and_swap(b->ep, 40, 41, &l, c, &through, DEFAULT), DAT_SUCCESS);
-	WAIT_IB(b->dto_evd, DAT_IB_DTO_CMP_SWAP, 0x14, DAT_DTO_SUCCESS, DAT_IB_CMP_AND_SWAP, NULL);
+	WAIT_IB(b->b.dto_evd, DAT_IB_DTO_CMP_SWAP, 0x14, DAT_DTO_SUCCESS, DAT_IB_CMP_AND_SWAP, NULL);
 	CHECK(word_at(result) == 40 && word_at(target) == 41);
 	CHECK_RET(dat_rmr_free(rmr), DAT_SUCCESS);
 }
@@ -394,7 +334,7 @@ static void check_refused_atomic(struct side *a, struct side *b)
 	DAT_RMR_TRIPLET r = {(DAT_VADDR)(uintptr_t)a->plain, 8, a->plain_rmr_context};
 	DAT_DTO_COOKIE c = {.as_64 = 0x40};
 	CHECK_RET(dat_ib_post_fetch_and_add(b->ep, 1, &l, c, &r, DEFAULT), DAT_SUCCESS);
-	WAIT_IB(b->dto_evd, DAT_IB_DTO_FETCH_ADD, 0x40, DAT_DTO_ERR_REMOTE_ACCESS,
+	WAIT_IB(b->b.dto_evd, DAT_IB_DTO_FETCH_ADD, 0x40, DAT_DTO_ERR_REMOTE_ACCESS,
 		DAT_IB_FETCH_AND_ADD, NULL);
 	CHECK(word_at(a->plain) == 5);
 }
@@ -405,7 +345,7 @@ static void settle(struct side *s)
 {
 	DAT_EVENT ev;
 	DAT_COUNT nmore;
-	if (dat_evd_wait(s->conn_evd, SETTLE_US, 1, &ev, &nmore) == DAT_SUCCESS)
+	if (dat_evd_wait(s->b.conn_evd, SETTLE_US, 1, &ev, &nmore) == DAT_SUCCESS)
 		CHECK(ev.event_number == DAT_CONNECTION_EVENT_BROKEN);
 }
 
@@ -422,7 +362,7 @@ int main(int argc, char **argv)
 	check_attributes(&a);
 	check_unconnected(&a, &b);
 	if (!failures)
-		connect_sides(&a, &b);
+		accept_connection(&a.b, a.ep, &b.b, b.ep, CONN_QUAL);
 	if (!failures)
 		check_argument_errors(&a, &b);
 	if (!failures)

@@ -101,21 +101,23 @@ def test_ib_extensions(
         passes([str(where / "ib_ext"), "dfa", "dfb"], {**os.environ, "DAT_OVERRIDE": str(path)})
 
 
+@pytest.mark.parametrize("program", ["srq_basic", "srq_errors"])
 @pytest.mark.parametrize("variant", ["plain", "asan"])
 def test_srq_shared_receive_queues(
-    build: Path, start: StartNode, tmp_path: Path, variant: str
+    build: Path, start: StartNode, tmp_path: Path, variant: str, program: str
 ) -> None:
-    """Two IAs of one C program, connected through one daemon's local path: dat_srq_create,
-    _query, _post_recv, _resize, _set_lw, _free and dat_ep_create_with_srq with their argument
-    errors (the daemon's answers passed through), two EPs of one SRQ taking its receives in
-    posting order (a Write with immediate data too), a Send waiting for a receive until one is
-    posted to the SRQ, the low watermark event once per dat_srq_set_lw (during the call when
-    already below), EP_BROKEN on the async EVD when an EP of the SRQ leaves, dat_srq_free
-    refused while an EP uses it, dat_ep_post_recv on such an EP refused, the resize rules."""
+    """srq_basic: two IAs of one C program, connected through one daemon's local path, two EPs
+    of one SRQ taking its receives in posting order (a Write with immediate data too), a Send
+    waiting for a receive until one is posted to the SRQ, the low watermark event once per
+    dat_srq_set_lw (during the call when already below), EP_BROKEN on the async EVD when an
+    EP of the SRQ leaves. srq_errors: the SRQ attributes, dat_srq_create, _query, _post_recv,
+    _resize, _set_lw, _free and dat_ep_create_with_srq with their argument errors (the
+    daemon's answers passed through), dat_srq_free refused while an EP uses it,
+    dat_ep_post_recv on such an EP refused, the resize rules."""
     node = start("c1")
     where = build if variant == "plain" else build / "asan"
     env = conf(tmp_path, node.socket, where / "libdatfabric.so")
-    passes([str(where / "srq_basic"), "df"], env)
+    passes([str(where / program), "df"], env)
 
 
 @pytest.mark.parametrize("variant", ["plain", "asan"])
