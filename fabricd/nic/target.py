@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from fabricd.memory import MemoryRegistry
+from fabricd.memory import MemoryRegistry, Span
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.events import Events
 from fabricd.nic.objects import Ep, PeerLink, Recv
@@ -246,18 +246,18 @@ class Target:
         ):
             raise MalformedFrame(f"atomic {opcode!r} of {operand!r}, {compare!r}")
         assert type(operand) is int and type(compare) is int
-        view = self._atomic_target(ep, address, rmr_context)
-        if view is None:
+        target = self._atomic_target(ep, address, rmr_context)
+        if target is None:
             link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
             self._refuse(link)
             return
+        view, spans = target
         original = int.from_bytes(view, "little")
         if opcode == Opcode.FETCH_ADD:
             view[:] = ((original + operand) & _U64).to_bytes(ATOMIC_BYTES, "little")
         elif original == compare:
             view[:] = operand.to_bytes(ATOMIC_BYTES, "little")
         assert type(address) is int and type(rmr_context) is int
-        spans = self.memory.remote_spans(rmr_context, address, ATOMIC_BYTES)
         if spans and not self.memory.store(spans):
             log.info("atomic at %#x: the buffer is gone from its process", address)
             link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
@@ -269,17 +269,22 @@ class Target:
         link.acked = seq
         link.ack_due = True
 
-    def _atomic_target(self, ep: Ep, address: object, rmr_context: object) -> memoryview | None:
-        """The 8 bytes an atomic may change, fetched from their process if it owns them; None
-        if the key, REMOTE_ATOMIC privilege, PZ, range or alignment fails."""
+    def _atomic_target(
+        self, ep: Ep, address: object, rmr_context: object
+    ) -> tuple[memoryview, list[Span]] | None:
+        """The 8 bytes an atomic may change (fetched from their process if it owns them) and
+        their spans there, to store the result; None if the key, REMOTE_ATOMIC privilege, PZ,
+        range or alignment fails."""
         if type(address) is not int or type(rmr_context) is not int or address % ATOMIC_BYTES:
             return None
         need = MemPriv.REMOTE_ATOMIC
         view = self.memory.remote(rmr_context, address, ATOMIC_BYTES, need, ep.pz, ep.handle)
-        spans = self.memory.remote_spans(rmr_context, address, ATOMIC_BYTES) if view else []
+        if view is None:
+            return None
+        spans = self.memory.remote_spans(rmr_context, address, ATOMIC_BYTES)
         if spans and not self.memory.fetch(spans):
             return None
-        return view
+        return view, spans
 
     def _readable(
         self, ep: Ep, address: object, rmr_context: object, length: object
