@@ -247,14 +247,18 @@ class Ia(HandleCalls):
         timeout: int,
         dead_ok: bool = False,
         arm: Callable[[], None] | None = None,
+        spin: float = 0.0,
     ) -> None:
-        """Until ``ready()``: read the socket, sleeping in it after ``arm()`` asked the daemon
-        for a NOTIFY; DAT_TIMEOUT_EXPIRED after ``timeout`` µs."""
+        """Until ``ready()``: look for ``spin`` seconds, then read the socket, sleeping in it
+        after ``arm()`` asked the daemon for a NOTIFY; DAT_TIMEOUT_EXPIRED after ``timeout``
+        µs."""
         if ready():
             return
         deadline = None if timeout == TIMEOUT_INFINITE else time.monotonic() + timeout / 1e6
         self._pump(0)
         self.kick()
+        if spin and self._spun(ready, min(spin, timeout / 1e6)):
+            return
         while True:
             if arm is not None and not self.core.catastrophic:
                 arm()  # then look once more: what came before the ARM is seen now
@@ -270,6 +274,17 @@ class Ia(HandleCalls):
             self._pump(remaining)
             if ready():  # woken with what it waited for: no new ARM left behind
                 return
+
+    @staticmethod
+    def _spun(ready: Callable[[], bool], spin: float) -> bool:
+        """Poll ``ready()`` for ``spin`` seconds, yielding the CPU between looks (the daemons,
+        which produce the events, may share it)."""
+        end = time.perf_counter() + spin
+        while time.perf_counter() < end:
+            if ready():
+                return True
+            os.sched_yield()
+        return False
 
     def lmr_create(
         self,

@@ -79,6 +79,7 @@ class EventPath:
                 event = Event(
                     _DTO_COMPLETION, evd.handle, ep, cookie, status, length, op, notify=notify
                 )
+                evd.dto_bytes += (length - evd.dto_bytes) // 8
             else:
                 event = self._event(*decode_event(evd.handle, raw, flags, head, body))
             evd.from_ring += 1

@@ -49,6 +49,7 @@ class Evd(Handle):
                     timeout,
                     dead_ok=self.handle == ASYNC_EVD,
                     arm=lambda: core.arm((evd,), threshold),
+                    spin=evd.spin,
                 )
         except DatTimeoutExpired:
             raise core.evd_timeout(evd, threshold, timeout) from None

@@ -15,6 +15,9 @@ from proto.eventq import EqWord
 from proto.hostif import U32, Ring, Word
 from proto.schema import Empty
 
+POLL_SPIN_US = 250  # dat_evd_wait polls this long before sleeping (the C driver's DF_POLL_SPIN_US)
+POLL_BULK = 16384  # ...unless the EVD's DTO completions average this many bytes (DF_POLL_BULK)
+
 
 @dataclass(frozen=True, slots=True)
 class Call:
@@ -79,6 +82,14 @@ class EvdState:
     armed: int = 0  # the driver's copy of ARM
     enabled: bool = True  # dat_evd_disable: its events wake no CNO waiter
     waitable: bool = True  # dat_evd_set_unwaitable: dat_evd_wait refuses
+    dto_bytes: int = 0  # the running mean of its DTO completions' transferred lengths
+
+    @property
+    def spin(self) -> float:
+        """Seconds dat_evd_wait polls the ring before it arms and sleeps: small transfers
+        complete within one round trip of the daemons, which a sleep and a NOTIFY would double;
+        bulk ones keep the daemons copying, and a spinner would take their core."""
+        return 0.0 if self.dto_bytes >= POLL_BULK else POLL_SPIN_US / 1e6
 
     @property
     def overflowed(self) -> bool:

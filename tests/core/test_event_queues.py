@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from client.records import POLL_BULK, POLL_SPIN_US
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos, EventNumber
 from proto.constants import EventNumber as E
@@ -106,3 +107,21 @@ def test_a_consumer_index_out_of_reach_closes_that_ia_only(skew: int) -> None:
     assert b.log() == [(E.CONNECTION_EVENT_DISCONNECTED, b""), (DTO, 7, St.DTO_ERR_FLUSHED, 0)]
     other = a.c.fabric.add_consumer(a.c.node)  # the daemon serves on
     assert type(other.call(other.core.pz_create())) is int
+
+
+def test_a_waiter_spins_on_small_completions_and_sleeps_at_once_on_bulk_ones() -> None:
+    fabric, a, b = pair(size=64 * 1024)
+    state = a.c.core.evds[a.evd]
+    assert state.spin == POLL_SPIN_US / 1e6, "nothing completed yet: a wait looks first"
+    for cookie in range(8):
+        a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(0, 64)], cookie, b.rmr(0, 64), 0)
+    fabric.run()
+    a.events()
+    assert state.dto_bytes < POLL_BULK and state.spin == POLL_SPIN_US / 1e6
+    bulk = 0
+    while state.spin:
+        a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet()], 100 + bulk, b.rmr(), 0)
+        fabric.run()
+        a.events()
+        bulk += 1
+    assert bulk == 3, "a running mean of weight 1/8: the third 64 KiB completion crosses 16 KiB"
