@@ -1,10 +1,11 @@
-"""Batched RDMA Writes on the peer wire: many small Writes to one peer in one frame.
+"""Batched RDMA Writes and Sends on the peer wire: many small requests to one peer in one frame.
 
 A WRITES frame is ``[WRITES, payload_len, seq, ops]``: ``ops`` lists ``[address, rmr_context,
 length]`` for the requests ``seq``, ``seq + 1``, ... in order, and the payload is their bytes one
-after the other (``payload_len`` is the sum of the lengths). Each operation keeps its own
-sequence number, so ACKs, NAKs, duplicates and flush order mean what they mean for single WRITE
-frames: the target executes them one by one, as if they had come as WRITE frames.
+after the other (``payload_len`` is the sum of the lengths). A SENDS frame is ``[SENDS,
+payload_len, seq, lengths]``, the same for Sends. Each operation keeps its own sequence number,
+so ACKs, NAKs, duplicates and flush order mean what they mean for single frames: the target
+executes them one by one, as if they had come as WRITE or SEND frames.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from proto.errors import MalformedFrame
 from proto.frames import FrameType
 
 MAX_OPS: Final = 256
-"""Most operations one WRITES frame may carry."""
+"""Most operations one WRITES or SENDS frame may carry."""
 MAX_OP_BYTES: Final = 16 * 1024
-"""A Write larger than this goes alone: batching saves per-frame costs, not copies."""
+"""A Write or Send larger than this goes alone: batching saves per-frame costs, not copies."""
 MAX_BATCH_BYTES: Final = 256 * 1024
-"""Largest payload a sender puts in one WRITES frame."""
+"""Largest payload a sender puts in one WRITES or SENDS frame."""
 
 WriteOp = tuple[int, int, int]
 """(address, rmr_context, length) of one Write in a batch."""
@@ -58,12 +59,30 @@ def parse_writes(frame: Frame) -> tuple[int, list[WriteOp]]:
     return seq, parsed
 
 
+def encode_sends(seq: int, lengths: list[int]) -> bytes:
+    """The header of a SENDS frame: Sends of ``lengths`` bytes from sequence number ``seq``."""
+    return encode(FrameType.SENDS, seq, lengths, payload_len=sum(lengths))
+
+
+def parse_sends(frame: Frame) -> tuple[int, list[int]]:
+    """The first sequence number and the lengths of a SENDS frame (MalformedFrame if the
+    header is not that)."""
+    seq, lengths = frame.fields
+    if type(seq) is not int or seq < 1:
+        raise MalformedFrame("a SENDS frame's sequence number must be a positive integer")
+    if type(lengths) is not list or not 0 < len(lengths) <= MAX_OPS:
+        raise MalformedFrame(f"a SENDS frame carries 1..{MAX_OPS} operations")
+    if any(type(n) is not int or n < 0 for n in lengths) or sum(lengths) != frame.payload_len:
+        raise MalformedFrame(f"Sends of {lengths!r} in a {frame.payload_len}-byte payload")
+    return seq, lengths
+
+
 def last_seq(frame: Frame) -> int:
-    """The sequence number of the last request a frame of REQUESTS or a WRITES carries."""
+    """The sequence number of the last request a frame of REQUESTS, WRITES or SENDS carries."""
     seq = frame.fields[0]
     if type(seq) is not int:
         raise MalformedFrame("a request's sequence number must be an integer")
-    if frame.type == FrameType.WRITES:
+    if frame.type in (FrameType.WRITES, FrameType.SENDS):
         ops = frame.fields[1]
         return seq + (len(ops) - 1 if type(ops) in (list, tuple) and ops else 0)
     return seq

@@ -9,11 +9,11 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Final
 
-PROTOCOL_VERSION: Final = 4
-MAX_PROTOCOL_VERSION: Final = 4
+PROTOCOL_VERSION: Final = 5
+MAX_PROTOCOL_VERSION: Final = 5
 """The one wire version this build speaks; HELLO carries the range a peer accepts."""
 
-MIN_PROTOCOL_VERSION: Final = 4
+MIN_PROTOCOL_VERSION: Final = 5
 MAX_HEADER_LEN: Final = 64 * 1024
 """Largest msgpack header accepted; a longer length prefix closes the connection."""
 
@@ -56,6 +56,7 @@ class FrameType(IntEnum):
     ATOMIC = 0x97
     ATOMIC_RESP = 0x98
     WRITE_IMM = 0x99
+    SENDS = 0x9A
 
 
 FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
@@ -95,6 +96,7 @@ FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
     ),
     FrameType.ATOMIC_RESP: ("seq", "original"),
     FrameType.WRITE_IMM: ("seq", "address", "rmr_context", "immediate"),  # consumes a receive
+    FrameType.SENDS: ("seq", "lengths"),  # lengths: [length, ...] (proto.batch)
 }
 
 ROLE_CONSUMER: Final = "consumer"

@@ -55,6 +55,9 @@ from proto.schema import Empty
 log = logging.getLogger("fabricd")
 
 PeerHandler = Callable[[PeerLink, Frame], None]
+_LANDS = frozenset(
+    {FrameType.WRITE, FrameType.WRITES, FrameType.SEND, FrameType.SENDS, FrameType.WRITE_IMM}
+)  # request frames whose payload the target lands
 
 
 class Nic:
@@ -185,6 +188,7 @@ class Nic:
             FrameType.WRITES: target.request,
             FrameType.READ_REQ: target.request,
             FrameType.SEND: target.request,
+            FrameType.SENDS: target.request,
             FrameType.ATOMIC: target.request,
             FrameType.WRITE_IMM: target.request,
             FrameType.ACK: initiator.acked,
@@ -344,7 +348,7 @@ class Nic:
             return DISCARD  # the frame itself will be refused
         if frame.type == FrameType.READ_RESP:
             return self.initiator.read_sink(link, frame)
-        if frame.type in (FrameType.WRITE, FrameType.WRITES, FrameType.SEND, FrameType.WRITE_IMM):
+        if frame.type in _LANDS:
             return self.target.sink(link, frame)
         raise MalformedFrame(f"{frame.type.name} carries no payload")
 

@@ -20,7 +20,7 @@ from fabricd.nic.faultpath import decide_bind
 from fabricd.nic.objects import Consumer, Ep, Op, PeerLink
 from fabricd.nic.views import local_views, truncate, truncate_spans
 from fabricd.nic.wire import Wire
-from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_writes
+from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_sends, encode_writes
 from proto.checks import parse_triplet
 from proto.codec import DISCARD, Frame, Sink, encode
 from proto.constants import CompletionFlags, Dtos, MemPriv
@@ -37,6 +37,7 @@ _FENCE = int(CompletionFlags.BARRIER_FENCE)
 ATOMICS = {Dtos.IB_FETCH_ADD: Opcode.FETCH_ADD, Dtos.IB_CMP_SWAP: Opcode.CMP_SWAP}
 READ_LIKE = frozenset({Dtos.RDMA_READ, *ATOMICS})  # take a read credit; land bytes locally
 ANSWERED = READ_LIKE | {Dtos.BIND_MW}  # done by an answer, not by an ACK
+BATCHED = frozenset({Dtos.RDMA_WRITE, Dtos.SEND})  # small ones leave as WRITES / SENDS frames
 
 
 def _atomic_fits(op: Op) -> bool:
@@ -151,8 +152,8 @@ class Initiator:
             if self._blocked(ep, op):
                 break
             self._refresh(op)
-            if op.kind == Dtos.RDMA_WRITE and op.length <= MAX_OP_BYTES and not self.faults.active:
-                self._start_writes(ep, link)
+            if op.kind in BATCHED and op.length <= MAX_OP_BYTES and not self.faults.active:
+                self._start_batch(ep, link)
                 continue
             ep.held.popleft()
             if op.kind == Dtos.BIND_MW:
@@ -163,17 +164,17 @@ class Initiator:
                 self._start(ep, link, op)
         self.retire(ep)
 
-    def _start_writes(self, ep: Ep, link: PeerLink) -> None:
-        """Put the small RDMA Writes at the head of the queue on the wire, as one WRITES frame
-        when there are several (proto.batch; the fault rules see single frames: no batching
-        while rules are installed)."""
+    def _start_batch(self, ep: Ep, link: PeerLink) -> None:
+        """Put the small RDMA Writes (or Sends) at the head of the queue on the wire, as one
+        WRITES (SENDS) frame when there are several (proto.batch; the fault rules see single
+        frames: no batching while rules are installed)."""
         held = ep.held
         batch = [held.popleft()]
-        total = batch[0].length
+        kind, total = batch[0].kind, batch[0].length
         while held and len(batch) < MAX_OPS:
             op = held[0]
             if (
-                op.kind != Dtos.RDMA_WRITE
+                op.kind != kind
                 or op.length > MAX_OP_BYTES
                 or total + op.length > MAX_BATCH_BYTES
                 or op.seq != batch[-1].seq + 1
@@ -186,7 +187,12 @@ class Initiator:
         if len(batch) == 1:
             self._start(ep, link, batch[0])
             return
-        hdr = encode_writes(batch[0].seq, [(op.remote[0], op.remote[2], op.length) for op in batch])
+        if kind == Dtos.SEND:
+            hdr = encode_sends(batch[0].seq, [op.length for op in batch])
+        else:
+            hdr = encode_writes(
+                batch[0].seq, [(op.remote[0], op.remote[2], op.length) for op in batch]
+            )
         self.wire.send(link, hdr, [view for op in batch for view in op.views])
 
     def _start(self, ep: Ep, link: PeerLink, op: Op) -> None:

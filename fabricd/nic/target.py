@@ -14,13 +14,14 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from fabricd.memory import MemoryRegistry, Span
+from fabricd.memory import MemoryRegistry
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.events import Events
 from fabricd.nic.objects import Ep, PeerLink, Recv
+from fabricd.nic.remote_access import atomic_target, readable
 from fabricd.nic.views import local_views, scatter, scratch, truncate, truncate_spans
 from fabricd.nic.wire import Wire
-from proto.batch import WriteOp, last_seq, parse_writes
+from proto.batch import WriteOp, last_seq, parse_sends, parse_writes
 from proto.codec import DISCARD, Frame, Sink, encode
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
@@ -50,9 +51,11 @@ class Target:
         """Where a request's payload lands (None: collect it, the stream is stalled)."""
         if frame.type == FrameType.WRITES:
             parse_writes(frame)
-        if self.duplicate(link, frame):
+        elif frame.type == FrameType.SENDS:
+            parse_sends(frame)
+        if self.duplicate(link, frame) or link.ep is None:
             return DISCARD
-        if link.stalled:
+        if link.stalled or frame.type == FrameType.SENDS:  # a batch of Sends: see _sends
             return None
         return self._landing(link, frame)
 
@@ -119,9 +122,13 @@ class Target:
     # -- requests ------------------------------------------------------------------------------
 
     def request(self, link: PeerLink, frame: Frame) -> None:
-        """A request frame (objects.REQUESTS, WRITES) whose payload (if any) has been read."""
+        """A request frame (objects.REQUESTS, WRITES, SENDS) whose payload (if any) has been
+        read."""
         if frame.payload is None and self.duplicate(link, frame):
             link.ack_due = True  # answer it again; do not execute it again
+            return
+        if frame.type == FrameType.SENDS:
+            self._sends(link, frame)
             return
         ep = link.ep
         not_ready = (
@@ -136,6 +143,22 @@ class Target:
             self._run_stalled(link)
         else:
             self._execute(link, frame)
+
+    def _sends(self, link: PeerLink, frame: Frame) -> None:
+        """A SENDS frame, its bytes collected: each Send in turn, as if it had come alone (a
+        Send seen before is answered again, one without a receive stalls the rest)."""
+        seq, lengths = parse_sends(frame)
+        payload = frame.payload
+        if payload is None:
+            return  # no endpoint: nothing to receive them
+        offset = 0
+        for i, length in enumerate(lengths):
+            send = Frame(FrameType.SEND, [seq + i], length, payload[offset : offset + length])
+            offset += length
+            if self.duplicate(link, send):
+                link.ack_due = True
+            else:
+                self.request(link, send)
 
     def _execute(self, link: PeerLink, frame: Frame) -> None:
         """Carry out a request whose payload (if any) has landed."""
@@ -223,7 +246,7 @@ class Target:
         if ep is None:
             return
         assert type(seq) is int
-        view = self._readable(ep, address, rmr_context, length)
+        view = readable(self.memory, ep, address, rmr_context, length)
         if view is None:
             link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
             self._refuse(link)
@@ -246,7 +269,7 @@ class Target:
         ):
             raise MalformedFrame(f"atomic {opcode!r} of {operand!r}, {compare!r}")
         assert type(operand) is int and type(compare) is int
-        target = self._atomic_target(ep, address, rmr_context)
+        target = atomic_target(self.memory, ep, address, rmr_context)
         if target is None:
             link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
             self._refuse(link)
@@ -268,49 +291,6 @@ class Target:
         self.wire.send(link, encode(FrameType.ATOMIC_RESP, seq, original))
         link.acked = seq
         link.ack_due = True
-
-    def _atomic_target(
-        self, ep: Ep, address: object, rmr_context: object
-    ) -> tuple[memoryview, list[Span]] | None:
-        """The 8 bytes an atomic may change (fetched from their process if it owns them) and
-        their spans there, to store the result; None if the key, REMOTE_ATOMIC privilege, PZ,
-        range or alignment fails."""
-        if type(address) is not int or type(rmr_context) is not int or address % ATOMIC_BYTES:
-            return None
-        need = MemPriv.REMOTE_ATOMIC
-        view = self.memory.remote(rmr_context, address, ATOMIC_BYTES, need, ep.pz, ep.handle)
-        if view is None:
-            return None
-        spans = self.memory.remote_spans(rmr_context, address, ATOMIC_BYTES)
-        if spans and not self.memory.fetch(spans):
-            return None
-        return view, spans
-
-    def _readable(
-        self, ep: Ep, address: object, rmr_context: object, length: object
-    ) -> memoryview | None:
-        """The bytes an RDMA Read may take, or None (key, privilege, PZ or range fails)."""
-        if type(address) is not int or type(rmr_context) is not int or type(length) is not int:
-            return None
-        if not 0 <= length <= ep.attr.max_rdma_size:
-            return None
-        view = self.memory.remote(
-            rmr_context, address, length, MemPriv.REMOTE_READ, ep.pz, ep.handle
-        )
-        spans = self.memory.remote_spans(rmr_context, address, length) if view else []
-        if spans and not self.memory.fetch(spans):
-            log.info("RDMA Read of %#x+%d: the buffer is gone from its process", address, length)
-            return None
-        stale = view is not None and not self.memory.coherent
-        if stale and self.memory.stale(rmr_context, address, length):
-            log.warning(
-                "RDMA Read of %#x+%d on EP %d serves the I/O view, which differs from the "
-                "CPU's bytes: dat_lmr_sync_rdma_read was not called after they were written",
-                address,
-                length,
-                ep.handle,
-            )
-        return view
 
     def _take_receive(self, ep: Ep) -> Recv:
         """The first receive, taken for the message that starts landing in (or consuming) it:

@@ -170,6 +170,7 @@ SAMPLE_FIELDS: dict[str, Any] = {
     "reads_done": 3,
     "status": -3,
     "ops": [[0xDEAD0000, 17, 64], [0xDEAD0040, 17, 0]],
+    "lengths": [64, 0, 4096],
     "nonce": bytes(range(16)),
     "ia": "123-abcd0123",
     "segment": "datfabric-123-abcd0123-wq7",
