@@ -125,6 +125,9 @@ class _Stream(asyncio.BufferedProtocol):
             return
         reader = self.reader
         reader.buffer_updated(nbytes)
+        if reader.landing:  # a large payload on its way: nothing to handle until it is whole
+            self._batch_end()
+            return
         self.turn.begin()
         try:
             while not self._closed:

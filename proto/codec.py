@@ -185,6 +185,12 @@ class FrameReader:
             mv = mv[n:]
 
     @property
+    def landing(self) -> bool:
+        """A payload is arriving and is not complete: the last bytes read were all its (no
+        frame can be complete until more come)."""
+        return self._remaining > 0 and self._start == self._end and self._frame is not None
+
+    @property
     def pending(self) -> int:
         """Bytes of an unfinished frame held or expected (non-zero at EOF: a truncated frame)."""
         return self._end - self._start + self._remaining

@@ -391,8 +391,11 @@ def test_large_payload_lands_directly_in_the_sink(partial: int) -> None:
         n = min(len(buf), remaining, 7000)  # fewer bytes than offered
         buf[:n] = data[hlen + done : hlen + done + n]
         reader.buffer_updated(n)
+        # ``landing``: the stream's shell skips frame handling for these reads
+        assert reader.landing == (landed[-1] >= 0 and done + n < size)
         frames.extend(drain(reader))
         done += n
+    assert not reader.landing
     assert landed == expected
     assert 0 in landed and 1 in landed and -1 in landed
     assert len(frames) == 1 and frames[0].payload is None
