@@ -2,22 +2,24 @@
 time (user and kernel) each process spends on it, and a bare consumer-daemon call round trip
 (``python -m bench.breakdown [--op write|read|send] [--size 64] [--iters 5000]``).
 
-``--driver c``: the same for a C program through libdatfabric, Debian's dapltest -T P (RDMA
-Write): its own timers inside the provider's post and the reap that returns a completion, at
-pipeline 64 polling, and its latency at pipeline 1 blocking."""
+``--driver c``: a C program through libdatfabric (provider/bench/post_reap.c, RDMA Writes,
+polling): the CPU inside each post and inside the dequeue that returns its completion, at
+window 64 and at window 1."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
-from bench import dapl
 from bench.fabric import Session
 from bench.nodes import Fabric
-from fabricd.launch import start_node
+from fabricd.launch import free_port, start_node
+from tools.datconf import LIBRARY, lines
 
 
 def cpu(pid: int) -> tuple[float, float]:
@@ -72,23 +74,35 @@ def main(argv: list[str] | None = None) -> None:
             b.stop()
 
 
+POST_REAP = LIBRARY.parent / "post_reap"
+
+
 def c_driver(size: int, iters: int) -> None:
-    """dapltest -T P's figures for RDMA Writes of ``size`` bytes."""
-    if not dapl.available():
+    """provider/bench/post_reap's figures: the C driver's CPU inside a post and inside the
+    dequeue that returns its completion, at window 64 and at window 1."""
+    if not POST_REAP.exists():
+        print("needs the provider and its bench program (make provider)", file=sys.stderr)
         return
-    with dapl.served() as client:
-        dapl.perf(client, "p", size, 64, 2000)  # warm up
-        flow = dapl.perf(client, "p", size, 64, iters * 10)
-        lat = dapl.perf(client, "b", size, 1, iters)
-    print(
-        f"{size} B RDMA Write, C driver (dapltest -T P), pipeline 64 polling: "
-        f"{flow.ops_per_s:.0f} ops/s\n"
-        f"  in the provider per operation: post {flow.post_us:.2f} us, reap {flow.reap_us:.2f} us"
-        f" (sum {flow.post_us + flow.reap_us:.2f} us)\n"
-        f"  dapltest's CPU per operation (polling, setup included): {flow.cpu_us:.1f} us\n"
-        f"pipeline 1 blocking: {lat.latency_us:.0f} us mean from post to completion,"
-        f" CPU per operation {lat.cpu_us:.1f} us"
-    )
+    with tempfile.TemporaryDirectory(prefix="datfabric-breakdown-") as tmp:
+        port = free_port("127.0.0.1", "127.0.0.2")
+        a = start_node("bd-a", os.path.join(tmp, "a.sock"), "127.0.0.1", port)
+        b = start_node("bd-b", os.path.join(tmp, "b.sock"), "127.0.0.2", port)
+        conf = os.path.join(tmp, "dat.conf")
+        with open(conf, "w", encoding="utf-8") as f:
+            f.write(lines("dfa", a.socket, LIBRARY) + lines("dfb", b.socket, LIBRARY))
+        try:
+            for window, count in ((64, iters * 20), (1, iters)):
+                done = subprocess.run(
+                    [str(POST_REAP), "dfa", "dfb", str(size), str(window), str(count)],
+                    env={**os.environ, "DAT_OVERRIDE": conf},
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
+                print(done.stdout.removesuffix("PASSED\n").rstrip() or done.stderr)
+        finally:
+            a.stop()
+            b.stop()
 
 
 if __name__ == "__main__":

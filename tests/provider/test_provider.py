@@ -225,3 +225,20 @@ def test_dapltest_limit_ia_pz_evd(build: Path, start: StartNode, tmp_path: Path)
     assert done.returncode == 0, done.stdout + done.stderr
     for line in ("IAs opened: 10", "PZs created: 10", "EVDs created: 10"):
         assert f"LimitTest: {line}" in done.stdout, done.stdout
+
+
+def test_post_reap_bench_program_runs(build: Path, start: StartNode, tmp_path: Path) -> None:
+    """provider/bench/post_reap (the C driver's figures in `python -m bench.breakdown --driver
+    c`) runs its Writes to the end between two daemons and prints what it measured."""
+    path = tmp_path / "dat.conf"
+    library = build / "libdatfabric.so"
+    with loopback_pair(start, tmp_path) as (a, b, _):
+        path.write_text(lines("dfa", a.socket, library) + lines("dfb", b.socket, library))
+        env = {**os.environ, "DAT_OVERRIDE": str(path)}
+        done = subprocess.run(
+            [str(build / "post_reap"), "dfa", "dfb", "64", "8", "2000"],
+            env=env, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.endswith("PASSED\n"), done.stdout
+    assert "64 B RDMA Write, window 8, 2000 operations" in done.stdout
+    assert "CPU per operation: post" in done.stdout
