@@ -129,11 +129,13 @@ class _Stream(asyncio.BufferedProtocol):
             self._batch_end()
             return
         self.turn.begin()
+        bulk = False
         try:
             while not self._closed:
                 frame = reader.next_event()
                 if frame is None:
                     break
+                bulk = bulk or frame.payload_len >= JOIN_LIMIT
                 self._frame(frame)
             self._batch_end()
         except ProtocolError as err:
@@ -142,7 +144,7 @@ class _Stream(asyncio.BufferedProtocol):
             log.exception("error handling a frame from %s %s", self.kind, self._peer)
             self._fail(f"bad frame: {err!r}")
         finally:
-            self.turn.end()
+            self.turn.end(later=bulk)
 
     def _fail(self, reason: str) -> None:
         log.warning("%s %s: %s; closing the connection", self.kind, self._peer, reason)

@@ -5,7 +5,9 @@ notification, the look at a polled EP's queues) and every stream corks its frame
 the event loop's own call_soon, each of those is one more loop iteration (an epoll_wait, then the
 callback) on the path of every request. Inside a batch — everything one read from a socket set
 in motion — they run when the batch ends instead: first the deferred work in order, then each
-corked stream's one writev. Outside a batch (timers), both fall back to the event loop.
+corked stream's one writev. A batch that landed a bulk payload leaves both to the next loop
+iteration, where they join the work of the other streams read meanwhile. Outside a batch
+(timers), both fall back to the event loop.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class Turn:
         self._depth = 0
         self._deferred: deque[Callable[[], None]] = deque()
         self._corked: list[Callable[[], None]] = []
+        self._later = False  # a batch left its work to the next loop iteration
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` at the end of this batch (or in the next loop iteration)."""
@@ -44,11 +47,29 @@ class Turn:
         """An input batch starts (batches may nest: the outermost one ends the turn)."""
         self._depth += 1
 
-    def end(self) -> None:
-        """The batch is over: run what it deferred, then flush what it corked."""
+    def end(self, later: bool = False) -> None:
+        """The batch is over: run what it deferred, then flush what it corked. ``later``: in
+        the next loop iteration instead, after the input of the other streams that are ready
+        (a batch that landed a bulk payload: its work and frames join theirs; measured, 1 MiB
+        Send +30 % and Read +8 %, where a small operation's round trip would pay ~15 us)."""
         if self._depth > 1:
             self._depth -= 1
             return
+        if later:
+            self._depth -= 1
+            if not self._later:
+                self._later = True
+                asyncio.get_running_loop().call_soon(self._run_later)
+            return
+        self._run()
+
+    def _run_later(self) -> None:
+        self._later = False
+        self._depth += 1
+        self._run()
+
+    def _run(self) -> None:
+        """Run the deferred work in order, then flush the corked streams (ends the batch)."""
         try:
             while self._deferred:
                 fn = self._deferred.popleft()

@@ -1,0 +1,70 @@
+"""fabricd.turn.Turn: the work an input batch defers and the frames it corks run when the batch
+ends, in order; a batch that landed a bulk payload leaves them to the next loop iteration, and
+any batch that ends inline first runs what earlier batches left."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fabricd.turn import Turn
+
+
+def _batch(turn: Turn, log: list[str], name: str, later: bool = False) -> None:
+    turn.begin()
+    turn.call_soon(lambda: log.append(f"{name} work"))
+    turn.cork(lambda: log.append(f"{name} flush"))
+    turn.end(later=later)
+
+
+def test_a_batch_runs_its_work_then_its_flushes_when_it_ends() -> None:
+    async def main() -> list[str]:
+        turn, log = Turn(), list[str]()
+        _batch(turn, log, "a")
+        return log
+
+    assert asyncio.run(main()) == ["a work", "a flush"]
+
+
+def test_a_bulk_batch_leaves_its_work_to_the_next_iteration_in_order() -> None:
+    async def main() -> tuple[list[str], list[str]]:
+        turn, log = Turn(), list[str]()
+        _batch(turn, log, "a", later=True)
+        _batch(turn, log, "b", later=True)
+        during = list(log)
+        await asyncio.sleep(0)
+        return during, log
+
+    during, after = asyncio.run(main())
+    assert during == []
+    assert after == ["a work", "b work", "a flush", "b flush"]
+
+
+def test_an_inline_batch_first_runs_what_a_bulk_batch_left() -> None:
+    async def main() -> list[str]:
+        turn, log = Turn(), list[str]()
+        _batch(turn, log, "a", later=True)
+        _batch(turn, log, "b")
+        await asyncio.sleep(0)  # the scheduled run finds nothing left
+        _batch(turn, log, "c")
+        return log
+
+    assert asyncio.run(main()) == [
+        "a work",
+        "b work",
+        "a flush",
+        "b flush",
+        "c work",
+        "c flush",
+    ]
+
+
+def test_outside_a_batch_work_goes_to_the_event_loop() -> None:
+    async def main() -> tuple[list[str], list[str]]:
+        turn, log = Turn(), list[str]()
+        turn.call_soon(lambda: log.append("timer work"))
+        during = list(log)
+        await asyncio.sleep(0)
+        return during, log
+
+    during, after = asyncio.run(main())
+    assert during == [] and after == ["timer work"]
