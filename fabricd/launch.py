@@ -103,17 +103,12 @@ def start_node(
     )
     if log is not None:
         log.close()
-    assert proc.stdout is not None
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
-    line = ""
-    while time.monotonic() < deadline and not line:
-        if sel.select(deadline - time.monotonic()):
-            line = proc.stdout.readline()
-            if not line:
-                break
-    sel.close()
+    try:
+        line = _ready_line(proc, timeout)
+    except BaseException:  # interrupted while it starts (Ctrl-C, a TERM): it goes too
+        proc.kill()
+        proc.wait()
+        raise
     if " ready " not in line:
         proc.kill()
         proc.wait()
@@ -122,6 +117,24 @@ def start_node(
     bound_host, _, bound_port = peer.rpartition(":")
     shown_host = host if host != "0.0.0.0" else bound_host
     return Node(name, shown_host, int(bound_port), socket_path, proc, netns, log_path)
+
+
+def _ready_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    """The first line a starting fabricd prints ("" if none within ``timeout`` seconds)."""
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    line = ""
+    try:
+        while time.monotonic() < deadline and not line:
+            if sel.select(deadline - time.monotonic()):
+                line = proc.stdout.readline()
+                if not line:
+                    break
+    finally:
+        sel.close()
+    return line
 
 
 def free_port(*hosts: str) -> int:

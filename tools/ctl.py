@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -216,6 +217,9 @@ def cluster_key(path: str) -> int:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``fabricctl`` console script."""
     args = build_parser().parse_args(argv)
+    if args.command in ("demo", "bench"):
+        # a TERM ends the run as an interrupt would: the nodes it started stop with it
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     if args.command == "demo":
         sys.exit(demo(args))
     if args.command == "bench":

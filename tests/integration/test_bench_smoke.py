@@ -6,8 +6,11 @@ No timing thresholds here: the figures are the benchmark's business, not the tes
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -72,3 +75,39 @@ def test_bench_connection_setup_and_scale_run() -> None:
     assert scale["writes_completed"] == 40, "a 64 B write completed on every pair"
     growth = scale["rss_growth_MB"]
     assert isinstance(growth, list) and len(growth) == 2
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started that are still there."""
+    found: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            found += [int(c) for c in f.read().split()]
+    return found
+
+
+def test_a_terminated_bench_stops_the_nodes_it_started() -> None:
+    """SIGTERM (a timeout, a CI runner, `kill`) ends a run as Ctrl-C does: no daemon is left."""
+    run = subprocess.Popen(
+        [sys.executable, "-m", "tools.ctl", "bench", "--no-limits", "--iters", "100000000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    daemons: list[int] = []
+    while time.monotonic() < deadline and len(daemons) < 2:
+        time.sleep(0.2)
+        daemons = [c for c in _children(run.pid) if b"fabricd.cli" in _cmdline(c)]
+    assert len(daemons) == 2, "the run started its two nodes"
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(30) == 128 + signal.SIGTERM
+    for pid in daemons:
+        assert not os.path.exists(f"/proc/{pid}") or b"fabricd.cli" not in _cmdline(pid)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
