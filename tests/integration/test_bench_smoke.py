@@ -111,3 +111,24 @@ def _cmdline(pid: int) -> bytes:
             return f.read()
     except OSError:
         return b""
+
+
+def test_bench_ab_runs_a_revision_beside_this_checkout() -> None:
+    """python -m bench.ab: the revision runs in its own worktree (removed afterwards), both
+    sides print a median, and the ratio is theirs."""
+    before = set(subprocess.run(["git", "worktree", "list"], capture_output=True, text=True,
+                                check=True).stdout.splitlines())  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.ab", "HEAD", "--rounds", "1",
+         "--row", "--op write --size 64 --iters 300"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    [row] = [line for line in out.stdout.splitlines() if line.startswith("--op write")]
+    cells = row.split()  # ... before (range) after (range) ratio
+    before_rate, after_rate, ratio = float(cells[-5]), float(cells[-3]), float(cells[-1])
+    assert before_rate > 0 and after_rate > 0
+    assert ratio == pytest.approx(after_rate / before_rate, abs=0.01)
+    after = set(subprocess.run(["git", "worktree", "list"], capture_output=True, text=True,
+                               check=True).stdout.splitlines())  # fmt: skip
+    assert after == before, "the worktree is gone"
