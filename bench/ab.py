@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import statistics
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.ucx import RunError
+from bench.report import bench
 
 HERE = Path(__file__).resolve().parent.parent
 ROWS = (
@@ -37,20 +35,9 @@ ROWS = (
 
 
 def figure(tree: Path, args: str) -> float:
-    """One ``fabricctl bench`` row run in ``tree``: its median latency (us), its message rate
-    (operations/s, for 4 KiB or less) or its bandwidth (MB/s)."""
-    module = "tools.ctl" if (tree / "tools" / "ctl.py").exists() else "client.ctl"
-    done = subprocess.run(
-        [sys.executable, "-m", module, "bench", *args.split(), "--no-limits", "--json"],
-        cwd=tree,  # python -m puts the tree first on sys.path: its own code runs
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode or not lines:
-        raise RunError(f"{tree}: bench {args}: {done.stderr.strip()[-300:]}")
-    row = json.loads(lines[-1])
+    """One ``fabricctl bench`` row run by ``tree``'s code: its median latency (us), its message
+    rate (operations/s, for 4 KiB or less) or its bandwidth (MB/s)."""
+    row = bench(*args.split(), tree=tree)
     if row["mode"] == "lat":
         return float(row["lat_us_p50"])
     if row["size"] <= 4096:

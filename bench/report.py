@@ -12,6 +12,7 @@ import statistics
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bench.limits import measure
@@ -20,10 +21,15 @@ from bench.ucx import RunError, run_ucx
 MiB = 1 << 20
 
 
-def bench(*args: str) -> dict[str, Any]:
-    """One ``fabricctl bench --json`` row."""
+def bench(*args: str, tree: Path | None = None) -> dict[str, Any]:
+    """One ``fabricctl bench --json`` row (``tree``: run by another checkout's own code, and
+    its ``client.ctl`` if it predates the tools package; python -m puts it first on sys.path)."""
+    module = "tools.ctl"
+    if tree is not None and not (tree / "tools" / "ctl.py").exists():
+        module = "client.ctl"
     out = subprocess.run(
-        [sys.executable, "-m", "tools.ctl", "bench", "--json", "--no-limits", *args],
+        [sys.executable, "-m", module, "bench", "--json", "--no-limits", *args],
+        cwd=tree,
         capture_output=True,
         text=True,
         timeout=600,
