@@ -40,7 +40,7 @@ class Frame:
     type: FrameType
     fields: list[Any]
     payload_len: int = 0
-    payload: bytes | None = field(default=None)
+    payload: bytes | memoryview | None = field(default=None)  # memoryview: part of another's
 
 
 Sink = Sequence[memoryview] | None

@@ -148,10 +148,9 @@ class Target:
         """A SENDS frame, its bytes collected: each Send in turn, as if it had come alone (a
         Send seen before is answered again, one without a receive stalls the rest)."""
         seq, lengths = parse_sends(frame)
-        payload = frame.payload
-        if payload is None:
+        if frame.payload is None:
             return  # no endpoint: nothing to receive them
-        offset = 0
+        payload, offset = memoryview(frame.payload), 0
         for i, length in enumerate(lengths):
             send = Frame(FrameType.SEND, [seq + i], length, payload[offset : offset + length])
             offset += length

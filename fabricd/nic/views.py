@@ -60,8 +60,9 @@ def truncate(views: Sequence[memoryview], length: int) -> list[memoryview]:
     return out
 
 
-def scatter(data: bytes, sink: Sequence[memoryview]) -> None:
+def scatter(data: bytes | memoryview, sink: Sequence[memoryview]) -> None:
     """Copy collected bytes into a sink."""
+    data = memoryview(data)  # slices below are views, the one copy is into the sink
     pos = 0
     for v in sink:
         v[:] = data[pos : pos + len(v)]
