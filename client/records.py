@@ -88,8 +88,11 @@ class EvdState:
     def spin(self) -> float:
         """Seconds dat_evd_wait polls the ring before it arms and sleeps: small transfers
         complete within one round trip of the daemons, which a sleep and a NOTIFY would double;
-        bulk ones keep the daemons copying, and a spinner would take their core."""
-        return 0.0 if self.dto_bytes >= POLL_BULK else POLL_SPIN_US / 1e6
+        bulk ones keep the daemons copying, and a spinner would take their core; other events
+        (connections, requests) come when they come (libdatfabric's spins())."""
+        if not self.flags & EvdFlags.DTO or self.dto_bytes >= POLL_BULK:
+            return 0.0
+        return POLL_SPIN_US / 1e6
 
     @property
     def overflowed(self) -> bool:

@@ -80,6 +80,14 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* Does a program looking at ``evd`` spin before it sleeps? Only on an EVD of DTO completions
+ * that are small on average: bulk transfers keep the daemons copying, and every microsecond
+ * spun is taken from them; other events (connections, requests) come when they come. */
+static bool spins(const struct df_evd *evd)
+{
+	return evd->flags & DAT_EVD_DTO_FLAG && evd->dto_bytes < DF_POLL_BULK;
+}
+
 /* A program that polls an empty EVD holds a core the daemons (the NIC) may need to produce
  * its events. The dequeue then sleeps until the daemon writes an event to this EVD (an armed
  * NOTIFY, as a wait gets) or DF_POLL_NAP_US pass, and takes it if it came (lock held; true when
@@ -93,7 +101,7 @@ static bool nap(struct df_evd *evd)
 	int64_t now = now_us();
 	if (!evd->empty_since)
 		evd->empty_since = now;
-	int64_t spin = evd->dto_bytes >= DF_POLL_BULK ? 0 : DF_POLL_SPIN_US;
+	int64_t spin = spins(evd) ? DF_POLL_SPIN_US : 0;
 	if (now - evd->empty_since < spin || !evd->ring.hdr || ch->dead)
 		return false;
 	df_evd_arm(evd, 1);
@@ -159,12 +167,12 @@ void df_evd_arm(struct df_evd *evd, DAT_COUNT threshold)
 
 /* Before dat_evd_wait arms and sleeps it looks at the ring for DF_POLL_SPIN_US (after the kick
  * that rings any doorbell a post left): a small transfer completes within one round trip of the
- * daemons, which a sleep and a NOTIFY would double. Not for a bulk EVD (see nap). Between looks
+ * daemons, which a sleep and a NOTIFY would double. Only where spins(). Between looks
  * the lock is released and the CPU yielded: other threads post, the daemons may share the core.
  * True while spinning (*until: 0 before the first look, then when the spin ends). */
 static bool spin(struct df_evd *evd, int64_t *until)
 {
-	if (evd->dto_bytes >= DF_POLL_BULK || !evd->ring.hdr)
+	if (!spins(evd) || !evd->ring.hdr)
 		return false;
 	int64_t now = now_us();
 	if (!*until) {

@@ -14,17 +14,11 @@
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct df_provider *registry;
 
-/* Entry points not offered: the SRQ calls (DAT_NOT_IMPLEMENTED, for now), and those declined
- * with DAT_MODEL_NOT_SUPPORTED as OFED's dapl declines them (CSP, and ep_common_connect, which
+/* Entry points not offered: those declined with DAT_MODEL_NOT_SUPPORTED as OFED's dapl declines them (CSP, and ep_common_connect, which
  * connects through one; send with invalidate, read to RMR, CNO fds and triggers, HA), the same
  * as the Python client answers (client/common.py, DECLINED; docs/provider.md). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
-#define NI(name, ...)                                        \
-	static DAT_RETURN DAT_API ni_##name(__VA_ARGS__)     \
-	{                                                    \
-		return DAT_NOT_IMPLEMENTED;                  \
-	}
 #define MNS(name, ...)                                       \
 	static DAT_RETURN DAT_API ni_##name(__VA_ARGS__)     \
 	{                                                    \
