@@ -93,16 +93,24 @@ def test_a_terminated_bench_stops_the_nodes_it_started() -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
     daemons: list[int] = []
-    while time.monotonic() < deadline and len(daemons) < 2:
-        time.sleep(0.2)
-        daemons = [c for c in _children(run.pid) if b"fabricd.cli" in _cmdline(c)]
-    assert len(daemons) == 2, "the run started its two nodes"
-    run.send_signal(signal.SIGTERM)
-    assert run.wait(30) == 128 + signal.SIGTERM
-    for pid in daemons:
-        assert not os.path.exists(f"/proc/{pid}") or b"fabricd.cli" not in _cmdline(pid)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(daemons) < 2:
+            time.sleep(0.2)
+            daemons = [c for c in _children(run.pid) if b"fabricd.cli" in _cmdline(c)]
+        assert len(daemons) == 2, "the run started its two nodes"
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(30) == 128 + signal.SIGTERM
+        left = [pid for pid in daemons if b"fabricd.cli" in _cmdline(pid)]
+        assert left == [], "its daemons went with it"
+    finally:  # whatever failed, nothing of this test keeps running
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        for pid in daemons:
+            if b"fabricd.cli" in _cmdline(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _cmdline(pid: int) -> bytes:
@@ -124,6 +132,9 @@ def test_bench_ab_runs_a_revision_beside_this_checkout() -> None:
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
+    [head] = [line for line in out.stdout.splitlines() if line.startswith("# before: HEAD (")]
+    tree = head.split("(", 1)[1].split(")", 1)[0]
+    assert "datfabric-ab-" in tree and not os.path.exists(tree), "its own tree, removed"
     [row] = [line for line in out.stdout.splitlines() if line.startswith("--op write")]
     cells = row.split()  # ... before (range) after (range) ratio
     before_rate, after_rate, ratio = float(cells[-5]), float(cells[-3]), float(cells[-1])

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from fabricd.turn import Turn
 
 
@@ -68,3 +70,35 @@ def test_outside_a_batch_work_goes_to_the_event_loop() -> None:
 
     during, after = asyncio.run(main())
     assert during == [] and after == ["timer work"]
+
+
+def test_nested_batches_end_with_the_outermost() -> None:
+    async def main() -> tuple[list[str], list[str]]:
+        turn, log = Turn(), list[str]()
+        turn.begin()
+        _batch(turn, log, "inner")
+        during = list(log)
+        turn.end()
+        return during, log
+
+    during, after = asyncio.run(main())
+    assert during == [] and after == ["inner work", "inner flush"]
+
+
+def test_deferred_work_that_fails_is_logged_and_the_rest_still_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def fail() -> None:
+        raise RuntimeError("a handler bug")
+
+    async def main() -> list[str]:
+        turn, log = Turn(), list[str]()
+        turn.begin()
+        turn.call_soon(fail)
+        turn.call_soon(lambda: log.append("next work"))
+        turn.cork(lambda: log.append("flush"))
+        turn.end()
+        return log
+
+    assert asyncio.run(main()) == ["next work", "flush"]
+    assert "a handler bug" in caplog.text
