@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from client.core import Event, LmrInfo
+from client.core import Call, Event, LmrInfo, Op
 from proto.attrs import EpAttr
 from proto.constants import DtoCompletionStatus, EvdFlags, EventNumber, MemPriv, MemType, PspFlags
 from tests.core.harness import Fabric, Node, SimConsumer
@@ -134,3 +134,9 @@ def fault_log(c: SimConsumer) -> list[dict[str, Any]]:
     """The fault log of the consumer's node, each line parsed."""
     (lines,) = c.admin("fault_log", [False])
     return [json.loads(line) for line in lines]
+
+
+def raw(method: str, *args: object) -> Op:
+    """One call with exactly these arguments (client.core adds nothing and checks nothing)."""
+    result = yield Call(method, list(args))
+    return result

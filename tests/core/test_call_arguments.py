@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from client.core import Call, Event, Op
+from client.core import Call, Event
 from proto.codec import encode
 from proto.constants import LMR_COOKIE_SIZE, EpState, MemPriv, MemType, PspFlags
 from proto.constants import DatReturnSubtype as Sub
@@ -36,18 +36,13 @@ from proto.errors import (
 )
 from proto.frames import FrameType
 from proto.limits import MAX_PRIVATE_DATA
-from tests.core.flows import Side, address, pair, side
+from tests.core.flows import Side, address, pair, raw, side
 from tests.core.harness import Fabric, SimConsumer
 
 NO_EP = 0xDEAD  # a handle nothing has
 U64 = (1 << 64) - 1
 Code = tuple[type[DatError], Sub]
 
-
-def raw(method: str, *args: object) -> Op:
-    """One call with exactly these arguments (client.core adds nothing and checks nothing)."""
-    result = yield Call(method, list(args))
-    return result
 
 
 def send(c: SimConsumer, method: str, args: object) -> Any:

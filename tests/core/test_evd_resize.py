@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from client.core import Call, Op
+from client.core import Call
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import Dtos, EvdFlags, PspFlags
 from proto.constants import EventNumber as E
@@ -19,16 +19,11 @@ from proto.errors import (
 )
 from proto.eventq import EQ_ENTRY_SIZE, EqWord, eq_segment
 from proto.hostif import ASYNC_EVD, ring_bytes
-from tests.core.flows import Side, address, connect, side
+from tests.core.flows import Side, address, connect, raw, side
 from tests.core.harness import Fabric, SimConsumer
 
 SW = EvdFlags.DEFAULT | EvdFlags.SOFTWARE
 
-
-def raw(method: str, *args: object) -> Op:
-    """One call with exactly these arguments, past the client library's checks."""
-    result = yield Call(method, list(args))
-    return result
 
 
 def _sw_evd(c: SimConsumer, qlen: int) -> int:

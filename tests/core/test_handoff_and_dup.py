@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from client.core import Call, Op
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import EpState, EvdFlags, PspFlags
 from proto.constants import EventNumber as E
@@ -17,16 +16,11 @@ from proto.errors import (
     DatInvalidState,
     DatModelNotSupported,
 )
-from tests.core.flows import Side, address, connect, side
+from tests.core.flows import Side, address, connect, raw, side
 from tests.core.harness import Fabric, SimConsumer
 
 REQ, EST = E.CONNECTION_REQUEST_EVENT, E.CONNECTION_EVENT_ESTABLISHED
 
-
-def raw(method: str, *args: object) -> Op:
-    """One call with exactly these arguments, past the client library's checks."""
-    result = yield Call(method, list(args))
-    return result
 
 
 def _code(err: pytest.ExceptionInfo[DatError]) -> int:

@@ -7,25 +7,19 @@ from __future__ import annotations
 
 import pytest
 
-from client.core import Call, Op
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos, EpAsyncErrorReason, EpState, MemPriv, PspFlags
 from proto.constants import EventNumber as E
 from proto.errors import DatInvalidParameter
 from proto.hostif import ASYNC_EVD
-from tests.core.flows import Side, address, connect, pair, side
+from tests.core.flows import Side, address, connect, pair, raw, side
 from tests.core.harness import Fabric
 
 SOFT = EpAsyncErrorReason.SRQ_SOFT_HIGH_WATERMARK_EVENT
 DTO = E.DTO_COMPLETION_EVENT
 RW = MemPriv.REMOTE_READ | MemPriv.REMOTE_WRITE
 
-
-def raw(method: str, *args: object) -> Op:
-    """One call with exactly these arguments, past the client library's checks."""
-    result = yield Call(method, list(args))
-    return result
 
 
 def _recv(s: Side, cookie: int) -> None:
