@@ -14,6 +14,7 @@ import pytest
 
 from client.aio import AsyncIa
 from client.api import Ia
+from client.common import DECLINED
 from client.dat import (
     Ref,
     dat_cno_fd_create,
@@ -63,6 +64,12 @@ FLAT: dict[str, Blocking] = {
 @pytest.fixture
 def node(nodes: tuple[Node, Node]) -> Node:
     return nodes[0]
+
+
+def test_every_declined_call_has_its_cases() -> None:
+    """client.common.DECLINED is what the cases below call: a call declined later gets none
+    until it is added here."""
+    assert set(BLOCKING) == set(FLAT) == set(DECLINED)
 
 
 @pytest.mark.parametrize("call", sorted(BLOCKING))
