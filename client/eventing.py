@@ -308,10 +308,12 @@ class EventPath:
         return evd
 
     def evd_free(self, handle: int) -> Op:
-        """dat_evd_free: refused while an endpoint uses it."""
-        self.evd(handle)
+        """dat_evd_free: refused while an endpoint uses it or a thread waits on it."""
+        state = self.evd(handle)
         if handle == ASYNC_EVD:
             raise DatInvalidState(Sub.INVALID_STATE_EVD_IN_USE, "the IA's async EVD")
+        if state.waiting:
+            raise DatInvalidState(Sub.INVALID_STATE_EVD_IN_USE, "a thread waits on it")
         for ep in self.eps.values():
             if handle in (ep.recv_evd, ep.request_evd, ep.connect_evd):
                 raise DatInvalidState(Sub.INVALID_STATE_EVD_IN_USE, f"EP {ep.handle} uses it")

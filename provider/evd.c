@@ -127,7 +127,11 @@ DAT_RETURN df_evd_free(DAT_EVD_HANDLE handle)
 	struct df_evd *evd = check_evd(handle);
 	if (!evd)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
-	if (evd == evd->obj.ia->async_evd)
+	struct df_chan *ch = &evd->obj.ia->chan;
+	pthread_mutex_lock(&ch->lock);
+	bool waited_on = evd->waiting; /* a waiter looks at it between its looks and sleeps */
+	pthread_mutex_unlock(&ch->lock);
+	if (evd == evd->obj.ia->async_evd || waited_on)
 		return DF_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
 	DAT_RETURN ret = df_call(evd->obj.ia, "evd_free", pack_evd_handle, evd, NULL);
 	if (ret != DAT_SUCCESS && DAT_GET_TYPE(ret) != DAT_ABORT) /* a dead daemon frees nothing */

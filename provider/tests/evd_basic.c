@@ -120,6 +120,7 @@ static void check_blocking(DAT_EVD_HANDLE evd)
 	DAT_EVENT se = software_event(&mark), ev;
 	DAT_COUNT nmore;
 	CHECK_RET(dat_evd_dequeue(evd, &ev), ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER));
+	CHECK_RET(dat_evd_free(evd), ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE));
 	CHECK_RET(dat_evd_post_se(evd, &se), DAT_SUCCESS);
 	pthread_join(t, NULL);
 	CHECK_RET(w.ret, DAT_SUCCESS);

@@ -8,9 +8,11 @@ from __future__ import annotations
 import pytest
 
 from client.records import POLL_BULK, POLL_SPIN_US
+from proto.constants import DatReturnSubtype as Sub
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos, EventNumber
 from proto.constants import EventNumber as E
+from proto.errors import DatInvalidState
 from proto.eventq import EqWord
 from proto.hostif import ASYNC_EVD, U32, Ring
 from tests.core.flows import Side, connect, pair, side
@@ -130,3 +132,15 @@ def test_the_spin_a_wait_gets_follows_the_mean_of_the_evds_completions() -> None
         spins.append(state.spin)
     # a running mean of weight 1/8: the third 64 KiB completion crosses 16 KiB
     assert spins == [POLL_SPIN_US / 1e6] * 2 + [0.0] * 3
+
+
+def test_an_evd_a_thread_waits_on_is_not_freed() -> None:
+    """dat_evd_free during another thread's dat_evd_wait: DAT_INVALID_STATE, EVD_IN_USE (the
+    C provider's answer too: evd_basic), and the EVD stays."""
+    _, a, _ = pair()
+    state = a.c.core.evds[a.evd]
+    state.waiting = True  # as Evd.wait holds it while it waits
+    with pytest.raises(DatInvalidState) as refused:
+        a.c.call(a.c.core.evd_free(a.evd))
+    assert refused.value.subtype == Sub.INVALID_STATE_EVD_IN_USE
+    assert a.c.state is not None and a.evd in a.c.state.evds and a.evd in a.c.core.evds
