@@ -116,8 +116,7 @@ struct df_srq {
 	struct df_obj obj;
 	struct df_pz *pz;
 	DAT_COUNT max_recv_dtos, max_recv_iov, low_watermark;
-	void *seg; /* the ring's segment, mapped at dat_srq_create */
-	size_t seg_len;
+	size_t seg_len; /* the ring's segment (at ring.hdr), mapped at dat_srq_create */
 	struct df_ring ring; /* the driver produces RECEIVE WQEs */
 	uint32_t rung; /* DOORBELL frames sent, against the ring's HEARD */
 	uint32_t kicked; /* the producer index of the last kick */

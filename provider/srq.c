@@ -91,7 +91,6 @@ static DAT_RETURN make_srq(struct df_ia *ia, struct df_pz *pz, uint32_t handle,
 		return DF_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
 	}
 	srq->pz = pz;
-	srq->seg = base;
 	srq->seg_len = len;
 	srq->ring = ring;
 	srq->kicked = ring.mine;
@@ -163,7 +162,7 @@ void df_srq_destroy(struct df_srq *srq)
 	for (struct df_obj *o = ia->children; o; o = o->next)
 		if (o->type == DAT_HANDLE_TYPE_EP && ((struct df_ep *)o)->srq == srq)
 			((struct df_ep *)o)->srq = NULL;
-	void *seg = srq->seg;
+	void *seg = srq->ring.hdr;
 	size_t len = srq->seg_len;
 	df_obj_release_locked(&srq->obj);
 	pthread_mutex_unlock(&ia->chan.lock);
