@@ -178,7 +178,7 @@ class AsyncIa(HandleCalls):
 
     async def query(self) -> dict[str, Any]:
         """dat_ia_query."""
-        result: dict[str, Any] = await self.run(self.core.ia_query())
+        result: dict[str, Any] = await self.run(self.core.ia_query(self.name))
         return result
 
     async def close(self, flags: int = CloseFlags.ABRUPT) -> None:

@@ -171,7 +171,7 @@ class Ia(HandleCalls):
 
     def query(self) -> dict[str, Any]:
         """dat_ia_query."""
-        result: dict[str, Any] = self.run(self.core.ia_query())
+        result: dict[str, Any] = self.run(self.core.ia_query(self.name))
         return result
 
     def close(self, flags: int = CloseFlags.ABRUPT) -> None:

@@ -184,11 +184,12 @@ class ClientCore(EventPath, MemoryCalls, ConnectionCalls, SrqCalls):
 
     # -- operations that ask the daemon (generators) -------------------------------------------
 
-    def ia_query(self) -> Op:
+    def ia_query(self, name: str = "datfabric") -> Op:
         """dat_ia_query: the IA attributes the daemon reports, and the provider attributes
-        (proto.attrs.provider_attributes) under the names of DAT_PROVIDER_ATTR."""
+        (proto.attrs.provider_attributes; ``name``: the IA's, as dat_ia_open took it) under the
+        names of DAT_PROVIDER_ATTR."""
         (attrs,) = yield Call("ia_query")
-        return {**provider_attributes(attrs), **attrs}
+        return {**provider_attributes(attrs, name), **attrs}
 
     def alive(self, kind: HandleType, handle: int) -> bool:
         """Is ``handle`` a live object of ``kind`` of this IA (the IA itself: handle 0)?"""

@@ -97,7 +97,7 @@ from client.dat_srq import (  # the SRQ calls, offered here with the rest
 )
 from client.datref import Ref, need, put, status
 from client.handle import Handle
-from proto.attrs import provider_attributes
+from proto.attrs import PROVIDER_FIELDS
 from proto.constants import (
     EVD_ASYNC_EXISTS,
     DatReturnSubtype,
@@ -244,7 +244,7 @@ def dat_ia_query(
         if ia_attr is not None or pr_attr is not None:
             attrs = owner.query()
             put(ia_attr, attrs)
-            put(pr_attr, provider_attributes(attrs) | {"provider_name": owner.name})
+            put(pr_attr, {key: attrs[key] for key in PROVIDER_FIELDS})
 
     return status(run)
 

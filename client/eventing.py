@@ -151,8 +151,8 @@ class EventPath:
             raise DatInvalidParameter(Sub.INVALID_ARG2, "min_qlen must be positive")
         if not is_int(flags) or flags & ~int(EvdFlags.DEFAULT | EvdFlags.SOFTWARE):
             raise DatInvalidParameter(Sub.INVALID_ARG4, f"bad EVD flags {flags!r}")
-        if cno and cno not in self.cnos:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {cno!r}")
+        if cno:
+            self.cno_check(cno)
         handle = self.new_handle()
         (entries,) = yield Call("evd_create", calls.EvdCreate(handle, min_qlen))
         self.evds[handle] = EvdState(handle, min_qlen, EvdFlags(flags), cno=cno)
@@ -233,8 +233,8 @@ class EventPath:
     def evd_modify_cno(self, handle: int, cno: int) -> None:
         """dat_evd_modify_cno: the EVD wakes ``cno``'s waiter from now on (0: no CNO)."""
         evd = self.evd(handle)
-        if cno and cno not in self.cnos:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_CNO, f"no CNO {cno!r}")
+        if cno:
+            self.cno_check(cno)
         if evd.cno:
             self.cnos[evd.cno].discard(handle)
         evd.cno = cno

@@ -166,11 +166,12 @@ IB_EXTENSION_ATTRS: Final = (
 of dat_ib_extensions.h's DAT_IB_ATTR_*); UD, counters and collectives are not offered."""
 
 
-def provider_attributes(ia: dict[str, object]) -> dict[str, object]:
+def provider_attributes(ia: dict[str, object], name: str) -> dict[str, object]:
     """DAT_PROVIDER_ATTR as both drivers report it (libdatfabric's attrs.c fills the same
-    fields), from the attributes the daemon reports (``ia``: dat_ia_query's reply)."""
+    fields), from the attributes the daemon reports (``ia``: dat_ia_query's reply) and the
+    name the IA was opened by."""
     return {
-        "provider_name": "datfabric",
+        "provider_name": name,
         "provider_version_major": 2,
         "provider_version_minor": 0,
         "dapl_version_major": VERSION_MAJOR,
@@ -195,3 +196,7 @@ def provider_attributes(ia: dict[str, object]) -> dict[str, object]:
         "ha_loadbalancing": HaLb.NONE,
         "provider_specific_attr": dict(IB_EXTENSION_ATTRS),
     }
+
+
+PROVIDER_FIELDS: Final = tuple(provider_attributes({}, ""))
+"""The names of DAT_PROVIDER_ATTR's fields (dat_ia_query's provider_attr)."""

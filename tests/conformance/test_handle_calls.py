@@ -160,3 +160,4 @@ def test_ia_query_fills_the_out_parameters_given(nodes: Nodes, outs: tuple[bool,
             assert pr["ha_supported"] is False and pr["max_private_data_size"] > 0
         assert dat_ia_query(ia, None, 0, None, 0, None) == DAT_SUCCESS, "nothing asked"
         assert ia.query()["rmr_scope_supported"] == RmrScope.ANY
+        assert ia.query()["provider_name"] == ia.name, "the blocking API says what the flat does"
