@@ -248,7 +248,7 @@ class AsyncIa(HandleCalls):
         if handle is self:
             return HandleType.IA, 0
         kinds = ((AsyncEvd, HandleType.EVD), (AsyncEp, HandleType.EP), (AsyncCno, HandleType.CNO))
-        for cls, kind in (*kinds, (AsyncRmr, HandleType.RMR)):
+        for cls, kind in (*kinds, (AsyncRmr, HandleType.RMR), (AsyncSrq, HandleType.SRQ)):
             if isinstance(handle, cls) and handle.ia is self:
                 return kind, handle.handle
         if isinstance(handle, LmrInfo):

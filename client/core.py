@@ -201,6 +201,7 @@ class ClientCore(EventPath, MemoryCalls, ConnectionCalls, SrqCalls):
             HandleType.CR: self.crs,
             HandleType.PZ: self.pzs,
             HandleType.RMR: self.rmrs,
+            HandleType.SRQ: self.srqs,
         }
         if kind == HandleType.IA:
             return True  # the API refuses a closed IA itself

@@ -6,22 +6,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from client.handle import Handle
+from proto.constants import HandleType
+
 if TYPE_CHECKING:
     from client.aio import AsyncIa
-    from client.api import Ia
 
 Triplet = Sequence[int]
 
 
-class Srq:
+class Srq(Handle):
     """A shared receive queue of a blocking IA."""
 
-    def __init__(self, ia: Ia, handle: int) -> None:
-        self.ia = ia
-        self.handle = handle
-
-    def __repr__(self) -> str:
-        return f"<Srq {self.handle}>"
+    TYPE = HandleType.SRQ
 
     def post_recv(self, local_iov: Sequence[Triplet], cookie: int = 0) -> None:
         """dat_srq_post_recv: a receive any EP of the SRQ may take."""

@@ -18,7 +18,10 @@ from client.dat import (
     dat_ep_create_with_srq,
     dat_ep_post_recv,
     dat_evd_dequeue,
+    dat_get_consumer_context,
+    dat_get_handle_type,
     dat_pz_free,
+    dat_set_consumer_context,
     dat_srq_create,
     dat_srq_free,
     dat_srq_post_recv,
@@ -33,6 +36,7 @@ from proto.constants import (
     Dtos,
     EvdFlags,
     EventNumber,
+    HandleType,
     MemPriv,
     MemType,
     SrqAsyncErrorReason,
@@ -252,3 +256,16 @@ def test_ep_create_with_srq_errors(owner: Owner) -> None:
     )
     assert_code(bad, DatInvalidHandle, Sub.INVALID_HANDLE_SRQ)
     assert _ep(owner).query()["srq"] == owner.srq.handle, "DAT_EP_PARAM srq_handle"
+
+
+def test_an_srq_is_a_handle_of_its_ia(owner: Owner) -> None:
+    """dat_get_handle_type says DAT_HANDLE_TYPE_SRQ; a consumer context sticks to it (the
+    calls on any handle, dat_get_handle_type(3DAT), dat_set_consumer_context(3DAT))."""
+    kind: Ref[HandleType] = Ref()
+    assert dat_get_handle_type(owner.srq, kind) == DAT_SUCCESS and kind.value == HandleType.SRQ
+    assert dat_set_consumer_context(owner.srq, "mine") == DAT_SUCCESS
+    context: Ref[object] = Ref()
+    assert dat_get_consumer_context(owner.srq, context) == DAT_SUCCESS
+    assert context.value == "mine"
+    owner.srq.free()
+    assert_code(dat_get_handle_type(owner.srq, kind), DatInvalidHandle, Sub.NO_SUBTYPE)
