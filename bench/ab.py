@@ -2,12 +2,12 @@
 checkout's, interleaved round by round (this VM's speed drifts by more than most changes over
 minutes, so a comparison across minutes says little).
 
-    python -m bench.ab REV [--rounds 3] [--row "ARGS"]...
+    python -m bench.ab REV [--after REV2] [--rounds 3] [--row "ARGS"]...
 
-REV is checked out into a temporary worktree and runs its own daemons and its own bench
-(``tools.ctl``, or ``client.ctl`` in trees from before the tools package); this checkout runs
-its own. Each row prints both sides' medians and ranges and their ratio (after / before:
-above 1 is better for rates, below 1 for latencies).
+REV (and REV2, when given in place of this checkout) is checked out into a temporary worktree
+and runs its own daemons and its own bench (``tools.ctl``, or ``client.ctl`` in trees from
+before the tools package); this checkout runs its own. Each row prints both sides' medians and
+ranges and their ratio (after / before: above 1 is better for rates, below 1 for latencies).
 """
 
 from __future__ import annotations
@@ -80,15 +80,18 @@ def compare(before: Path, after: Path, rows: list[str], rounds: int) -> list[str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ab")
     parser.add_argument("rev", help="the revision to compare this checkout with (before)")
+    parser.add_argument("--after", help="a revision to run in place of this checkout")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved runs per row")
     parser.add_argument("--row", action="append", help="fabricctl bench ARGS (repeatable)")
     args = parser.parse_args(argv)
     rows = args.row or list(ROWS)
-    with worktree(args.rev) as before:
-        print(f"# before: {args.rev} ({before}); after: {HERE}; medians (range) of"
-              f" {args.rounds} interleaved runs; latency in us, rates of 4 KiB or less in"
-              " operations/s, others in MB/s", flush=True)  # fmt: skip
-        for line in compare(before, HERE, rows, args.rounds):
+    with contextlib.ExitStack() as trees:
+        before = trees.enter_context(worktree(args.rev))
+        after = trees.enter_context(worktree(args.after)) if args.after else HERE
+        print(f"# before: {args.rev} ({before}); after: {args.after or 'this checkout'}"
+              f" ({after}); medians (range) of {args.rounds} interleaved runs; latency in us,"
+              " rates of 4 KiB or less in operations/s, others in MB/s", flush=True)  # fmt: skip
+        for line in compare(before, after, rows, args.rounds):
             print(line, flush=True)
     return 0
 

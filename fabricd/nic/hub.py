@@ -25,6 +25,7 @@ from fabricd.nic.lmr import Registrations
 from fabricd.nic.objects import (
     Channel,
     Consumer,
+    Ep,
     Handles,
     Listeners,
     PeerLink,
@@ -49,6 +50,7 @@ from proto.errors import (
     UnexpectedFrame,
 )
 from proto.frames import ROLE_ADMIN, ROLE_CONSUMER, ROLE_PEER, FrameType
+from proto.hostif import RingError
 from proto.limits import Limits
 from proto.schema import Empty
 
@@ -97,6 +99,7 @@ class Nic:
         self.target = Target(self.wire, self.eps, self.events, self.memory)
         self.intake = Intake(self.memory, self.initiator, self.target, self.eps, shell)
         self.srqs = Srqs(self.memory, self.eps, self.events, self.target, handles)
+        self.target.fetch = self._fetch_receives
         self.links = Links(
             self.wire,
             self.eps,
@@ -341,6 +344,17 @@ class Nic:
     def tick(self, now: float) -> None:
         """The heartbeat clock."""
         self.links.tick(now)
+
+    def _fetch_receives(self, ep: Ep) -> None:
+        """A message found no receive taken: the ones posted since, from the EP's receive
+        queue or its SRQ (a broken ring closes that IA only)."""
+        if ep.srq is None:
+            self.intake.receives(ep)
+            return
+        try:
+            self.srqs.drain(ep.srq)
+        except RingError as err:
+            ep.consumer.channel.close(f"SRQ {ep.srq.handle}: {err}")
 
     def peer_sink(self, link: PeerLink, frame: Frame) -> Sink:
         """Where the payload of a frame from a peer lands: straight into registered memory."""

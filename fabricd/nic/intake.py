@@ -9,7 +9,7 @@ import logging
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.initiator import Initiator
-from fabricd.nic.objects import Consumer, Ep, Shell
+from fabricd.nic.objects import Consumer, Ep, Shell, WorkQueues
 from fabricd.nic.queues import RQ_OPCODES, SQ_OPCODES, doorbell, set_polling, take, watch
 from fabricd.nic.target import Target
 from proto.hostif import OPCODE_DTOS, RingError
@@ -74,19 +74,9 @@ class Intake:
                 taken += 1
             if taken:
                 self.initiator.transmit(ep)  # together: small Writes leave as one batch
-            received = taken
-            for wqe in take(q.rq, RQ_OPCODES):
-                if ep.srq is not None:
-                    raise RingError(f"EP {ep.handle} takes its receives from an SRQ")
-                self.target.post_recv(ep, wqe.cookie, wqe.flags, wqe.segments)
-                taken += 1
-            if taken > received:
-                self.eps.watermarks(ep)  # the EP took receive buffers: past a watermark?
-            if taken:
-                watch(ep, q)
-                if not q.repoll:
-                    q.repoll = True
-                    self.shell.call_soon(lambda: self.poll(ep))
+            received = self._receives(ep, q)
+            if taken or received:
+                self._watch(ep, q)
                 return
             set_polling(q, False)
             if ep.handle not in ep.consumer.polled:
@@ -96,6 +86,37 @@ class Intake:
                 del ep.consumer.polled[ep.handle]
                 return
             q = ep.queues
+
+    def receives(self, ep: Ep) -> None:
+        """Only the receives the EP's queue holds, when a message finds none taken (a broken
+        ring closes the IA only)."""
+        q = ep.queues
+        if q is None:
+            return
+        try:
+            if self._receives(ep, q):
+                self._watch(ep, q)
+        except RingError as err:
+            ep.consumer.channel.close(f"EP {ep.handle}: {err}")
+
+    def _receives(self, ep: Ep, q: WorkQueues) -> int:
+        """Take the receive queue's WQEs, in order; how many."""
+        taken = 0
+        for wqe in take(q.rq, RQ_OPCODES):
+            if ep.srq is not None:
+                raise RingError(f"EP {ep.handle} takes its receives from an SRQ")
+            self.target.post_recv(ep, wqe.cookie, wqe.flags, wqe.segments)
+            taken += 1
+        if taken:
+            self.eps.watermarks(ep)  # the EP took receive buffers: past a watermark?
+        return taken
+
+    def _watch(self, ep: Ep, q: WorkQueues) -> None:
+        """WQEs were taken: POLL 1, and one look at the end of this loop turn."""
+        watch(ep, q)
+        if not q.repoll:
+            q.repoll = True
+            self.shell.call_soon(lambda: self.poll(ep))
 
     def poll(self, ep: Ep) -> None:
         """The end-of-turn look at a polled EP (a broken ring closes its IA only)."""

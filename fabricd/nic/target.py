@@ -12,6 +12,7 @@ what one read from the stream executed. A refused request is NAKed and breaks th
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Final
 
 from fabricd.memory import MemoryRegistry
@@ -44,6 +45,10 @@ class Target:
         self.eps = eps
         self.events = events
         self.memory = memory
+        # The receives a driver posted that the daemon has not taken yet (it rang no doorbell
+        # while the daemon polled the EP): the hub sets this to take them from the ring.
+        self.fetch: Callable[[Ep], None] = lambda ep: None
+        self._fetching: PeerLink | None = None  # whose message is fetching a receive
 
     # -- payloads ------------------------------------------------------------------------------
 
@@ -77,7 +82,7 @@ class Target:
         if frame.type == FrameType.WRITES:
             return self._batch_landing(link, ep, seq, parse_writes(frame)[1])
         if frame.type in _CONSUMES_RECEIVE:
-            if not ep.recvs:
+            if not self._has_receive(link, ep):
                 return None  # receiver not ready: hold the payload, stall the stream
             recv = self._take_receive(ep)
         if frame.type in (FrameType.WRITE, FrameType.WRITE_IMM):
@@ -134,8 +139,8 @@ class Target:
         not_ready = (
             frame.type in _CONSUMES_RECEIVE
             and ep is not None
-            and not ep.recvs
             and ep.taking is None  # (taken by this message as its payload began to land)
+            and not self._has_receive(link, ep)
         )
         if link.stalled or frame.payload is not None or not_ready:  # receiver not ready
             link.stalled.append(frame)
@@ -291,6 +296,18 @@ class Target:
         link.acked = seq
         link.ack_due = True
 
+    def _has_receive(self, link: PeerLink, ep: Ep) -> bool:
+        """Whether a receive waits for the next message: one taken already, or one the driver
+        published that no doorbell announced yet, taken now (as a NIC fetches the next receive
+        WQE when a message arrives: a Send that finds one in the ring is no RNR)."""
+        if not ep.recvs and self._fetching is None:
+            self._fetching = link  # the receives it takes release no other frame of this link
+            try:
+                self.fetch(ep)
+            finally:
+                self._fetching = None
+        return bool(ep.recvs)
+
     def _take_receive(self, ep: Ep) -> Recv:
         """The first receive, taken for the message that starts landing in (or consuming) it:
         no message on another EP of the same SRQ can pick it meanwhile; until the message is
@@ -352,7 +369,10 @@ class Target:
             self.unstall(ep.link)
 
     def unstall(self, link: PeerLink) -> None:
-        """Run the frames held behind the Send that had no receive; ACK what ran."""
+        """Run the frames held behind the Send that had no receive; ACK what ran (not those of
+        the link whose message is fetching the receive: that message runs next)."""
+        if link is self._fetching:
+            return
         self._run_stalled(link)
         self.batch_end(link)
 
@@ -361,7 +381,7 @@ class Target:
         ep = link.ep
         while link.stalled and ep is not None and link.ep is ep:
             frame = link.stalled[0]
-            if frame.type in _CONSUMES_RECEIVE and not ep.recvs:
+            if frame.type in _CONSUMES_RECEIVE and not self._has_receive(link, ep):
                 break
             link.stalled.popleft()
             if frame.payload_len:

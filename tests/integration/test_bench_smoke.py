@@ -121,25 +121,29 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-def test_bench_ab_runs_a_revision_beside_this_checkout() -> None:
-    """python -m bench.ab: the revision runs in its own worktree (removed afterwards), both
-    sides print a median, and the ratio is theirs."""
+@pytest.mark.parametrize("after", [[], ["--after", "HEAD"]], ids=["checkout", "revision"])
+def test_bench_ab_runs_a_revision_beside_another(after: list[str]) -> None:
+    """python -m bench.ab: each revision runs in its own worktree (removed afterwards), both
+    sides print a median, and the ratio is theirs; without --after the other side is this
+    checkout."""
     before = set(subprocess.run(["git", "worktree", "list"], capture_output=True, text=True,
                                 check=True).stdout.splitlines())  # fmt: skip
     out = subprocess.run(
-        [sys.executable, "-m", "bench.ab", "HEAD", "--rounds", "1",
+        [sys.executable, "-m", "bench.ab", "HEAD", *after, "--rounds", "1",
          "--row", "--op write --size 64 --iters 300"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     [head] = [line for line in out.stdout.splitlines() if line.startswith("# before: HEAD (")]
-    tree = head.split("(", 1)[1].split(")", 1)[0]
-    assert "datfabric-ab-" in tree and not os.path.exists(tree), "its own tree, removed"
+    trees = [part.split(")", 1)[0] for part in head.split("(")[1:3]]
+    temporary = [tree for tree in trees if "datfabric-ab-" in tree]
+    assert len(temporary) == (2 if after else 1), trees
+    assert not any(os.path.exists(tree) for tree in temporary), "their own trees, removed"
     [row] = [line for line in out.stdout.splitlines() if line.startswith("--op write")]
     cells = row.split()  # ... before (range) after (range) ratio
     before_rate, after_rate, ratio = float(cells[-5]), float(cells[-3]), float(cells[-1])
     assert before_rate > 0 and after_rate > 0
     assert ratio == pytest.approx(after_rate / before_rate, abs=0.01)
-    after = set(subprocess.run(["git", "worktree", "list"], capture_output=True, text=True,
-                               check=True).stdout.splitlines())  # fmt: skip
-    assert after == before, "the worktree is gone"
+    now = set(subprocess.run(["git", "worktree", "list"], capture_output=True, text=True,
+                             check=True).stdout.splitlines())  # fmt: skip
+    assert now == before, "the worktrees are gone"
