@@ -95,7 +95,7 @@ from client.dat_srq import (  # the SRQ calls, offered here with the rest
     dat_srq_resize,
     dat_srq_set_lw,
 )
-from client.datref import Ref, need, put, status
+from client.datref import Ref, need, out, put, status
 from client.handle import Handle
 from proto.attrs import PROVIDER_FIELDS
 from proto.constants import (
@@ -203,15 +203,18 @@ Sub = DatReturnSubtype
 # -- IA ----------------------------------------------------------------------------------------
 
 
-def dat_ia_open(name: str, async_evd_qlen: int, async_evd: Ref[Any], ia: Ref[Ia]) -> int:
+def dat_ia_open(
+    name: str, async_evd_qlen: int, async_evd: Ref[Any] | None, ia: Ref[Ia] | None
+) -> int:
     """dat_ia_open: ``async_evd.value`` None creates the async EVD (EVD_ASYNC_EXISTS reuses)."""
 
     def run() -> None:
-        if async_evd.value not in (None, EVD_ASYNC_EXISTS):
+        evd_out = out(async_evd, Sub.INVALID_ARG3, "async_evd")
+        ia_out = out(ia, Sub.INVALID_ARG4, "ia")
+        if evd_out.value not in (None, EVD_ASYNC_EXISTS):
             raise DatInvalidParameter(Sub.INVALID_ARG3, "async_evd must be NULL or EXISTS")
-        opened = Ia(name, async_evd_qlen)
-        ia.value = opened
-        async_evd.value = opened.async_evd
+        opened = ia_out.value = Ia(name, async_evd_qlen)
+        evd_out.value = opened.async_evd
 
     return status(run)
 
@@ -276,9 +279,7 @@ def dat_get_consumer_context(handle: Any, context: Ref[Any] | None) -> int:
 
     def run() -> None:
         value = _owner(handle).get_consumer_context(handle)
-        if context is None:
-            raise DatInvalidParameter(Sub.INVALID_ARG2, "context is NULL")
-        context.value = value
+        out(context, Sub.INVALID_ARG2, "context").value = value
 
     return status(run)
 
@@ -288,9 +289,7 @@ def dat_get_handle_type(handle: Any, handle_type: Ref[HandleType] | None) -> int
 
     def run() -> None:
         kind = _owner(handle).get_handle_type(handle)
-        if handle_type is None:
-            raise DatInvalidParameter(Sub.INVALID_ARG2, "handle_type is NULL")
-        handle_type.value = kind
+        out(handle_type, Sub.INVALID_ARG2, "handle_type").value = kind
 
     return status(run)
 

@@ -9,9 +9,8 @@ from typing import Any
 from client.api import Cr, Ep, Evd, Ia, Psp, Rsp
 from client.common import decline
 from client.core import CrInfo
-from client.datref import Ref, need, put, status
+from client.datref import Ref, need, out, query, status
 from proto.constants import DatReturnSubtype
-from proto.errors import DatInvalidParameter
 
 Sub = DatReturnSubtype
 
@@ -19,34 +18,38 @@ Sub = DatReturnSubtype
 # -- PSP, RSP, CR ------------------------------------------------------------------------------
 
 
-def dat_psp_create(ia: Ia, conn_qual: int, evd: Evd, psp_flags: int, psp: Ref[Psp]) -> int:
+def dat_psp_create(ia: Ia, conn_qual: int, evd: Evd, psp_flags: int, psp: Ref[Psp] | None) -> int:
     """dat_psp_create."""
-    return status(
-        lambda: put(
-            psp,
-            need(ia, Ia, Sub.INVALID_HANDLE_IA).psp_create(
-                conn_qual, need(evd, Evd, Sub.INVALID_HANDLE_EVD_CR), psp_flags
-            ),
+
+    def run() -> None:
+        owner, cr_evd = (
+            need(ia, Ia, Sub.INVALID_HANDLE_IA),
+            need(evd, Evd, Sub.INVALID_HANDLE_EVD_CR),
         )
-    )
+        ref = out(psp, Sub.INVALID_ARG5, "psp")  # before anything is made
+        ref.value = owner.psp_create(conn_qual, cr_evd, psp_flags)
+
+    return status(run)
 
 
-def dat_psp_create_any(ia: Ia, conn_qual: Ref[int], evd: Evd, psp_flags: int, psp: Ref[Psp]) -> int:
+def dat_psp_create_any(
+    ia: Ia, conn_qual: Ref[int] | None, evd: Evd, psp_flags: int, psp: Ref[Psp] | None
+) -> int:
     """dat_psp_create_any: the conn_qual the provider picked, and the PSP."""
 
     def run() -> None:
         owner = need(ia, Ia, Sub.INVALID_HANDLE_IA)
-        if conn_qual is None:
-            raise DatInvalidParameter(Sub.INVALID_ARG2, "conn_qual is NULL")
-        made, qual = owner.psp_create_any(need(evd, Evd, Sub.INVALID_HANDLE_EVD_CR), psp_flags)
-        psp.value, conn_qual.value = made, qual
+        qual_out = out(conn_qual, Sub.INVALID_ARG2, "conn_qual")
+        cr_evd = need(evd, Evd, Sub.INVALID_HANDLE_EVD_CR)
+        psp_out = out(psp, Sub.INVALID_ARG5, "psp")
+        psp_out.value, qual_out.value = owner.psp_create_any(cr_evd, psp_flags)
 
     return status(run)
 
 
 def dat_psp_query(psp: Psp, psp_param_mask: int, psp_param: Ref[dict[str, Any]] | None) -> int:
     """dat_psp_query (the whole DAT_PSP_PARAM, whatever the mask)."""
-    return _query(lambda: need(psp, Psp, Sub.INVALID_HANDLE_PSP).query(), psp_param)
+    return query(lambda: need(psp, Psp, Sub.INVALID_HANDLE_PSP).query(), psp_param)
 
 
 def dat_psp_free(psp: Psp) -> int:
@@ -54,36 +57,21 @@ def dat_psp_free(psp: Psp) -> int:
     return status(lambda: need(psp, Psp, Sub.INVALID_HANDLE_PSP).free())
 
 
-def dat_rsp_create(ia: Ia, conn_qual: int, ep: Ep, evd: Evd, rsp: Ref[Rsp]) -> int:
+def dat_rsp_create(ia: Ia, conn_qual: int, ep: Ep, evd: Evd, rsp: Ref[Rsp] | None) -> int:
     """dat_rsp_create."""
-    return status(
-        lambda: put(
-            rsp,
-            need(ia, Ia, Sub.INVALID_HANDLE_IA).rsp_create(
-                conn_qual,
-                need(ep, Ep, Sub.INVALID_HANDLE_EP),
-                need(evd, Evd, Sub.INVALID_HANDLE_EVD_CR),
-            ),
-        )
-    )
+
+    def run() -> None:
+        owner, endpoint = need(ia, Ia, Sub.INVALID_HANDLE_IA), need(ep, Ep, Sub.INVALID_HANDLE_EP)
+        cr_evd = need(evd, Evd, Sub.INVALID_HANDLE_EVD_CR)
+        ref = out(rsp, Sub.INVALID_ARG5, "rsp")  # before anything is made
+        ref.value = owner.rsp_create(conn_qual, endpoint, cr_evd)
+
+    return status(run)
 
 
 def dat_rsp_query(rsp: Rsp, rsp_param_mask: int, rsp_param: Ref[dict[str, Any]] | None) -> int:
     """dat_rsp_query (the whole DAT_RSP_PARAM, whatever the mask)."""
-    return _query(lambda: need(rsp, Rsp, Sub.INVALID_HANDLE_RSP).query(), rsp_param)
-
-
-def _query(query: Any, out: Ref[dict[str, Any]] | None) -> int:
-    """A query's handle check first, then its NULL out-parameter (DAT_INVALID_PARAMETER, the
-    third argument)."""
-
-    def run() -> None:
-        param = query()
-        if out is None:
-            raise DatInvalidParameter(Sub.INVALID_ARG3, "the param out-parameter is NULL")
-        out.value = param
-
-    return status(run)
+    return query(lambda: need(rsp, Rsp, Sub.INVALID_HANDLE_RSP).query(), rsp_param)
 
 
 def dat_rsp_free(rsp: Rsp) -> int:
@@ -100,9 +88,9 @@ def dat_cr_accept(cr: Cr, ep: Ep | None, private_data_size: int, private_data: b
     )
 
 
-def dat_cr_query(cr: Cr, cr_param_mask: int, cr_param: Ref[CrInfo]) -> int:
+def dat_cr_query(cr: Cr, cr_param_mask: int, cr_param: Ref[CrInfo] | None) -> int:
     """dat_cr_query: remote address, conn_qual, private data."""
-    return status(lambda: put(cr_param, need(cr, Cr, Sub.INVALID_HANDLE_CR).query()))
+    return query(lambda: need(cr, Cr, Sub.INVALID_HANDLE_CR).query(), cr_param)
 
 
 def dat_cr_reject(cr: Cr, private_data_size: int, private_data: bytes | None) -> int:

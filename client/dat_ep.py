@@ -9,7 +9,7 @@ from typing import Any
 from client.api import Ep, Evd, Ia, Pz
 from client.common import decline
 from client.core import Triplet
-from client.datref import Ref, iov, need, put, status
+from client.datref import Ref, iov, need, out, put, query, status
 from proto.attrs import EpAttr
 from proto.constants import (
     DatReturnSubtype,
@@ -35,14 +35,14 @@ def dat_ep_create(
     request_evd: Evd | None,
     connect_evd: Evd | None,
     ep_attr: EpAttr | None,
-    ep: Ref[Ep],
+    ep: Ref[Ep] | None,
 ) -> int:
     """dat_ep_create (``ep_attr`` None: the provider defaults)."""
 
     def run() -> None:
-        ep.value = need(ia, Ia, Sub.INVALID_HANDLE_IA).ep_create(
-            need(pz, Pz, Sub.INVALID_HANDLE_PZ), recv_evd, request_evd, connect_evd, ep_attr
-        )
+        owner, zone = need(ia, Ia, Sub.INVALID_HANDLE_IA), need(pz, Pz, Sub.INVALID_HANDLE_PZ)
+        made = out(ep, Sub.INVALID_ARG7, "ep")
+        made.value = owner.ep_create(zone, recv_evd, request_evd, connect_evd, ep_attr)
 
     return status(run)
 
@@ -52,9 +52,9 @@ def dat_ep_free(ep: Ep) -> int:
     return status(lambda: need(ep, Ep, Sub.INVALID_HANDLE_EP).free())
 
 
-def dat_ep_query(ep: Ep, ep_param_mask: int, ep_param: Ref[dict[str, Any]]) -> int:
+def dat_ep_query(ep: Ep, ep_param_mask: int, ep_param: Ref[dict[str, Any]] | None) -> int:
     """dat_ep_query (the whole DAT_EP_PARAM, whatever the mask)."""
-    return status(lambda: put(ep_param, need(ep, Ep, Sub.INVALID_HANDLE_EP).query()))
+    return query(lambda: need(ep, Ep, Sub.INVALID_HANDLE_EP).query(), ep_param)
 
 
 _EVD_FIELDS = (
@@ -94,13 +94,13 @@ def dat_ep_modify(ep: Ep, ep_param_mask: int, ep_param: dict[str, Any] | None) -
 
 
 def dat_ep_get_status(
-    ep: Ep, ep_state: Ref[int], recv_idle: Ref[bool] | None, request_idle: Ref[bool] | None
+    ep: Ep, ep_state: Ref[int] | None, recv_idle: Ref[bool] | None, request_idle: Ref[bool] | None
 ) -> int:
-    """dat_ep_get_status."""
+    """dat_ep_get_status (the idle flags only into the out-parameters given)."""
 
     def run() -> None:
         state, r_idle, q_idle = need(ep, Ep, Sub.INVALID_HANDLE_EP).get_status()
-        ep_state.value = state
+        out(ep_state, Sub.INVALID_ARG2, "ep_state").value = state
         put(recv_idle, r_idle)
         put(request_idle, q_idle)
 

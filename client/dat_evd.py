@@ -8,7 +8,7 @@ from typing import Any
 from client.api import Cno, Evd, Ia
 from client.common import decline
 from client.core import Event
-from client.datref import Ref, need, put, status
+from client.datref import Ref, need, out, query, status
 from proto.constants import DAT_SUCCESS, DatReturnSubtype, EventNumber
 from proto.errors import DatError, DatInvalidParameter
 
@@ -29,7 +29,7 @@ def _cno(cno: Any) -> Cno:
 
 
 def dat_evd_create(
-    ia: Ia, evd_min_qlen: int, cno: Cno | None, evd_flags: int, evd: Ref[Evd]
+    ia: Ia, evd_min_qlen: int, cno: Cno | None, evd_flags: int, evd: Ref[Evd] | None
 ) -> int:
     """dat_evd_create (``cno`` None: DAT_HANDLE_NULL)."""
 
@@ -37,24 +37,36 @@ def dat_evd_create(
         owner: Ia = need(ia, Ia, Sub.INVALID_HANDLE_IA)
         if cno is not None:
             _cno(cno)
-        evd.value = owner.evd_create(evd_min_qlen, evd_flags, cno)
+        made = out(evd, Sub.INVALID_ARG5, "evd")
+        made.value = owner.evd_create(evd_min_qlen, evd_flags, cno)
 
     return status(run)
 
 
-def dat_evd_wait(evd: Evd, timeout: int, threshold: int, event: Ref[Event], nmore: Ref[int]) -> int:
+def dat_evd_wait(
+    evd: Evd, timeout: int, threshold: int, event: Ref[Event] | None, nmore: Ref[int] | None
+) -> int:
     """dat_evd_wait: on DAT_TIMEOUT_EXPIRED ``nmore`` is still set."""
     try:
-        event.value, nmore.value = _evd(evd).wait(timeout, threshold)
+        waiter = _evd(evd)
+        got, more = out(event, Sub.INVALID_ARG4, "event"), out(nmore, Sub.INVALID_ARG5, "nmore")
+        got.value, more.value = waiter.wait(timeout, threshold)
     except DatError as err:
-        nmore.value = getattr(err, "nmore", nmore.value)
+        if nmore is not None:
+            nmore.value = getattr(err, "nmore", nmore.value)
         return err.code
     return DAT_SUCCESS
 
 
-def dat_evd_dequeue(evd: Evd, event: Ref[Event]) -> int:
+def dat_evd_dequeue(evd: Evd, event: Ref[Event] | None) -> int:
     """dat_evd_dequeue."""
-    return status(lambda: put(event, _evd(evd).dequeue()))
+
+    def run() -> None:
+        taker = _evd(evd)
+        ref = out(event, Sub.INVALID_ARG2, "event")  # before an event is taken
+        ref.value = taker.dequeue()
+
+    return status(run)
 
 
 def dat_evd_post_se(evd: Evd, event: Event | None) -> int:
@@ -71,14 +83,7 @@ def dat_evd_post_se(evd: Evd, event: Event | None) -> int:
 
 def dat_evd_query(evd: Evd, evd_param_mask: int, evd_param: Ref[dict[str, Any]] | None) -> int:
     """dat_evd_query (the whole DAT_EVD_PARAM, whatever the mask)."""
-
-    def run() -> None:
-        param = _evd(evd).query()
-        if evd_param is None:
-            raise DatInvalidParameter(Sub.INVALID_ARG3, "evd_param is NULL")
-        evd_param.value = param
-
-    return status(run)
+    return query(lambda: _evd(evd).query(), evd_param)
 
 
 def dat_evd_enable(evd: Evd) -> int:
@@ -119,9 +124,15 @@ def dat_evd_free(evd: Evd) -> int:
 # -- CNO ---------------------------------------------------------------------------------------
 
 
-def dat_cno_create(ia: Ia, agent: Any, cno: Ref[Cno]) -> int:
+def dat_cno_create(ia: Ia, agent: Any, cno: Ref[Cno] | None) -> int:
     """dat_cno_create (``agent``: the DAT_OS_WAIT_PROXY_AGENT, any value)."""
-    return status(lambda: put(cno, need(ia, Ia, Sub.INVALID_HANDLE_IA).cno_create(agent)))
+
+    def run() -> None:
+        owner = need(ia, Ia, Sub.INVALID_HANDLE_IA)
+        ref = out(cno, Sub.INVALID_ARG3, "cno")  # before anything is made
+        ref.value = owner.cno_create(agent)
+
+    return status(run)
 
 
 def dat_cno_modify_agent(cno: Cno, agent: Any) -> int:
@@ -131,19 +142,18 @@ def dat_cno_modify_agent(cno: Cno, agent: Any) -> int:
 
 def dat_cno_query(cno: Cno, cno_param_mask: int, cno_param: Ref[dict[str, Any]] | None) -> int:
     """dat_cno_query (the whole DAT_CNO_PARAM, whatever the mask)."""
+    return query(lambda: _cno(cno).query(), cno_param)
+
+
+def dat_cno_wait(cno: Cno, timeout: int, evd: Ref[Evd] | None) -> int:
+    """dat_cno_wait: the EVD that has an event."""
 
     def run() -> None:
-        param = _cno(cno).query()
-        if cno_param is None:
-            raise DatInvalidParameter(Sub.INVALID_ARG3, "cno_param is NULL")
-        cno_param.value = param
+        waiter = _cno(cno)
+        ref = out(evd, Sub.INVALID_ARG3, "evd")  # before it waits
+        ref.value = waiter.wait(timeout)
 
     return status(run)
-
-
-def dat_cno_wait(cno: Cno, timeout: int, evd: Ref[Evd]) -> int:
-    """dat_cno_wait: the EVD that has an event."""
-    return status(lambda: put(evd, _cno(cno).wait(timeout)))
 
 
 def dat_cno_free(cno: Cno) -> int:

@@ -8,9 +8,9 @@ from typing import Any
 
 from client.api import Ep, Ia, Lmr, Pz, Rmr
 from client.core import LmrInfo, Triplet
-from client.datref import Ref, iov, need, put, status
+from client.datref import Ref, iov, need, out, put, query, status
 from proto.constants import DatReturnSubtype, MemType
-from proto.errors import DatInvalidParameter, DatModelNotSupported
+from proto.errors import DatModelNotSupported
 
 Sub = DatReturnSubtype
 
@@ -18,21 +18,21 @@ Sub = DatReturnSubtype
 # -- PZ, LMR -----------------------------------------------------------------------------------
 
 
-def dat_pz_create(ia: Ia, pz: Ref[Pz]) -> int:
+def dat_pz_create(ia: Ia, pz: Ref[Pz] | None) -> int:
     """dat_pz_create."""
-    return status(lambda: put(pz, need(ia, Ia, Sub.INVALID_HANDLE_IA).pz_create()))
+
+    def run() -> None:
+        owner = need(ia, Ia, Sub.INVALID_HANDLE_IA)
+        ref = out(pz, Sub.INVALID_ARG2, "pz")  # before anything is made
+        ref.value = owner.pz_create()
+
+    return status(run)
 
 
 def dat_pz_query(pz: Pz, pz_param_mask: int, pz_param: Ref[dict[str, Any]] | None) -> int:
     """dat_pz_query: DAT_PZ_PARAM (its IA)."""
 
-    def run() -> None:
-        param = need(pz, Pz, Sub.INVALID_HANDLE_PZ).query()
-        if pz_param is None:
-            raise DatInvalidParameter(Sub.INVALID_ARG3, "pz_param is NULL")
-        pz_param.value = param
-
-    return status(run)
+    return query(lambda: need(pz, Pz, Sub.INVALID_HANDLE_PZ).query(), pz_param)
 
 
 def dat_pz_free(pz: Pz) -> int:
@@ -48,11 +48,11 @@ def dat_lmr_create(
     pz: Pz,
     privileges: int,
     va_type: int,
-    lmr: Ref[Lmr],
-    lmr_context: Ref[int],
-    rmr_context: Ref[int],
-    registered_size: Ref[int],
-    registered_address: Ref[int],
+    lmr: Ref[Lmr] | None,
+    lmr_context: Ref[int] | None,
+    rmr_context: Ref[int] | None,
+    registered_size: Ref[int] | None,
+    registered_address: Ref[int] | None,
 ) -> int:
     """dat_lmr_create (2.0 order: va_type after privileges; only DAT_VA_TYPE_VA)."""
 
@@ -62,10 +62,9 @@ def dat_lmr_create(
         region = region_description
         if mem_type == MemType.LMR:
             region = need(region_description, Lmr, Sub.INVALID_HANDLE_LMR).handle
-        made = need(ia, Ia, Sub.INVALID_HANDLE_IA).lmr_create(
-            mem_type, region, length, need(pz, Pz, Sub.INVALID_HANDLE_PZ), privileges
-        )
-        lmr.value = made
+        owner, zone = need(ia, Ia, Sub.INVALID_HANDLE_IA), need(pz, Pz, Sub.INVALID_HANDLE_PZ)
+        ref = out(lmr, Sub.INVALID_ARG8, "lmr")  # before anything is made
+        made = ref.value = owner.lmr_create(mem_type, region, length, zone, privileges)
         put(lmr_context, made.lmr_context)
         put(rmr_context, made.rmr_context)
         put(registered_size, made.registered_size)
@@ -74,9 +73,9 @@ def dat_lmr_create(
     return status(run)
 
 
-def dat_lmr_query(lmr: Lmr, lmr_param_mask: int, lmr_param: Ref[LmrInfo]) -> int:
+def dat_lmr_query(lmr: Lmr, lmr_param_mask: int, lmr_param: Ref[LmrInfo] | None) -> int:
     """dat_lmr_query (the whole DAT_LMR_PARAM, whatever the mask)."""
-    return status(lambda: put(lmr_param, need(lmr, Lmr, Sub.INVALID_HANDLE_LMR).query()))
+    return query(lambda: need(lmr, Lmr, Sub.INVALID_HANDLE_LMR).query(), lmr_param)
 
 
 def dat_lmr_sync_rdma_read(ia: Ia, local_segments: Sequence[Triplet], num_segments: int) -> int:
@@ -102,23 +101,25 @@ def dat_lmr_free(lmr: Lmr) -> int:
     return status(lambda: need(lmr, Lmr, Sub.INVALID_HANDLE_LMR).free())
 
 
-def dat_rmr_create(pz: Pz, rmr: Ref[Rmr]) -> int:
+def dat_rmr_create(pz: Pz, rmr: Ref[Rmr] | None) -> int:
     """dat_rmr_create."""
 
     def run() -> None:
         zone = need(pz, Pz, Sub.INVALID_HANDLE_PZ)
-        rmr.value = zone.ia.rmr_create(zone)
+        ref = out(rmr, Sub.INVALID_ARG2, "rmr")  # before anything is made
+        ref.value = zone.ia.rmr_create(zone)
 
     return status(run)
 
 
-def dat_rmr_create_for_ep(pz: Pz, rmr: Ref[Rmr]) -> int:
+def dat_rmr_create_for_ep(pz: Pz, rmr: Ref[Rmr] | None) -> int:
     """dat_rmr_create_for_ep: an RMR of DAT_RMR_SCOPE_EP (usable only through the EP it is
     bound to)."""
 
     def run() -> None:
         zone = need(pz, Pz, Sub.INVALID_HANDLE_PZ)
-        rmr.value = zone.ia.rmr_create_for_ep(zone)
+        ref = out(rmr, Sub.INVALID_ARG2, "rmr")  # before anything is made
+        ref.value = zone.ia.rmr_create_for_ep(zone)
 
     return status(run)
 
@@ -132,14 +133,15 @@ def dat_rmr_bind(
     ep: Ep,
     user_cookie: int,
     completion_flags: int,
-    rmr_context: Ref[int],
+    rmr_context: Ref[int] | None,
 ) -> int:
-    """dat_rmr_bind (2.0 order: rmr, lmr, triplet, privileges, va_type, ep, ...)."""
+    """dat_rmr_bind (2.0 order: rmr, lmr, triplet, privileges, va_type, ep, ...; the new
+    rmr_context into ``rmr_context`` if one is given)."""
 
     def run() -> None:
         if va_type != 0:
             raise DatModelNotSupported(message="zero-based virtual addresses are not offered")
-        rmr_context.value = need(rmr, Rmr, Sub.INVALID_HANDLE_RMR).bind(
+        context = need(rmr, Rmr, Sub.INVALID_HANDLE_RMR).bind(
             lmr,
             lmr_triplet,
             mem_privileges,
@@ -147,13 +149,14 @@ def dat_rmr_bind(
             user_cookie,
             completion_flags,
         )
+        put(rmr_context, context)
 
     return status(run)
 
 
-def dat_rmr_query(rmr: Rmr, rmr_param_mask: int, rmr_param: Ref[dict[str, Any]]) -> int:
+def dat_rmr_query(rmr: Rmr, rmr_param_mask: int, rmr_param: Ref[dict[str, Any]] | None) -> int:
     """dat_rmr_query."""
-    return status(lambda: put(rmr_param, need(rmr, Rmr, Sub.INVALID_HANDLE_RMR).query()))
+    return query(lambda: need(rmr, Rmr, Sub.INVALID_HANDLE_RMR).query(), rmr_param)
 
 
 def dat_rmr_free(rmr: Rmr) -> int:

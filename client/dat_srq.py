@@ -9,22 +9,22 @@ from typing import Any
 
 from client.api import Ep, Evd, Ia, Pz, Srq
 from client.core import Triplet
-from client.datref import Ref, iov, need, put, status
+from client.datref import Ref, iov, need, out, query, status
 from proto.attrs import EpAttr, SrqAttr
 from proto.constants import DatReturnSubtype as Sub
 from proto.errors import DatInvalidParameter
 
 
-def dat_srq_create(ia: Ia, pz: Pz, srq_attr: SrqAttr | None, srq: Ref[Srq]) -> int:
+def dat_srq_create(ia: Ia, pz: Pz, srq_attr: SrqAttr | None, srq: Ref[Srq] | None) -> int:
     """dat_srq_create."""
 
     def run() -> None:
         if not isinstance(srq_attr, SrqAttr):
             raise DatInvalidParameter(Sub.INVALID_ARG3, "srq_attr is a DAT_SRQ_ATTR")
         a = srq_attr
-        srq.value = need(ia, Ia, Sub.INVALID_HANDLE_IA).srq_create(
-            need(pz, Pz, Sub.INVALID_HANDLE_PZ), a.max_recv_dtos, a.max_recv_iov, a.low_watermark
-        )
+        owner, zone = need(ia, Ia, Sub.INVALID_HANDLE_IA), need(pz, Pz, Sub.INVALID_HANDLE_PZ)
+        made = out(srq, Sub.INVALID_ARG4, "srq")
+        made.value = owner.srq_create(zone, a.max_recv_dtos, a.max_recv_iov, a.low_watermark)
 
     return status(run)
 
@@ -46,9 +46,9 @@ def dat_srq_post_recv(
     return status(run)
 
 
-def dat_srq_query(srq: Srq, srq_param_mask: int, srq_param: Ref[dict[str, Any]]) -> int:
+def dat_srq_query(srq: Srq, srq_param_mask: int, srq_param: Ref[dict[str, Any]] | None) -> int:
     """dat_srq_query (the whole DAT_SRQ_PARAM, whatever the mask)."""
-    return status(lambda: put(srq_param, need(srq, Srq, Sub.INVALID_HANDLE_SRQ).query()))
+    return query(lambda: need(srq, Srq, Sub.INVALID_HANDLE_SRQ).query(), srq_param)
 
 
 def dat_srq_resize(srq: Srq, srq_max_recv_dto: int) -> int:
@@ -69,18 +69,16 @@ def dat_ep_create_with_srq(
     connect_evd: Evd | None,
     srq: Srq,
     ep_attr: EpAttr | None,
-    ep: Ref[Ep],
+    ep: Ref[Ep] | None,
 ) -> int:
     """dat_ep_create_with_srq (``ep_attr`` None: the provider defaults)."""
 
     def run() -> None:
-        ep.value = need(ia, Ia, Sub.INVALID_HANDLE_IA).ep_create_with_srq(
-            need(pz, Pz, Sub.INVALID_HANDLE_PZ),
-            recv_evd,
-            request_evd,
-            connect_evd,
-            need(srq, Srq, Sub.INVALID_HANDLE_SRQ),
-            ep_attr,
+        owner, zone = need(ia, Ia, Sub.INVALID_HANDLE_IA), need(pz, Pz, Sub.INVALID_HANDLE_PZ)
+        shared = need(srq, Srq, Sub.INVALID_HANDLE_SRQ)
+        made = out(ep, Sub.INVALID_ARG8, "ep")
+        made.value = owner.ep_create_with_srq(
+            zone, recv_evd, request_evd, connect_evd, shared, ep_attr
         )
 
     return status(run)

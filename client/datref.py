@@ -47,6 +47,25 @@ def need(handle: Any, cls: type[Any], sub: DatReturnSubtype) -> Any:
     return handle
 
 
+def out(ref: Ref[T] | None, arg: DatReturnSubtype, name: str) -> Ref[T]:
+    """A required out-parameter; NULL (None) is DAT_INVALID_PARAMETER naming its position, as
+    libdatfabric answers (checked after the handles, before anything is made)."""
+    if ref is None:
+        raise DatInvalidParameter(arg, f"{name} is NULL")
+    return ref
+
+
+def query(fn: Callable[[], T], param: Ref[T] | None) -> int:
+    """A dat_*_query: the handle check (in ``fn``) first, then a NULL ``param`` (the third
+    argument) is DAT_INVALID_PARAMETER."""
+
+    def run() -> None:
+        value = fn()
+        out(param, Sub.INVALID_ARG3, "the param out-parameter").value = value
+
+    return status(run)
+
+
 def put(ref: Ref[Any] | None, value: Any) -> None:
     """Store an out-parameter (a NULL one, None, is skipped)."""
     if ref is not None:
