@@ -58,6 +58,7 @@ Sub = DatReturnSubtype
 Triplet = Sequence[int]
 
 _DTO_COMPLETION: Final = EventNumber.DTO_COMPLETION_EVENT
+CONTEXT_SWEEP: Final = 256  # consumer contexts kept before those of freed handles are dropped
 
 
 class ClientCore(EventPath, MemoryCalls, ConnectionCalls, SrqCalls):
@@ -84,6 +85,7 @@ class ClientCore(EventPath, MemoryCalls, ConnectionCalls, SrqCalls):
         self.rmrs: dict[int, bool] = {}  # RMR -> created for an EP (DAT_RMR_SCOPE_EP)
         self.sps: dict[int, SpInfo] = {}  # PSPs and RSPs
         self.contexts: dict[tuple[HandleType, int], Any] = {}  # dat_set_consumer_context
+        self._sweep_at = CONTEXT_SWEEP
         self.lmr_sync_req: bool | None = None  # the provider attribute, once asked
         self.catastrophic = False
         self.lost_reason = ""
@@ -214,6 +216,9 @@ class ClientCore(EventPath, MemoryCalls, ConnectionCalls, SrqCalls):
     def set_context(self, kind: HandleType, handle: int, context: Any) -> None:
         """dat_set_consumer_context of a live handle (DAT_INVALID_HANDLE otherwise)."""
         self._live(kind, handle)
+        if len(self.contexts) >= self._sweep_at:  # handles are never reused: only memory
+            self.contexts = {key: v for key, v in self.contexts.items() if self.alive(*key)}
+            self._sweep_at = max(CONTEXT_SWEEP, 2 * len(self.contexts))
         self.contexts[kind, handle] = context
 
     def get_context(self, kind: HandleType, handle: int) -> Any:
