@@ -34,8 +34,8 @@ from proto.errors import (
     DatQueueEmpty,
     DatTimeoutExpired,
 )
-from proto.eventq import EQ_ENTRY_SIZE, NOTIFIES, eq_ring, eq_segment, read_eqe
-from proto.events import decode_event
+from proto.eventq import EQ_ENTRY_SIZE, NOTIFIES, SRQ_RECEIVE, eq_ring, eq_segment, read_eqe
+from proto.events import decode_event, srq_tail
 from proto.hostif import ASYNC_EVD, RingKind, check_descriptor
 
 Sub = DatReturnSubtype
@@ -79,6 +79,8 @@ class EventPath:
                 event = Event(
                     _DTO_COMPLETION, evd.handle, ep, cookie, status, length, op, notify=notify
                 )
+                if flags & SRQ_RECEIVE:
+                    event.srq = srq_tail(flags, op, body)[0]
                 evd.dto_bytes += (length - evd.dto_bytes) // 8
             else:
                 event = self._event(*decode_event(evd.handle, raw, flags, head, body))
@@ -94,6 +96,7 @@ class EventPath:
             )
             if number == EventNumber.IB_DTO_EVENT:
                 event.ext_type, event.immed_data = IB_EXT_TYPES[Dtos(ev.op)], ev.immediate
+            event.srq = ev.srq
             return event
         if isinstance(ev, events.RmrBindCompletion):
             return Event(

@@ -63,6 +63,8 @@ class Event:
     """For IB_DTO_EVENT: DAT_IB_EXTENSION_EVENT_DATA's type (what completed)."""
     immed_data: int = 0
     """For IB_DTO_EVENT of type RDMA_WRITE_IMMED_DATA: the 32-bit immediate data."""
+    srq: int = field(default=0, compare=False, repr=False)
+    """For a receive taken from an SRQ: the SRQ's handle (its count of receives handed out)."""
 
 
 @dataclass(eq=False)

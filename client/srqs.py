@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from client.records import Call, EpMirror, Event, Op
 from proto import calls
 from proto.attrs import MAX_DTOS, EpAttr
 from proto.checks import Region, check_local_iov, is_int
 from proto.codec import encode
-from proto.constants import DatReturnSubtype, Dtos, EventNumber, MemPriv, SrqState
+from proto.constants import DatReturnSubtype, MemPriv, SrqState
 from proto.errors import (
     DatInsufficientResources,
     DatInvalidHandle,
@@ -43,8 +43,6 @@ from proto.hostif import (
 
 Sub = DatReturnSubtype
 Triplet = Sequence[int]
-_RECEIVES: Final = frozenset({int(Dtos.RECEIVE), int(Dtos.IB_RECV_IMMED)})
-_DTOS: Final = frozenset({EventNumber.DTO_COMPLETION_EVENT, EventNumber.IB_DTO_EVENT})
 
 
 @dataclass(eq=False)
@@ -202,9 +200,10 @@ class SrqCalls:
         return b"".join(out)
 
     def reaped(self, event: Event) -> Event:
-        """An event handed out to the consumer: a receive of an SRQ no longer occupies it."""
-        if event.operation in _RECEIVES and event.event_number in _DTOS and event.ep in self.eps:
-            srq = self.srqs.get(self.eps[event.ep].srq)
+        """An event handed out to the consumer: a receive of an SRQ no longer occupies it (the
+        entry names the SRQ: its EP may be freed by now)."""
+        if event.srq:
+            srq = self.srqs.get(event.srq)
             if srq is not None:
                 srq.reaped += 1
         return event

@@ -28,6 +28,11 @@ RMR_BIND_COMPLETION: ep, status, cookie, aux (the RMR handle). SOFTWARE_EVENT: c
 pointer value). Every other event: its record's fields after ``evd`` as a msgpack array."""
 NOTIFIES: Final = 0x01
 """EQE flag: the event wakes a waiter (clear for an UNSIGNALLED completion)."""
+SRQ_RECEIVE: Final = 0x02
+"""EQE flag: a completion of a receive taken from a shared receive queue; the body ends with
+the SRQ's handle (``SRQ_TAIL``), which the driver counts as reaped when it hands the event out
+(the EP may be freed by then)."""
+SRQ_TAIL: Final = struct.Struct("<I")
 EQ_ENTRY_SIZE: Final = 512
 EQE_BODY_MAX: Final = EQ_ENTRY_SIZE - EQE.size
 

@@ -14,14 +14,15 @@ from typing import Final, NamedTuple
 from proto.codec import pack, unpack
 from proto.constants import Dtos, EventNumber
 from proto.errors import DatError, MalformedFrame
-from proto.eventq import NOTIFIES
+from proto.eventq import NOTIFIES, SRQ_RECEIVE, SRQ_TAIL
 from proto.schema import parse
 
 
 class DtoCompletion(NamedTuple):
     """DAT_DTO_COMPLETION_EVENT, or DAT_IB_DTO_EVENT when ``op`` is an IB extension DTO;
     ``notify`` False: UNSIGNALLED, it wakes no waiter; ``immediate``: the 32-bit immediate data
-    of a receive an RDMA Write with immediate consumed (Dtos.IB_RECV_IMMED)."""
+    of a receive an RDMA Write with immediate consumed (Dtos.IB_RECV_IMMED); ``srq``: the SRQ
+    the receive was taken from (0: the EP's own)."""
 
     evd: int
     ep: int
@@ -31,6 +32,7 @@ class DtoCompletion(NamedTuple):
     op: int
     notify: bool
     immediate: int = 0
+    srq: int = 0
 
 
 class RmrBindCompletion(NamedTuple):
@@ -138,13 +140,27 @@ def encode_event(number: EventNumber, record: Event) -> tuple[int, Head, bytes]:
         if number != dto_number(r.op):
             raise TypeError(f"a completion of DTO {r.op} is not a {number.name}")
         body = IMMEDIATE.pack(r.immediate) if r.op == Dtos.IB_RECV_IMMED else b""
-        return *dto_entry(r.ep, r.status, r.cookie, r.length, r.op, r.notify), body
+        flags, head = dto_entry(r.ep, r.status, r.cookie, r.length, r.op, r.notify)
+        if r.srq:
+            flags, body = flags | SRQ_RECEIVE, body + SRQ_TAIL.pack(r.srq)
+        return flags, head, body
     if isinstance(record, RmrBindCompletion):
         flags = NOTIFIES if record.notify else 0
         return flags, (record.ep, record.status, record.cookie, 0, record.rmr), b""
     if isinstance(record, SoftwareEvent):
         return NOTIFIES, (0, 0, record.pointer, 0, 0), b""
     return NOTIFIES, (0, 0, 0, 0, 0), pack(list(record[1:]))
+
+
+def srq_tail(flags: int, op: int, body: bytes | memoryview) -> tuple[int, bytes | memoryview]:
+    """A completion's SRQ (0: none) and the rest of its body; the flag on anything but a
+    receive, or without its 4 bytes, is a protocol error."""
+    if not flags & SRQ_RECEIVE:
+        return 0, body
+    if op not in (Dtos.RECEIVE, Dtos.IB_RECV_IMMED) or len(body) < SRQ_TAIL.size:
+        raise MalformedFrame(f"an SRQ receive flag on DTO {op} with a {len(body)}-byte body")
+    (srq,) = SRQ_TAIL.unpack_from(body, len(body) - SRQ_TAIL.size)
+    return srq, body[: len(body) - SRQ_TAIL.size]
 
 
 def decode_event(
@@ -159,12 +175,13 @@ def decode_event(
     if number == EventNumber.DTO_COMPLETION_EVENT or number == EventNumber.IB_DTO_EVENT:
         if dto_number(aux) != number:
             raise MalformedFrame(f"{number.name} of DTO {aux}")
+        srq, body = srq_tail(flags, aux, body)
         immediate = 0
         if aux == Dtos.IB_RECV_IMMED:
             if len(body) != IMMEDIATE.size:
                 raise MalformedFrame(f"a receive with immediate data has a {len(body)}-byte body")
             (immediate,) = IMMEDIATE.unpack(body)
-        return number, DtoCompletion(evd, ep, cookie, status, length, aux, notify, immediate)
+        return number, DtoCompletion(evd, ep, cookie, status, length, aux, notify, immediate, srq)
     if number == EventNumber.RMR_BIND_COMPLETION_EVENT:
         return number, RmrBindCompletion(evd, ep, aux, cookie, status, notify)
     if number == EventNumber.SOFTWARE_EVENT:

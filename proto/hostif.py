@@ -24,7 +24,7 @@ from proto.attrs import MAX_DTOS, MAX_IOV
 from proto.constants import CompletionFlags, Dtos
 from proto.errors import ProtocolError
 
-HOSTIF_VERSION: Final = 5
+HOSTIF_VERSION: Final = 6
 """Bumped on any change of a layout below; HELLO refuses a driver of another version."""
 
 MAGIC: Final = 0x31514644  # "DFQ1" read as little-endian bytes

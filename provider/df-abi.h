@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DF_HOSTIF_VERSION 5u
+#define DF_HOSTIF_VERSION 6u
 #define DF_PROTOCOL_VERSION 5u /* the HELLO version range this driver speaks (min = max) */
 #define DF_RING_MAGIC 0x31514644u /* the bytes "DFQ1" */
 #define DF_LINE 64u
@@ -105,6 +105,8 @@ _Static_assert(sizeof(struct df_wqe) + DF_WQE_MAX_SEGMENTS * sizeof(struct df_wq
 /* Event queues: one segment per EVD, "/datfabric-<ia>-eq<evd>"; the daemon produces. */
 #define DF_EQ_ENTRY_SIZE 512u
 #define DF_EQE_NOTIFIES 0x01u /* clear for an UNSIGNALLED completion: it wakes no waiter */
+/* A receive taken from an SRQ: the body ends with the SRQ's handle (u32). */
+#define DF_EQE_SRQ_RECEIVE 0x02u
 #define DF_ASYNC_EVD 1u /* every IA's async EVD */
 
 struct df_eqe {

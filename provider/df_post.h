@@ -39,7 +39,7 @@ DAT_RETURN df_ep_create_with_srq(DAT_IA_HANDLE, DAT_PZ_HANDLE, DAT_EVD_HANDLE, D
 				 DAT_EVD_HANDLE, DAT_SRQ_HANDLE, const DAT_EP_ATTR *,
 				 DAT_EP_HANDLE *);
 void df_srq_destroy(struct df_srq *srq);
-void df_srq_reap(const DAT_EVENT *event);
+void df_srq_reap(struct df_ia *ia, const struct df_eqe *e);
 
 /* ext.c: dat_extension_op (the IB extensions) */
 DAT_RETURN df_handle_extendedop(DAT_HANDLE, DAT_EXTENDED_OP, va_list);

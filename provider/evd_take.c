@@ -61,7 +61,7 @@ static DAT_RETURN take(struct df_evd *evd, DAT_EVENT *event)
 	const struct df_eqe *e = df_ring_slot(&evd->ring, evd->ring.mine);
 	DAT_RETURN ret = df_event_from_entry(ia, e, event);
 	if (ret == DAT_SUCCESS)
-		df_srq_reap(event); /* an SRQ's receive completion, handed out: it frees the SRQ */
+		df_srq_reap(ia, e); /* an SRQ's receive completion, handed out: it frees the SRQ */
 	/* a running mean of the DTO completions' lengths (the IB extensions' too), weight 1/8 */
 	if (event->event_number == DAT_DTO_COMPLETION_EVENT ||
 	    event->event_number == (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT)

@@ -144,7 +144,8 @@ _Static_assert(sizeof(DAT_IB_EXTENSION_EVENT_DATA) <= 8 * sizeof(DAT_UINT64),
 
 /* DAT_IB_DTO_EVENT: a DTO completion of an IB extension's operation (the entry's aux), and
  * its DAT_IB_EXTENSION_EVENT_DATA; a receive consumed by a Write with immediate data carries
- * the immediate as its body (4 bytes, little-endian). */
+ * the immediate as its body (4 bytes, little-endian; then the SRQ's handle if it came from
+ * one). */
 static DAT_RETURN ib_dto_completion(struct df_ia *ia, const struct df_eqe *e, DAT_EVENT *event)
 {
 	DAT_IB_EXTENSION_EVENT_DATA x;
@@ -154,7 +155,7 @@ static DAT_RETURN ib_dto_completion(struct df_ia *ia, const struct df_eqe *e, DA
 		x.type = DAT_IB_RDMA_WRITE_IMMED;
 		break;
 	case DAT_IB_DTO_RECV_IMMED:
-		if (e->body_length != 4)
+		if (e->body_length != (e->flags & DF_EQE_SRQ_RECEIVE ? 8 : 4))
 			return DF_ERROR(DAT_INTERNAL_ERROR, 0);
 		x.type = DAT_IB_RDMA_WRITE_IMMED_DATA;
 		x.val.immed.data = (uint32_t)e->body[0] | (uint32_t)e->body[1] << 8 |

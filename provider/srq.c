@@ -294,16 +294,16 @@ DAT_RETURN df_srq_set_lw(DAT_SRQ_HANDLE handle, DAT_COUNT low_watermark)
 	return DAT_SUCCESS;
 }
 
-/* An event handed out to the program (lock held): a receive completion on an EP of an SRQ
- * (a Send's, or a Write with immediate data's) no longer occupies the SRQ. */
-void df_srq_reap(const DAT_EVENT *event)
+/* An entry handed out to the program (lock held): a receive completion of an SRQ (a Send's,
+ * or a Write with immediate data's) no longer occupies it. The entry names the SRQ: the EP
+ * may be freed by now. */
+void df_srq_reap(struct df_ia *ia, const struct df_eqe *e)
 {
-	if (event->event_number != DAT_DTO_COMPLETION_EVENT &&
-	    event->event_number != (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT)
+	if (!(e->flags & DF_EQE_SRQ_RECEIVE) || e->body_length < sizeof(uint32_t))
 		return;
-	const DAT_DTO_COMPLETION_EVENT_DATA *d = &event->event_data.dto_completion_event_data;
-	const struct df_ep *ep = d->ep_handle; /* a live EP of the IA, or NULL */
-	int op = (int)d->operation;
-	if (ep && ep->srq && (op == (int)DAT_DTO_RECEIVE || op == (int)DAT_IB_DTO_RECV_IMMED))
-		ep->srq->reaped++;
+	uint32_t handle;
+	memcpy(&handle, e->body + e->body_length - sizeof(handle), sizeof(handle));
+	struct df_srq *srq = df_ia_find(ia, DAT_HANDLE_TYPE_SRQ, handle);
+	if (srq)
+		srq->reaped++;
 }

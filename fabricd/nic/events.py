@@ -29,7 +29,16 @@ from proto.errors import (
     DatQueueFull,
     MalformedFrame,
 )
-from proto.eventq import EQ_ENTRY_SIZE, EQE_BODY_MAX, EqWord, eq_ring, eq_segment, write_eqe
+from proto.eventq import (
+    EQ_ENTRY_SIZE,
+    EQE_BODY_MAX,
+    SRQ_RECEIVE,
+    SRQ_TAIL,
+    EqWord,
+    eq_ring,
+    eq_segment,
+    write_eqe,
+)
 from proto.events import (
     IMMEDIATE,
     AsyncError,
@@ -274,13 +283,17 @@ class Events:
         op: Dtos,
         notify: bool = True,
         body: bytes = b"",
+        srq: int = 0,
     ) -> None:
-        """A DTO completion; ``notify`` False: an UNSIGNALLED one, which wakes nobody. Written
-        straight into the entry (proto.events.dto_entry): no record on the per-DTO path."""
+        """A DTO completion; ``notify`` False: an UNSIGNALLED one, which wakes nobody; ``srq``:
+        the SRQ a receive came from. Written straight into the entry (proto.events.dto_entry):
+        no record on the per-DTO path."""
         consumer = ep.consumer
         eq = consumer.evds.get(evd) if not consumer.closed else None
         if eq is not None:
             flags, head = dto_entry(ep.handle, status, cookie, length, op, notify)
+            if srq:
+                flags, body = flags | SRQ_RECEIVE, body + SRQ_TAIL.pack(srq)
             self._write(consumer, eq, dto_number(op), flags, head, body)
 
     def received(
@@ -289,11 +302,12 @@ class Events:
         """A receive's completion on the EP's receive EVD; with ``immediate``: consumed by an
         RDMA Write with immediate data (DAT_IB_DTO_EVENT, DAT_IB_DTO_RECV_IMMED)."""
         retired(ep, receive=True)
+        srq = ep.srq.handle if ep.srq is not None else 0
         if immediate is None:
-            self.dto(ep, ep.recv_evd, cookie, status, length, Dtos.RECEIVE)
+            self.dto(ep, ep.recv_evd, cookie, status, length, Dtos.RECEIVE, srq=srq)
             return
         body = IMMEDIATE.pack(immediate)
-        self.dto(ep, ep.recv_evd, cookie, status, length, Dtos.IB_RECV_IMMED, body=body)
+        self.dto(ep, ep.recv_evd, cookie, status, length, Dtos.IB_RECV_IMMED, body=body, srq=srq)
 
     def srq_low(self, srq: Srq) -> None:
         """dat_srq_set_lw's event, once per arming: the SRQ holds fewer receives than its low

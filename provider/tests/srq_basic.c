@@ -1,8 +1,8 @@
 /* Shared receive queues through libdat2, between two IAs of one program connected over the
  * fabric: the receives of one SRQ taken in posting order by the two EPs that share it (a Write
  * with immediate data too), a Send waiting for a receive until one is posted, the low
- * watermark event once per dat_srq_set_lw, an EP leaving the SRQ (srq_errors.c: the
- * attributes and every call's argument errors).
+ * watermark event once per dat_srq_set_lw, an EP leaving the SRQ, a completion reaped after
+ * its EP was freed (srq_errors.c: the attributes and every call's argument errors).
  *
  * usage: srq_basic IA_NAME
  * Side a (the receiver) has an SRQ and two EPs created with it; side b sends on two plain EPs,
@@ -183,9 +183,15 @@ static void check_receiver_not_ready(struct side *a, struct side *b, DAT_SRQ_HAN
 }
 
 /* b disconnects: each of a's EPs leaves the SRQ, and says so on the async EVD (EP_BROKEN
- * with the EP's handle); the SRQ is freed once its EPs are. */
+ * with the EP's handle); a receive completion taken after its EP was freed still frees the
+ * SRQ; the SRQ is freed once its EPs are. */
 static void check_detach(struct side *a, struct side *b, DAT_SRQ_HANDLE srq)
 {
+	CHECK_RET(post_receive(a, srq, 14), DAT_SUCCESS);
+	send_message(b, 0, 14);
+	sent(b, 14, __LINE__);
+	await_available(srq, 0);
+	COUNTS(srq, 0, 1); /* completed, its event not handed out */
 	for (int k = 0; k < 2; k++) {
 		CHECK_RET(dat_ep_disconnect(b->ep[k], DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
 		WAIT(b->b.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED);
@@ -196,6 +202,10 @@ static void check_detach(struct side *a, struct side *b, DAT_SRQ_HANDLE srq)
 	}
 	CHECK_RET(dat_srq_free(srq), ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_SRQ_IN_USE));
 	CHECK_RET(dat_ep_free(a->ep[0]), DAT_SUCCESS);
+	DAT_EVENT ev = WAIT(a->b.dto_evd, DAT_DTO_COMPLETION_EVENT);
+	const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+	CHECK(d->user_cookie.as_64 == COOKIE(14) && d->operation == DAT_DTO_RECEIVE);
+	COUNTS(srq, 0, 0);
 	CHECK_RET(dat_srq_free(srq), ERR(DAT_INVALID_STATE, DAT_INVALID_STATE_SRQ_IN_USE));
 	CHECK_RET(dat_ep_free(a->ep[1]), DAT_SUCCESS);
 	CHECK_RET(dat_srq_free(srq), DAT_SUCCESS);

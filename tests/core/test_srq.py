@@ -137,6 +137,29 @@ def test_a_write_with_immediate_data_consumes_a_receive_of_the_srq() -> None:
     assert (got.ep, got.cookie, got.immed_data) == (s.eps[0], 5, 9)
 
 
+def test_a_receive_completion_reaped_after_its_ep_was_freed_still_frees_the_srq() -> None:
+    """The completion entry names the SRQ: handing it out counts the receive as reaped though
+    its EP is gone (a Send's and a Write with immediate data's)."""
+    fabric, s, (a0, _) = _setup()
+    s.post(1, 0)
+    s.post(2, 64, 0)
+    _send(a0, b"gone", 11)
+    target = [s.address + 1024, 16, s.lmr.rmr_context]
+    a0.c.post(Dtos.IB_RDMA_WRITE_IMMED, a0.ep, [a0.triplet(0, 16)], 12, target, 0, (9, 0))
+    fabric.run()
+
+    def counts() -> tuple[int, int]:
+        q = s.c.core.srq(s.srq).param(None)
+        return q["available_dto_count"], q["outstanding_dto_count"]
+
+    assert counts() == (0, 2)
+    s.c.call(s.c.core.ep_free(s.eps[0]))
+    events = [e for e in s.c.events(s.evd) if e.operation in (Dtos.RECEIVE, Dtos.IB_RECV_IMMED)]
+    assert [(e.ep, e.cookie) for e in events] == [(s.eps[0], 1), (s.eps[0], 2)]
+    assert events[1].immed_data == 9
+    assert counts() == (0, 0)
+
+
 def test_the_low_watermark_event_comes_once_per_setting() -> None:
     _fabric, s, (a0, _) = _setup()
     for cookie in range(4):

@@ -32,6 +32,7 @@ def test_ring_constants() -> None:
     assert define("DF_EQ_ENTRY_SIZE") == eventq.EQ_ENTRY_SIZE
     assert define("DF_ASYNC_EVD") == hostif.ASYNC_EVD
     assert define("DF_EQE_NOTIFIES") == eventq.NOTIFIES
+    assert define("DF_EQE_SRQ_RECEIVE") == eventq.SRQ_RECEIVE
     full_wqe = hostif.WQE.size + define("DF_WQE_MAX_SEGMENTS") * hostif.SEGMENT.size
     assert full_wqe <= hostif.WQ_ENTRY_SIZE
     assert define("DF_STAGE_BYTES") == hostif.STAGE_BYTES
