@@ -2,19 +2,22 @@
 has announced it yet (the driver skips the doorbell while the daemon polls the EP, and a
 doorbell may still be on its way): a NIC fetches the next receive WQE when a message arrives.
 Such a Send lands in place, completes at once, and the late doorbell takes nothing twice; frames
-held behind a Send with no receive run in their order."""
+held behind a Send with no receive run in their order; a fetched receive that fails its checks
+breaks the EP as one taken on its doorbell does."""
 
 from __future__ import annotations
 
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos
 from proto.constants import EventNumber as E
-from tests.core.flows import Side, connect, pair, side
+from proto.hostif import Opcode, write_wqe
+from tests.core.flows import Brief, Side, connect, pair, side
 from tests.core.harness import Fabric
 from tests.core.test_srq import SrqSide
 
 DTO = E.DTO_COMPLETION_EVENT
 OK = St.DTO_SUCCESS
+BROKEN = (E.CONNECTION_EVENT_BROKEN, b"")
 
 
 def _unannounced_receive(b: Side, cookie: int, offset: int, length: int = 16) -> bytes:
@@ -86,3 +89,25 @@ def test_a_send_takes_an_srq_receive_whose_doorbell_has_not_been_read() -> None:
     s.c.send(doorbell)
     fabric.run()
     assert s.received() == []
+
+
+def _bad_receive_then_send(announced: bool) -> tuple[list[Brief], list[Brief]]:
+    """A receive whose buffer is another consumer's (written into the ring past the driver's
+    checks), then a Send; its doorbell read before the Send arrives, or not."""
+    fabric, a, b = pair()
+    _, rq = b.c.core.queues(b.c.core.eps[b.ep])
+    write_wqe(rq, Opcode.RECEIVE, 0, 5, [(a.address, 16, a.lmr.lmr_context)])
+    rq.publish()
+    if announced:
+        b.c.send(b.c.core.kick())
+        fabric.run()
+    _send(a, b"lost", 1)
+    fabric.run()
+    return a.log(), b.log()
+
+
+def test_a_fetched_receive_that_fails_its_checks_breaks_the_ep_as_an_announced_one_does() -> None:
+    announced = _bad_receive_then_send(True)
+    assert _bad_receive_then_send(False) == announced
+    assert announced[1] == [(DTO, 5, St.DTO_ERR_LOCAL_PROTECTION, 0), BROKEN]
+    assert announced[0] == [(E.CONNECTION_EVENT_DISCONNECTED, b""), (DTO, 1, St.DTO_ERR_FLUSHED, 0)]
