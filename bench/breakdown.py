@@ -1,6 +1,7 @@
-"""Where the time of a small operation goes: wall time per operation at window 1 beside the CPU
-time (user and kernel) each process spends on it, and a bare consumer-daemon call round trip
-(``python -m bench.breakdown [--op write|read|send] [--size 64] [--iters 5000]``).
+"""Where the time of an operation goes: wall time per operation beside the CPU time (user and
+kernel) each process spends on it, how often each sleeps (wake-ups) and is preempted, and a bare
+consumer-daemon call round trip (``python -m bench.breakdown [--op write|read|send] [--size 64]
+[--iters 5000] [--window 1]``; the receiving consumer counts for Sends).
 
 ``--driver c``: a C program through libdatfabric (provider/bench/post_reap.c, RDMA Writes,
 polling): the CPU inside each post and inside the dequeue that returns its completion, at
@@ -30,12 +31,25 @@ def cpu(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
+def switches(pid: int) -> tuple[int, int]:
+    """Voluntary (it slept) and involuntary (it was preempted) context switches so far."""
+    with open(f"/proc/{pid}/status") as f:
+        fields = dict(line.split(":", 1) for line in f if "ctxt_switches" in line)
+    return int(fields["voluntary_ctxt_switches"]), int(fields["nonvoluntary_ctxt_switches"])
+
+
+def usage(pid: int) -> tuple[float, float, int, int]:
+    """A process's user and kernel seconds and its context switches so far."""
+    return *cpu(pid), *switches(pid)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Measure and print the breakdown."""
     p = argparse.ArgumentParser(prog="python -m bench.breakdown")
     p.add_argument("--op", choices=["write", "read", "send"], default="write")
     p.add_argument("--size", type=int, default=64)
     p.add_argument("--iters", type=int, default=5000)
+    p.add_argument("--window", type=int, default=1)
     p.add_argument("--driver", choices=["python", "c"], default="python")
     args = p.parse_args(argv)
     if args.driver == "c":
@@ -45,22 +59,26 @@ def main(argv: list[str] | None = None) -> None:
         a = start_node("bd-a", os.path.join(tmp, "a.sock"))
         b = start_node("bd-b", os.path.join(tmp, "b.sock"))
         try:
-            session = Session(Fabric(a.socket, b.socket, b.address), args.op, args.size, 1)
-            session.run(args.op, args.size, 500, 1, lambda _: None)  # warm up
+            fabric, window = Fabric(a.socket, b.socket, b.address), args.window
+            session = Session(fabric, args.op, args.size, window)
+            session.run(args.op, args.size, 500, window, lambda _: None)  # warm up
             pids = {"consumer": os.getpid(), "its daemon": a.proc.pid, "peer daemon": b.proc.pid}
-            before = {name: cpu(pid) for name, pid in pids.items()}
-            _, lat, _ = session.run(args.op, args.size, args.iters, 1, lambda _: None)
+            if args.op == "send":
+                pids["peer consumer"] = session.target.pid
+            before = {name: usage(pid) for name, pid in pids.items()}
+            elapsed, lat, _ = session.run(args.op, args.size, args.iters, window, lambda _: None)
             print(
-                f"{args.size} B {args.op}, window 1: median {statistics.median(lat):.0f} us "
-                f"from post to completion"
+                f"{args.size} B {args.op}, window {window}: {args.iters / elapsed:,.0f} op/s,"
+                f" median {statistics.median(lat):.0f} us from post to completion"
             )
             for name, pid in pids.items():
-                user, kernel = (
-                    now - then for now, then in zip(cpu(pid), before[name], strict=True)
+                user, kernel, slept, preempted = (
+                    (now - then) / args.iters
+                    for now, then in zip(usage(pid), before[name], strict=True)
                 )
                 print(
-                    f"  {name:<12} CPU per operation: user {user / args.iters * 1e6:5.1f} us,"
-                    f" kernel {kernel / args.iters * 1e6:5.1f} us"
+                    f"  {name:<13} per operation: CPU user {user * 1e6:5.1f} us, kernel"
+                    f" {kernel * 1e6:5.1f} us; wake-ups {slept:.2f}, preempted {preempted:.2f}"
                 )
             calls = []
             for _ in range(2000):

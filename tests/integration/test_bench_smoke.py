@@ -147,3 +147,20 @@ def test_bench_ab_runs_a_revision_beside_another(after: list[str]) -> None:
     now = set(subprocess.run(["git", "worktree", "list"], capture_output=True, text=True,
                              check=True).stdout.splitlines())  # fmt: skip
     assert now == before, "the worktrees are gone"
+
+
+def test_bench_breakdown_names_every_process_of_a_windowed_send() -> None:
+    """python -m bench.breakdown --window: the rate, then per operation the CPU, wake-ups and
+    preemptions of the consumer, both daemons and (for Sends) the receiving consumer."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.breakdown", "--op", "send", "--size", "64",
+         "--iters", "300", "--window", "8"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("64 B send, window 8: ") and " op/s, median " in lines[0]
+    names = [line.split(" per operation:")[0].strip() for line in lines[1:5]]
+    assert names == ["consumer", "its daemon", "peer daemon", "peer consumer"]
+    assert all("wake-ups" in line and "preempted" in line for line in lines[1:5])
+    assert lines[5].startswith("  consumer-daemon call round trip: ")
