@@ -121,6 +121,9 @@ struct df_srq {
 	uint32_t rung; /* DOORBELL frames sent, against the ring's HEARD */
 	uint32_t kicked; /* the producer index of the last kick */
 	uint32_t reaped; /* receive completions of its EPs handed out to the program */
+	/* dat_srq_resize and dat_srq_set_lw one at a time (taken before the channel's lock): the
+	 * watermark one checks against the size is the one the other sets */
+	pthread_mutex_t config;
 };
 
 /* An endpoint: what the driver needs to answer its calls and posts synchronously. */

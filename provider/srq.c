@@ -94,6 +94,7 @@ static DAT_RETURN make_srq(struct df_ia *ia, struct df_pz *pz, uint32_t handle,
 	srq->seg_len = len;
 	srq->ring = ring;
 	srq->kicked = ring.mine;
+	pthread_mutex_init(&srq->config, NULL);
 	*out = srq;
 	return DAT_SUCCESS;
 }
@@ -164,6 +165,7 @@ void df_srq_destroy(struct df_srq *srq)
 			((struct df_ep *)o)->srq = NULL;
 	void *seg = srq->ring.hdr;
 	size_t len = srq->seg_len;
+	pthread_mutex_destroy(&srq->config);
 	df_obj_release_locked(&srq->obj);
 	pthread_mutex_unlock(&ia->chan.lock);
 	df_shm_unmap(seg, len);
@@ -262,6 +264,7 @@ DAT_RETURN df_srq_resize(DAT_SRQ_HANDLE handle, DAT_COUNT max_recv_dtos)
 		return DF_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
 	struct df_chan *ch = &srq->obj.ia->chan;
 	DAT_RETURN ret = DAT_SUCCESS;
+	pthread_mutex_lock(&srq->config);
 	pthread_mutex_lock(&ch->lock);
 	/* never below the receives it holds, nor below its low watermark */
 	if ((uint32_t)max_recv_dtos < outstanding(srq) || max_recv_dtos < srq->low_watermark)
@@ -269,6 +272,7 @@ DAT_RETURN df_srq_resize(DAT_SRQ_HANDLE handle, DAT_COUNT max_recv_dtos)
 	else
 		srq->max_recv_dtos = max_recv_dtos;
 	pthread_mutex_unlock(&ch->lock);
+	pthread_mutex_unlock(&srq->config);
 	return ret;
 }
 
@@ -279,19 +283,22 @@ DAT_RETURN df_srq_set_lw(DAT_SRQ_HANDLE handle, DAT_COUNT low_watermark)
 	if (!srq)
 		return DF_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
 	struct df_chan *ch = &srq->obj.ia->chan;
+	pthread_mutex_lock(&srq->config); /* no resize between the check and the store */
 	pthread_mutex_lock(&ch->lock);
 	DAT_COUNT max = srq->max_recv_dtos;
 	pthread_mutex_unlock(&ch->lock);
-	if (low_watermark < 0 || low_watermark > max)
-		return DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-	struct df_pair args = {srq->obj.handle, (uint64_t)low_watermark};
-	DAT_RETURN ret = df_call(srq->obj.ia, "srq_set_lw", df_pack_pair, &args, NULL);
-	if (ret != DAT_SUCCESS)
-		return ret;
-	pthread_mutex_lock(&ch->lock);
-	srq->low_watermark = low_watermark;
-	pthread_mutex_unlock(&ch->lock);
-	return DAT_SUCCESS;
+	DAT_RETURN ret = DF_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+	if (low_watermark >= 0 && low_watermark <= max) {
+		struct df_pair args = {srq->obj.handle, (uint64_t)low_watermark};
+		ret = df_call(srq->obj.ia, "srq_set_lw", df_pack_pair, &args, NULL);
+	}
+	if (ret == DAT_SUCCESS) {
+		pthread_mutex_lock(&ch->lock);
+		srq->low_watermark = low_watermark;
+		pthread_mutex_unlock(&ch->lock);
+	}
+	pthread_mutex_unlock(&srq->config);
+	return ret;
 }
 
 /* An entry handed out to the program (lock held): a receive completion of an SRQ (a Send's,

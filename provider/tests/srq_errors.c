@@ -1,10 +1,14 @@
 /* Shared receive queues through libdat2, one IA: dat_ia_query's SRQ attributes, and the
  * argument errors and state rules of dat_srq_create, _query, _post_recv, _resize, _set_lw,
- * _free and dat_ep_create_with_srq.
+ * _free and dat_ep_create_with_srq; dat_srq_resize racing dat_srq_set_lw from two threads
+ * never leaves the watermark above the size.
  *
  * usage: srq_errors IA_NAME
  * Prints "PASSED" and exits 0 when every check holds; each failed check prints its line. */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <stdbool.h>
+
 #include "srq_side.h"
 
 /* dat_ia_query: the SRQ limits and support, and DAT_IB_TRANSPORT_MTU. */
@@ -144,6 +148,47 @@ static void check_post_errors(struct side *a, DAT_SRQ_HANDLE srq)
 	COUNTS(srq, 0, 0);
 }
 
+/* Each call of one thread checks the rule after it: the watermark is never above the size. */
+struct racer {
+	struct side *a;
+	DAT_SRQ_HANDLE srq;
+	bool set_lw; /* else resize */
+	int broken; /* queries that found low_watermark > max_recv_dtos */
+};
+
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	for (int i = 0; i < 300; i++) {
+		if (r->set_lw) {
+			dat_srq_set_lw(r->srq, i % 2 ? 2 : 6); /* 6 above a size of 4: refused */
+			DAT_EVENT ev; /* the watermark events it raises (the SRQ holds none) */
+			while (dat_evd_dequeue(r->a->b.async_evd, &ev) == DAT_SUCCESS)
+				;
+		} else {
+			dat_srq_resize(r->srq, i % 2 ? 4 : 8); /* 4 below a watermark of 6: refused */
+		}
+		DAT_SRQ_PARAM p;
+		if (dat_srq_query(r->srq, DAT_SRQ_FIELD_ALL, &p) == DAT_SUCCESS &&
+		    p.low_watermark > p.max_recv_dtos)
+			r->broken++;
+	}
+	return NULL;
+}
+
+static void check_lw_resize_race(struct side *a, DAT_SRQ_HANDLE srq)
+{
+	struct racer r[2] = {{a, srq, true, 0}, {a, srq, false, 0}};
+	pthread_t t[2];
+	for (int k = 0; k < 2; k++)
+		CHECK(pthread_create(&t[k], NULL, race, &r[k]) == 0);
+	for (int k = 0; k < 2; k++)
+		pthread_join(t[k], NULL);
+	CHECK(r[0].broken == 0 && r[1].broken == 0);
+	CHECK_RET(dat_srq_set_lw(srq, 0), DAT_SUCCESS);
+	CHECK_RET(dat_srq_resize(srq, DEPTH), DAT_SUCCESS);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -160,6 +205,7 @@ int main(int argc, char **argv)
 	CHECK_RET(dat_srq_create(a.b.ia, a.b.pz, &attr, &srq), DAT_SUCCESS);
 	check_srq_eps(&a, srq);
 	check_post_errors(&a, srq);
+	check_lw_resize_race(&a, srq);
 	for (int k = 0; k < 2; k++)
 		CHECK_RET(dat_ep_free(a.ep[k]), DAT_SUCCESS);
 	CHECK_RET(dat_srq_free(srq), DAT_SUCCESS);
