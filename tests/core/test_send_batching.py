@@ -15,7 +15,7 @@ from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos
 from proto.constants import EventNumber as E
 from proto.frames import FrameType
-from tests.core.flows import Side, add_rule, pair
+from tests.core.flows import Side, add_rule, connect, pair, side
 from tests.core.harness import Fabric, inject
 
 DTO = E.DTO_COMPLETION_EVENT
@@ -137,17 +137,27 @@ BAD_BATCHES: dict[str, tuple[list[Any], bytes]] = {
 
 @pytest.mark.parametrize("case", sorted(BAD_BATCHES))
 def test_a_malformed_batch_closes_its_stream_and_breaks_only_its_connection(case: str) -> None:
+    """The other connection between the same two nodes carries on."""
     fabric, a, b = pair()
+    hit = fabric.pipe(a.c.node, b.c.node)
+    a2, b2 = side(fabric, a.c.node), side(fabric, b.c.node)
+    connect(fabric, a2, b2, conn_qual=2)
     b.memory()[:] = b"\xbb" * 4096
     _receives(b, 2)
+    _receives(b2, 1)
     fabric.run()
     fields, payload = BAD_BATCHES[case]
-    inject(fabric.pipe(a.c.node, b.c.node), FrameType.SENDS, *fields, payload=payload)
+    inject(hit, FrameType.SENDS, *fields, payload=payload)
     fabric.run()
     assert bytes(b.memory()) == b"\xbb" * 4096, "nothing landed"
     assert b.log()[0] == BROKEN and a.log() == [BROKEN]
     [(src, _, [reason])] = fabric.frames(FrameType.ERROR)
     assert src == "n2" and ("SENDS" in reason or "Sends" in reason), reason
+    a2.memory(0, 16)[:] = b"s" * 16
+    a2.c.post(Dtos.SEND, a2.ep, [a2.triplet(0, 16)], 7, None, 0)
+    fabric.run()
+    assert (a2.log(), b2.log()) == ([(DTO, 7, OK, 16)], [(DTO, 100, OK, 16)])
+    assert bytes(b2.memory(0, 16)) == b"s" * 16
 
 
 def test_no_send_batching_while_fault_rules_are_installed() -> None:
