@@ -1,16 +1,55 @@
-"""The target's look-ups for remote reads and atomics: the bytes an incoming RDMA Read or
-atomic may touch, after the key, privilege, PZ, range and alignment checks."""
+"""The target's look-ups for remote access: the bytes an incoming RDMA Write, Read or atomic
+may touch, after the key, privilege, PZ, range and alignment checks."""
 
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 from fabricd.memory import MemoryRegistry, Span
-from fabricd.nic.objects import Ep
+from fabricd.nic.objects import Ep, PeerLink
+from fabricd.nic.views import scratch
+from proto.batch import WriteOp
+from proto.constants import DtoCompletionStatus as St
 from proto.constants import MemPriv
 from proto.hostif import ATOMIC_BYTES
 
 log = logging.getLogger("fabricd")
+_REMOTE_WRITE: Final = MemPriv.REMOTE_WRITE
+
+
+def write_targets(
+    memory: MemoryRegistry, link: PeerLink, ep: Ep, seq: int, ops: list[WriteOp]
+) -> list[memoryview]:
+    """The sink of a WRITES frame: each Write's target bytes in turn; a Write seen before,
+    the one that fails its checks (``link.fault``) and every one after it land nowhere."""
+    views: list[memoryview] = []
+    coherent = memory.coherent
+    for i, (address, rmr_context, length) in enumerate(ops):
+        if seq + i <= link.acked or link.fault is not None:
+            views.extend(scratch(length))
+            continue
+        view = memory.remote(rmr_context, address, length, _REMOTE_WRITE, ep.pz, ep.handle)
+        if view is None:
+            link.fault = (seq + i, St.DTO_ERR_REMOTE_ACCESS)
+            views.extend(scratch(length))
+            continue
+        if not coherent:
+            memory.mark_written(rmr_context, address, length)
+        views.append(view)
+    return views
+
+
+def stored(memory: MemoryRegistry, rmr_context: object, address: object, length: int) -> bool:
+    """An RDMA Write that landed in a process's mirror reaches the process (before its ACK);
+    False if the process's memory could not be written."""
+    if type(rmr_context) is not int or type(address) is not int:
+        return True  # refused at landing already
+    spans = memory.remote_spans(rmr_context, address, length)
+    if spans and not memory.store(spans):
+        log.info("RDMA Write to %#x+%d: the buffer is gone from its process", address, length)
+        return False
+    return True
 
 
 def atomic_target(

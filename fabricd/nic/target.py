@@ -19,10 +19,10 @@ from fabricd.memory import MemoryRegistry
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.events import Events
 from fabricd.nic.objects import Ep, PeerLink, Recv
-from fabricd.nic.remote_access import atomic_target, readable
-from fabricd.nic.views import local_views, scatter, scratch, truncate, truncate_spans
+from fabricd.nic.remote_access import atomic_target, readable, stored, write_targets
+from fabricd.nic.views import local_views, scatter, truncate, truncate_spans
 from fabricd.nic.wire import Wire
-from proto.batch import WriteOp, last_seq, parse_sends, parse_writes
+from proto.batch import last_seq, parse_sends, parse_writes
 from proto.codec import DISCARD, Frame, Sink, encode
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
@@ -32,7 +32,6 @@ from proto.frames import FrameType
 from proto.hostif import ATOMIC_BYTES, Opcode
 
 log = logging.getLogger("fabricd")
-_REMOTE_WRITE: Final = MemPriv.REMOTE_WRITE
 _CONSUMES_RECEIVE: Final = frozenset({FrameType.SEND, FrameType.WRITE_IMM})
 _U64: Final = (1 << 64) - 1
 
@@ -80,7 +79,7 @@ class Target:
         seq = frame.fields[0]
         assert type(seq) is int
         if frame.type == FrameType.WRITES:
-            return self._batch_landing(link, ep, seq, parse_writes(frame)[1])
+            return write_targets(self.memory, link, ep, seq, parse_writes(frame)[1])
         if frame.type in _CONSUMES_RECEIVE:
             if not self._has_receive(link, ep):
                 return None  # receiver not ready: hold the payload, stall the stream
@@ -104,25 +103,6 @@ class Target:
             link.fault = (seq, St.DTO_ERR_LOCAL_LENGTH)
             return DISCARD
         return truncate(recv.views, frame.payload_len)
-
-    def _batch_landing(self, link: PeerLink, ep: Ep, seq: int, ops: list[WriteOp]) -> Sink:
-        """The sink of a WRITES frame: each Write's target bytes in turn; a Write seen before,
-        the one that fails its checks and every one after it land nowhere (scratch)."""
-        views: list[memoryview] = []
-        coherent = self.memory.coherent
-        for i, (address, rmr_context, length) in enumerate(ops):
-            if seq + i <= link.acked or link.fault is not None:
-                views.extend(scratch(length))
-                continue
-            view = self.memory.remote(rmr_context, address, length, _REMOTE_WRITE, ep.pz, ep.handle)
-            if view is None:
-                link.fault = (seq + i, St.DTO_ERR_REMOTE_ACCESS)
-                views.extend(scratch(length))
-                continue
-            if not coherent:
-                self.memory.mark_written(rmr_context, address, length)
-            views.append(view)
-        return views
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -157,18 +137,43 @@ class Target:
             return  # no endpoint: nothing to receive them
         payload, offset = memoryview(frame.payload), 0
         for i, length in enumerate(lengths):
-            send = Frame(FrameType.SEND, [seq + i], length, payload[offset : offset + length])
+            body = payload[offset : offset + length]
             offset += length
+            if not link.stalled and self._landed(link, seq + i, body):
+                continue
+            send = Frame(FrameType.SEND, [seq + i], length, body)
             if self.duplicate(link, send):
                 link.ack_due = True
             else:
                 self.request(link, send)
 
+    def _landed(self, link: PeerLink, seq: int, body: memoryview) -> bool:
+        """A Send of a batch as request() runs it when nothing holds it back (a fresh sequence
+        number, no fault, a receive that takes it in the EP's own memory): landed and completed
+        here, without the held frames' queue. False: request() takes it."""
+        ep = link.ep
+        if ep is None or link.fault is not None or seq <= link.acked or ep.taking is not None:
+            return False
+        if not self._has_receive(link, ep):
+            return False
+        recv = ep.recvs[0]
+        if len(body) > recv.capacity or recv.spans:
+            return False  # refused, or a process's memory: the general path
+        self._take_receive(ep)
+        ep.taking = None
+        scatter(body, truncate(recv.views, len(body)))
+        self.events.received(ep, recv.cookie, St.DTO_SUCCESS, len(body))
+        link.acked = seq
+        link.ack_due = True
+        return True
+
     def _execute(self, link: PeerLink, frame: Frame) -> None:
         """Carry out a request whose payload (if any) has landed."""
         if frame.type == FrameType.WRITE:
             seq, address, rmr_context = frame.fields
-            if link.fault is None and not self._stored(rmr_context, address, frame.payload_len):
+            if link.fault is None and not stored(
+                self.memory, rmr_context, address, frame.payload_len
+            ):
                 link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
             self._done(link, seq)
         elif frame.type == FrameType.WRITES:
@@ -176,7 +181,7 @@ class Target:
             end = seq + len(ops)
             for i, (address, rmr_context, length) in enumerate(ops):
                 fresh = link.fault is None and seq + i > link.acked
-                if fresh and not self._stored(rmr_context, address, length):
+                if fresh and not stored(self.memory, rmr_context, address, length):
                     link.fault = (seq + i, St.DTO_ERR_REMOTE_ACCESS)
             failed = link.fault[0] if link.fault is not None else end
             link.acked = max(link.acked, failed - 1)  # the Writes before the one that failed
@@ -191,22 +196,13 @@ class Target:
             seq, address, rmr_context, immediate = frame.fields
             if type(immediate) is not int or not 0 <= immediate < 1 << 32:
                 raise MalformedFrame(f"immediate data {immediate!r} is not a u32")
-            if link.fault is None and not self._stored(rmr_context, address, frame.payload_len):
+            if link.fault is None and not stored(
+                self.memory, rmr_context, address, frame.payload_len
+            ):
                 link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
             self._receive(link, frame, immediate)
         else:
             self._receive(link, frame)
-
-    def _stored(self, rmr_context: object, address: object, length: int) -> bool:
-        """An RDMA Write that landed in a process's mirror reaches the process (before its
-        ACK); False if the process's memory could not be written."""
-        if type(rmr_context) is not int or type(address) is not int:
-            return True  # refused at landing already
-        spans = self.memory.remote_spans(rmr_context, address, length)
-        if spans and not self.memory.store(spans):
-            log.info("RDMA Write to %#x+%d: the buffer is gone from its process", address, length)
-            return False
-        return True
 
     def _done(self, link: PeerLink, seq: object) -> None:
         if link.fault is not None:

@@ -28,6 +28,7 @@ from proto.errors import (
     DatInvalidParameter,
     DatInvalidState,
 )
+from proto.frames import FrameType
 from proto.hostif import ASYNC_EVD, Opcode, write_wqe
 from tests.core.flows import Side, connect, side
 from tests.core.harness import Fabric, SimConsumer
@@ -177,6 +178,26 @@ def test_the_low_watermark_event_comes_once_per_setting() -> None:
     s.c.call(s.c.core.srq_set_lw(s.srq, 1))
     [event] = s.asyncs()
     assert event.handle == s.srq, "already below: the event comes during the call"
+
+
+def test_a_batch_of_sends_takes_the_srqs_receives_as_single_sends_do() -> None:
+    """Sends posted in one turn travel as one SENDS frame: each takes the next receive of
+    the SRQ, the watermark event comes once, and handing the completions out frees the SRQ."""
+    fabric, s, (a0, _) = _setup()
+    for cookie in range(5):
+        s.post(cookie, 64 * cookie)
+    s.c.call(s.c.core.srq_set_lw(s.srq, 2))
+    for i in range(4):  # the first leaves alone (it rings the doorbell), three are batched
+        a0.memory(16 * i, 4)[:] = b"msg" + bytes([48 + i])
+        a0.c.post(Dtos.SEND, a0.ep, [a0.triplet(16 * i, 4)], i, None, 0)
+    fabric.run()
+    assert [fields for _, _, fields in fabric.frames(FrameType.SENDS)] == [[2, [4, 4, 4]]]
+    assert s.received() == [(s.eps[0], i, 4, OK) for i in range(4)]
+    assert [s.memory(64 * i, 4) for i in range(4)] == [b"msg" + bytes([48 + i]) for i in range(4)]
+    [event] = s.asyncs()
+    assert (event.handle, event.reason) == (s.srq, SrqAsyncErrorReason.LOW_WATERMARK_EVENT)
+    q = s.c.core.srq(s.srq).param(None)
+    assert (q["available_dto_count"], q["outstanding_dto_count"]) == (1, 1)
 
 
 def test_an_ep_that_leaves_gives_back_nothing_of_the_srq_and_says_so() -> None:
