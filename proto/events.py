@@ -141,8 +141,7 @@ def encode_event(number: EventNumber, record: Event) -> tuple[int, Head, bytes]:
             raise TypeError(f"a completion of DTO {r.op} is not a {number.name}")
         body = IMMEDIATE.pack(r.immediate) if r.op == Dtos.IB_RECV_IMMED else b""
         flags, head = dto_entry(r.ep, r.status, r.cookie, r.length, r.op, r.notify)
-        if r.srq:
-            flags, body = flags | SRQ_RECEIVE, body + SRQ_TAIL.pack(r.srq)
+        flags, body = srq_marked(flags, body, r.srq)
         return flags, head, body
     if isinstance(record, RmrBindCompletion):
         flags = NOTIFIES if record.notify else 0
@@ -150,6 +149,14 @@ def encode_event(number: EventNumber, record: Event) -> tuple[int, Head, bytes]:
     if isinstance(record, SoftwareEvent):
         return NOTIFIES, (0, 0, record.pointer, 0, 0), b""
     return NOTIFIES, (0, 0, 0, 0, 0), pack(list(record[1:]))
+
+
+def srq_marked(flags: int, body: bytes, srq: int) -> tuple[int, bytes]:
+    """A completion's flags and body naming the SRQ its receive came from (unchanged for 0);
+    srq_tail reads it back."""
+    if not srq:
+        return flags, body
+    return flags | SRQ_RECEIVE, body + SRQ_TAIL.pack(srq)
 
 
 def srq_tail(flags: int, op: int, body: bytes | memoryview) -> tuple[int, bytes | memoryview]:

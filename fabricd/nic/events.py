@@ -32,8 +32,6 @@ from proto.errors import (
 from proto.eventq import (
     EQ_ENTRY_SIZE,
     EQE_BODY_MAX,
-    SRQ_RECEIVE,
-    SRQ_TAIL,
     EqWord,
     eq_ring,
     eq_segment,
@@ -49,6 +47,7 @@ from proto.events import (
     dto_entry,
     dto_number,
     encode_event,
+    srq_marked,
 )
 from proto.frames import FrameType
 from proto.hostif import (
@@ -292,8 +291,7 @@ class Events:
         eq = consumer.evds.get(evd) if not consumer.closed else None
         if eq is not None:
             flags, head = dto_entry(ep.handle, status, cookie, length, op, notify)
-            if srq:
-                flags, body = flags | SRQ_RECEIVE, body + SRQ_TAIL.pack(srq)
+            flags, body = srq_marked(flags, body, srq)
             self._write(consumer, eq, dto_number(op), flags, head, body)
 
     def received(

@@ -9,8 +9,10 @@ from proto import calls, events
 from proto.calls import METHODS
 from proto.codec import pack, unpack
 from proto.constants import DatReturnSubtype as Sub
+from proto.constants import Dtos
 from proto.constants import EventNumber as E
 from proto.errors import DatError, DatInvalidHandle, DatInvalidParameter, MalformedFrame
+from proto.eventq import SRQ_RECEIVE, SRQ_TAIL
 from proto.schema import Empty, FieldSpec, fields, parse
 from tests.core.harness import Fabric
 
@@ -126,3 +128,22 @@ def test_an_event_must_carry_its_own_record() -> None:
 
 def test_empty_takes_nothing() -> None:
     assert parse(Empty, []) == Empty()
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        events.DtoCompletion(3, 4, 5, 0, 64, Dtos.RECEIVE, True, srq=9),
+        events.DtoCompletion(3, 4, 5, 0, 64, Dtos.IB_RECV_IMMED, True, immediate=7, srq=9),
+    ],
+)
+def test_a_receive_of_an_srq_names_it_and_round_trips(record: events.DtoCompletion) -> None:
+    number = events.dto_number(record.op)
+    flags, head, body = events.encode_event(number, record)
+    assert flags & SRQ_RECEIVE and body[-SRQ_TAIL.size :] == SRQ_TAIL.pack(9)
+    assert events.decode_event(record.evd, number, flags, head, body) == (number, record)
+    with pytest.raises(MalformedFrame):  # the flag without its 4 bytes
+        events.decode_event(record.evd, number, flags, head, body[: -SRQ_TAIL.size - 1])
+    send = (*head[:4], int(Dtos.SEND))
+    with pytest.raises(MalformedFrame):  # the flag on anything but a receive
+        events.decode_event(record.evd, E.DTO_COMPLETION_EVENT, flags, send, body)
