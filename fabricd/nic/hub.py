@@ -50,7 +50,6 @@ from proto.errors import (
     UnexpectedFrame,
 )
 from proto.frames import ROLE_ADMIN, ROLE_CONSUMER, ROLE_PEER, FrameType
-from proto.hostif import RingError
 from proto.limits import Limits
 from proto.schema import Empty
 
@@ -350,11 +349,8 @@ class Nic:
         queue or its SRQ (a broken ring closes that IA only)."""
         if ep.srq is None:
             self.intake.receives(ep)
-            return
-        try:
-            self.srqs.drain(ep.srq)
-        except RingError as err:
-            ep.consumer.channel.close(f"SRQ {ep.srq.handle}: {err}")
+        else:
+            self.srqs.receives(ep.srq)
 
     def peer_sink(self, link: PeerLink, frame: Frame) -> Sink:
         """Where the payload of a frame from a peer lands: straight into registered memory."""

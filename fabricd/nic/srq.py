@@ -183,6 +183,14 @@ class Srqs:
                 if link is not None and link.stalled and srq.recvs:
                     self.target.unstall(link)
 
+    def receives(self, srq: Srq) -> None:
+        """The receives the SRQ's ring holds, when a message finds none taken (a broken ring
+        closes the IA only)."""
+        try:
+            self.drain(srq)
+        except RingError as err:
+            srq.consumer.channel.close(f"SRQ {srq.handle}: {err}")
+
     def poll(self, consumer: Consumer) -> None:
         """Before a call of the IA: what its SRQs' rings hold (a call never overtakes a post;
         a broken ring closes the IA)."""

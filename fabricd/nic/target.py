@@ -149,22 +149,17 @@ class Target:
 
     def _landed(self, link: PeerLink, seq: int, body: memoryview) -> bool:
         """A Send of a batch as request() runs it when nothing holds it back (a fresh sequence
-        number, no fault, a receive that takes it in the EP's own memory): landed and completed
-        here, without the held frames' queue. False: request() takes it."""
+        number, no fault, a receive that holds it): landed and completed here by _receive,
+        without the held frames' queue. False: request() takes it."""
         ep = link.ep
         if ep is None or link.fault is not None or seq <= link.acked or ep.taking is not None:
             return False
         if not self._has_receive(link, ep):
             return False
-        recv = ep.recvs[0]
-        if len(body) > recv.capacity or recv.spans:
-            return False  # refused, or a process's memory: the general path
-        self._take_receive(ep)
-        ep.taking = None
-        scatter(body, truncate(recv.views, len(body)))
-        self.events.received(ep, recv.cookie, St.DTO_SUCCESS, len(body))
-        link.acked = seq
-        link.ack_due = True
+        if len(body) > ep.recvs[0].capacity:
+            return False  # refused: the general path
+        scatter(body, truncate(self._take_receive(ep).views, len(body)))
+        self._receive(link, Frame(FrameType.SEND, [seq], len(body)))
         return True
 
     def _execute(self, link: PeerLink, frame: Frame) -> None:
