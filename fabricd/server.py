@@ -189,3 +189,6 @@ class Daemon:
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         self.turn.call_soon(fn)
+
+    def call_idle(self, fn: Callable[[], None]) -> None:
+        self.turn.call_idle(fn)

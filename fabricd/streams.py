@@ -125,6 +125,7 @@ class _Stream(asyncio.BufferedProtocol):
             return
         reader = self.reader
         reader.buffer_updated(nbytes)
+        self.turn.read()
         if reader.landing:  # a large payload on its way: nothing to handle until it is whole
             self._batch_end()
             return

@@ -8,6 +8,13 @@ in motion — they run when the batch ends instead: first the deferred work in o
 corked stream's one writev. A batch that landed a bulk payload leaves both to the next loop
 iteration, where they join the work of the other streams read meanwhile. Outside a batch
 (timers), both fall back to the event loop.
+
+A consumer's wake-up (a NOTIFY) waits for the daemon's input to drain, as a NIC moderates its
+interrupts: it leaves at the first loop iteration that read nothing, or after ``IDLE_ROUNDS``
+iterations or ``IDLE_WAIT`` seconds. While the daemon is landing a burst, the consumer it would
+wake needs the same two cores: woken at every completion it preempts the daemon each time;
+woken once the burst is in, it finds several completions (1 MiB RDMA Read, window 16:
+3,223 -> 4,105/s).
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ from collections import deque
 from collections.abc import Callable
 
 log = logging.getLogger("fabricd")
+IDLE_ROUNDS = 32  # loop iterations a wake-up waits at most for the input to drain
+IDLE_WAIT = 1e-3  # and seconds
 
 
 class Turn:
@@ -28,6 +37,10 @@ class Turn:
         self._deferred: deque[Callable[[], None]] = deque()
         self._corked: list[Callable[[], None]] = []
         self._later = False  # a batch left its work to the next loop iteration
+        self._reads = 0  # reads from any stream so far
+        self._idle: list[Callable[[], None]] = []  # waiting for the input to drain
+        self._seen = 0  # ``_reads`` at the last look
+        self._idle_since = 0.0  # when the first of ``_idle`` came
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` at the end of this batch (or in the next loop iteration)."""
@@ -42,6 +55,31 @@ class Turn:
             self._corked.append(flush)
         else:
             asyncio.get_running_loop().call_soon(flush)
+
+    def read(self) -> None:
+        """A stream read bytes (the loop has input in hand)."""
+        self._reads += 1
+
+    def call_idle(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once a loop iteration read nothing (or ``IDLE_ROUNDS`` iterations or
+        ``IDLE_WAIT`` seconds from now), in the order of these calls, with its frames corked."""
+        self._idle.append(fn)
+        if len(self._idle) == 1:
+            loop = asyncio.get_running_loop()
+            self._seen, self._idle_since = self._reads, loop.time()
+            loop.call_soon(self._look, IDLE_ROUNDS)
+
+    def _look(self, rounds: int) -> None:
+        loop = asyncio.get_running_loop()
+        busy = self._reads != self._seen
+        if busy and rounds > 1 and loop.time() - self._idle_since < IDLE_WAIT:
+            self._seen = self._reads
+            loop.call_soon(self._look, rounds - 1)
+            return
+        idle, self._idle = self._idle, []
+        self._deferred.extend(idle)
+        self._depth += 1
+        self._run()
 
     def begin(self) -> None:
         """An input batch starts (batches may nest: the outermost one ends the turn)."""

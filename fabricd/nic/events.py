@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Final
 
 from fabricd.memory import MemoryRegistry
@@ -35,6 +36,7 @@ from proto.eventq import (
     EqWord,
     eq_ring,
     eq_segment,
+    newest_length,
     write_eqe,
 )
 from proto.events import (
@@ -66,6 +68,10 @@ from proto.hostif import (
 log = logging.getLogger("fabricd")
 _SUPPRESS: Final = int(CompletionFlags.SUPPRESS)  # plain ints: IntFlag operators are slow
 _UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
+MODERATED_BYTES: Final = 16 * 1024
+"""A wake-up for a completion of this many bytes waits for the daemon's input to drain (Shell.
+call_idle): its driver sleeps rather than polls (the drivers' POLL_BULK), and woken at every
+completion of a burst it would take the CPU the daemon lands the rest of the burst with."""
 _SRQ_EVENT: Final = E.ASYNC_ERROR_PROVIDER_INTERNAL_ERROR
 """The async event number of an SRQ's events (the reason says which)."""
 
@@ -74,9 +80,13 @@ class Events:
     """The consumers' event queues: their calls, their writes, their notifications."""
 
     def __init__(
-        self, call_soon: Callable[[Callable[[], None]], None], memory: MemoryRegistry
+        self,
+        call_soon: Callable[[Callable[[], None]], None],
+        call_idle: Callable[[Callable[[], None]], None],
+        memory: MemoryRegistry,
     ) -> None:
         self._call_soon = call_soon
+        self._call_idle = call_idle
         self.memory = memory
         self._due: list[tuple[Consumer, EventQueue]] = []
 
@@ -245,30 +255,43 @@ class Events:
     def flush(self) -> None:
         """Notify every driver that armed a queue written this turn, once it holds WANT events
         (the full barrier orders our index store before reading ARM, as the driver orders its
-        ARM store before reading our index: one of the two sees the other)."""
+        ARM store before reading our index: one of the two sees the other). A NOTIFY whose
+        queues all end in a bulk completion leaves once the daemon's input drains."""
         due, self._due = self._due, []
         if not due:
             return
         self.memory.fence()
-        wake: dict[int, tuple[Consumer, list[int]]] = {}
+        wake: dict[int, tuple[Consumer, list[int], list[bool]]] = {}
         for consumer, eq in due:
             eq.due = False
-            if consumer.closed or consumer.evds.get(eq.handle) is not eq:
-                continue
-            arm = eq.ring.get(EqWord.ARM)
-            if arm == eq.notified:
-                continue
-            try:
-                queued = self._queued(eq)
-            except RingError as err:
-                consumer.channel.close(f"EVD {eq.handle}: {err}")
-                continue
-            if queued >= eq.ring.get(EqWord.WANT):
-                eq.notified = arm
-                eq.ring.put(EqWord.NOTIFIED, arm)
-                wake.setdefault(consumer.id, (consumer, []))[1].append(eq.handle)
-        for consumer, evds in wake.values():
-            consumer.channel.send(encode(FrameType.NOTIFY, evds))
+            if self._answer_arm(consumer, eq):
+                _, evds, bulk = wake.setdefault(consumer.id, (consumer, [], []))
+                evds.append(eq.handle)
+                bulk.append(newest_length(eq.ring) >= MODERATED_BYTES)
+        for consumer, evds, bulk in wake.values():
+            send = partial(consumer.channel.send, encode(FrameType.NOTIFY, evds))
+            if all(bulk):
+                self._call_idle(send)
+            else:
+                send()
+
+    def _answer_arm(self, consumer: Consumer, eq: EventQueue) -> bool:
+        """Does the driver's ARM of ``eq`` get its NOTIFY now (marked NOTIFIED)?"""
+        if consumer.closed or consumer.evds.get(eq.handle) is not eq:
+            return False
+        arm = eq.ring.get(EqWord.ARM)
+        if arm == eq.notified:
+            return False
+        try:
+            queued = self._queued(eq)
+        except RingError as err:
+            consumer.channel.close(f"EVD {eq.handle}: {err}")
+            return False
+        if queued < eq.ring.get(EqWord.WANT):
+            return False
+        eq.notified = arm
+        eq.ring.put(EqWord.NOTIFIED, arm)
+        return True
 
     # -- what the NIC produces -------------------------------------------------------------
 

@@ -88,7 +88,7 @@ class Nic:
         self.faults = FaultEngine()
         handles, peer_names = Handles(), dict[str, str]()
         self.memory = MemoryRegistry(mapper, random_u32, coherent, process)
-        self.events = Events(shell.call_soon, self.memory)
+        self.events = Events(shell.call_soon, shell.call_idle, self.memory)
         self.wire = Wire(name, shell, self.faults)
         self.listeners = Listeners()
         self.eps = EpDriver(

@@ -284,6 +284,9 @@ class Node:
     def call_soon(self, fn: Callable[[], None]) -> None:
         self.fabric.call_soon(fn)
 
+    def call_idle(self, fn: Callable[[], None]) -> None:
+        self.fabric.call_soon(fn)
+
     def crash(self) -> None:
         self.fabric.crash(self)
 

@@ -144,3 +144,21 @@ def test_an_evd_a_thread_waits_on_is_not_freed() -> None:
         a.c.call(a.c.core.evd_free(a.evd))
     assert refused.value.subtype == Sub.INVALID_STATE_EVD_IN_USE
     assert a.c.state is not None and a.evd in a.c.state.evds and a.evd in a.c.core.evds
+
+
+@pytest.mark.parametrize(("length", "moderated"), [(16 * 1024, True), (16 * 1024 - 1, False)])
+def test_a_wake_up_for_a_bulk_completion_waits_for_the_daemons_input_to_drain(
+    length: int, moderated: bool
+) -> None:
+    """The NOTIFY of a queue whose newest event is a completion of 16 KiB or more goes to
+    Shell.call_idle (the frame only: NOTIFIED is stored at once); a smaller one leaves now."""
+    fabric, a, b = pair(size=length)
+    idle: list[object] = []
+    a.c.node.nic.events._call_idle = idle.append
+    ring = _eq(a)
+    a.events()
+    a.c.core.arm([a.c.core.evds[a.evd]], 1)
+    a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet()], 1, b.rmr(), 0)
+    fabric.run()
+    assert ring.get(EqWord.NOTIFIED) == 1, "the ARM is answered at once either way"
+    assert len(idle) == moderated

@@ -1,6 +1,7 @@
 """fabricd.turn.Turn: the work an input batch defers and the frames it corks run when the batch
 ends, in order; a batch that landed a bulk payload leaves them to the next loop iteration, and
-any batch that ends inline first runs what earlier batches left."""
+any batch that ends inline first runs what earlier batches left. Idle work (a moderated wake-up)
+waits for a loop iteration that read nothing, within its bounds."""
 
 from __future__ import annotations
 
@@ -102,3 +103,57 @@ def test_deferred_work_that_fails_is_logged_and_the_rest_still_runs(
 
     assert asyncio.run(main()) == ["next work", "flush"]
     assert "a handler bug" in caplog.text
+
+
+def _idle_log(turn: Turn, log: list[str], name: str) -> None:
+    def work() -> None:
+        log.append(f"{name} work")
+        turn.cork(lambda: log.append(f"{name} flush"))
+
+    turn.call_idle(work)
+
+
+def test_idle_work_runs_once_an_iteration_reads_nothing_in_order_and_corked() -> None:
+    async def main() -> list[list[str]]:
+        turn, log = Turn(), list[str]()
+        _idle_log(turn, log, "a")
+        _idle_log(turn, log, "b")
+        seen = []
+        for reads in (1, 1, 0):  # the loop reads in two iterations, then in none
+            for _ in range(reads):
+                turn.read()
+            await asyncio.sleep(0)
+            seen.append(list(log))
+        return seen
+
+    assert asyncio.run(main()) == [[], [], ["a work", "b work", "a flush", "b flush"]]
+
+
+def test_idle_work_waits_no_more_than_its_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("fabricd.turn.IDLE_ROUNDS", 3)
+    monkeypatch.setattr("fabricd.turn.IDLE_WAIT", 60.0)
+
+    async def main() -> int:
+        turn, log = Turn(), list[str]()
+        _idle_log(turn, log, "a")
+        for iteration in range(1, 10):
+            turn.read()  # input in every iteration
+            await asyncio.sleep(0)
+            if log:
+                return iteration
+        return 0
+
+    assert asyncio.run(main()) == 3
+
+
+def test_idle_work_waits_no_longer_than_its_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("fabricd.turn.IDLE_WAIT", 0.0)
+
+    async def main() -> list[str]:
+        turn, log = Turn(), list[str]()
+        _idle_log(turn, log, "a")
+        turn.read()
+        await asyncio.sleep(0)
+        return log
+
+    assert asyncio.run(main()) == ["a work", "a flush"]
