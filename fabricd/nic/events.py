@@ -68,10 +68,7 @@ from proto.hostif import (
 log = logging.getLogger("fabricd")
 _SUPPRESS: Final = int(CompletionFlags.SUPPRESS)  # plain ints: IntFlag operators are slow
 _UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
-MODERATED_BYTES: Final = 16 * 1024
-"""A wake-up for a completion of this many bytes waits for the daemon's input to drain (Shell.
-call_idle): its driver sleeps rather than polls (the drivers' POLL_BULK), and woken at every
-completion of a burst it would take the CPU the daemon lands the rest of the burst with."""
+MODERATED_BYTES: Final = 16 * 1024  # a bulk completion: its driver sleeps, its NOTIFY waits
 _SRQ_EVENT: Final = E.ASYNC_ERROR_PROVIDER_INTERNAL_ERROR
 """The async event number of an SRQ's events (the reason says which)."""
 
@@ -255,8 +252,8 @@ class Events:
     def flush(self) -> None:
         """Notify every driver that armed a queue written this turn, once it holds WANT events
         (the full barrier orders our index store before reading ARM, as the driver orders its
-        ARM store before reading our index: one of the two sees the other). A NOTIFY whose
-        queues all end in a bulk completion leaves once the daemon's input drains."""
+        ARM store before reading our index: one of the two sees the other); when each queue
+        ends in a bulk completion, once the daemon's input drains (docs: moderation)."""
         due, self._due = self._due, []
         if not due:
             return
