@@ -31,6 +31,11 @@ _packer = msgpack.Packer(use_bin_type=True)
 
 DIRECT_LANDING_MIN: Final = 32 * 1024
 """Payload still to come above which the kernel writes straight into the sink."""
+PEEK_AFTER: Final = 512 * 1024
+PEEK: Final = 4096
+"""After a payload of PEEK_AFTER bytes or more, the next read is offered PEEK bytes: the next
+frame's header brings at most that much of its own payload through the buffer (one more read,
+against a copy of up to a buffer's worth: 1 MiB RDMA Read and 512 KiB Read and Write +3-5 %)."""
 
 
 @dataclass(slots=True)
@@ -133,6 +138,7 @@ class FrameReader:
         self._view = memoryview(self._buf)
         self._start = 0
         self._end = 0
+        self._peek = False  # the last frame brought a payload of PEEK_AFTER bytes or more
         # payload in progress
         self._frame: Frame | None = None
         self._views: list[memoryview] = []
@@ -163,6 +169,10 @@ class FrameReader:
             if self._end == len(self._buf):  # full of undecoded frames (a large header): grow
                 self._grow()
         self._offered = len(self._buf) - self._end
+        if self._peek and self._offered > PEEK:
+            self._peek = False
+            self._offered = -1  # a full peek says nothing of the stream's pace
+            return self._view[self._end : self._end + PEEK]
         return self._view[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -285,6 +295,7 @@ class FrameReader:
     def _finish_payload(self) -> Frame:
         frame = self._frame
         assert frame is not None
+        self._peek = frame.payload_len >= PEEK_AFTER
         if self._collect is not None:
             frame.payload = bytes(self._collect)
         self._frame = None

@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from proto.codec import (
     DIRECT_LANDING_MIN,
     DISCARD,
+    PEEK,
+    PEEK_AFTER,
     Frame,
     FrameReader,
     Sink,
@@ -400,6 +402,27 @@ def test_large_payload_lands_directly_in_the_sink(partial: int) -> None:
     assert 0 in landed and 1 in landed and -1 in landed
     assert len(frames) == 1 and frames[0].payload is None
     assert bytes(segs[0]) + bytes(segs[1]) == payload
+
+
+@pytest.mark.parametrize(("size", "peeks"), [(PEEK_AFTER, True), (PEEK_AFTER - 1, False)])
+def test_after_a_huge_payload_the_next_read_is_a_peek(size: int, peeks: bool) -> None:
+    """The read after a payload of PEEK_AFTER bytes is offered PEEK bytes (the next header
+    brings little of its payload through the buffer); the reads after it are offered the whole
+    room again, and the frames decode the same."""
+    payload = payload_bytes(6, size)
+    sink = bytearray(size)
+    reader = FrameReader(lambda f: [memoryview(sink)])
+    got = push(reader, encode_frame(FrameType.WRITE, 1, 2, 3, payload=payload), "buffer")
+    assert len(got) == 1 and bytes(sink) == payload
+    acks = b"".join(encode_frame(FrameType.ACK, seq) for seq in range(40_000))
+    buf = reader.get_buffer(-1)
+    assert (len(buf) == PEEK) == peeks, len(buf)
+    buf[:] = acks[: len(buf)]  # a full read
+    reader.buffer_updated(len(buf))
+    frames = drain(reader)
+    assert len(reader.get_buffer(-1)) > PEEK
+    frames += push(reader, acks[len(buf) :], "buffer")
+    assert [f.fields for f in frames] == [[seq] for seq in range(40_000)]
 
 
 def test_large_collected_payload_gets_a_payload_sized_buffer() -> None:
