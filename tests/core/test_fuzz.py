@@ -345,6 +345,7 @@ def _receive_entry(rng: random.Random, t: Side, live: Live, ring: Ring) -> None:
 PLANES = {"consumer": consumer_plane, "peer": peer_plane, "rings": ring_plane, "srq": srq_plane}
 
 
+@pytest.mark.fuzz
 @pytest.mark.timeout(0)  # the run's length is set by DATFABRIC_FUZZ_INPUTS
 @pytest.mark.parametrize("plane", sorted(PLANES))
 def test_hostile_input_never_escapes_and_the_pair_runs_on(
