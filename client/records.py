@@ -15,7 +15,7 @@ from proto.eventq import EqWord
 from proto.hostif import U32, Ring, Word
 from proto.schema import Empty
 
-POLL_SPIN_US = 250  # dat_evd_wait polls this long before sleeping (the C driver's DF_POLL_SPIN_US)
+POLL_SPIN_US = 1000  # dat_evd_wait polls this long before sleeping (the C driver's DF_POLL_SPIN_US)
 POLL_BULK = 16384  # ...unless the EVD's DTO completions average this many bytes (DF_POLL_BULK)
 
 

@@ -18,7 +18,7 @@
 #define DF_ERROR(type, subtype) ((DAT_RETURN)(DAT_CLASS_ERROR | (type) | (subtype)))
 
 #define DF_MAX_PRIVATE_DATA 256 /* as the daemon's max_private_data_size */
-#define DF_POLL_SPIN_US 250 /* dat_evd_dequeue: empty this long, it naps (docs/provider.md) */
+#define DF_POLL_SPIN_US 1000 /* dat_evd_dequeue: empty this long, it naps (docs/provider.md) */
 #define DF_POLL_BULK 16384 /* ...or at once, if its DTO completions average this many bytes */
 #define DF_POLL_NAP_US 1000 /* ...for at most this long, or until the EVD gets an event */
 #define DF_MAGIC 0x64664f42u /* a live object */

@@ -113,7 +113,7 @@ def test_a_consumer_index_out_of_reach_closes_that_ia_only(skew: int) -> None:
 
 def test_the_spin_a_wait_gets_follows_the_mean_of_the_evds_completions() -> None:
     """EvdState.spin, the time dat_evd_wait looks before it sleeps (the blocking API passes it
-    to Ia._until): 250 us until the EVD's completions average 16 KiB, then none; none on an
+    to Ia._until): POLL_SPIN_US until the EVD's completions average 16 KiB, then none; none on an
     EVD that takes no DTO completions."""
     fabric, a, b = pair(size=64 * 1024)
     assert a.c.core.evds[ASYNC_EVD].spin == 0.0
