@@ -66,14 +66,10 @@ def write_eqe(
         ring.view[at + EQE.size : at + EQE.size + len(body)] = body
 
 
-_LENGTH: Final = struct.Struct("<I")
-_LENGTH_AT: Final = struct.calcsize("<IBBHIIQ")  # the head's ``length`` field
-
-
 def newest_length(ring: Ring) -> int:
     """Producer: the ``length`` of the newest entry it wrote (a DTO completion's transferred
     bytes; 0 for the events that carry none)."""
-    (length,) = _LENGTH.unpack_from(ring.view, ring.slot(ring.mine - 1) + _LENGTH_AT)
+    *_, length, _aux = EQE.unpack_from(ring.view, ring.slot(ring.mine - 1))
     return int(length)
 
 

@@ -258,16 +258,14 @@ class Events:
         if not due:
             return
         self.memory.fence()
-        wake: dict[int, tuple[Consumer, list[int], list[bool]]] = {}
+        wake: dict[int, tuple[Consumer, list[EventQueue]]] = {}
         for consumer, eq in due:
             eq.due = False
             if self._answer_arm(consumer, eq):
-                _, evds, bulk = wake.setdefault(consumer.id, (consumer, [], []))
-                evds.append(eq.handle)
-                bulk.append(newest_length(eq.ring) >= MODERATED_BYTES)
-        for consumer, evds, bulk in wake.values():
-            send = partial(consumer.channel.send, encode(FrameType.NOTIFY, evds))
-            if all(bulk):
+                wake.setdefault(consumer.id, (consumer, []))[1].append(eq)
+        for consumer, eqs in wake.values():
+            send = partial(consumer.channel.send, encode(FrameType.NOTIFY, [q.handle for q in eqs]))
+            if all(newest_length(q.ring) >= MODERATED_BYTES for q in eqs):
                 self._call_idle(send)
             else:
                 send()
@@ -311,7 +309,8 @@ class Events:
         eq = consumer.evds.get(evd) if not consumer.closed else None
         if eq is not None:
             flags, head = dto_entry(ep.handle, status, cookie, length, op, notify)
-            flags, body = srq_marked(flags, body, srq)
+            if srq:
+                flags, body = srq_marked(flags, body, srq)
             self._write(consumer, eq, dto_number(op), flags, head, body)
 
     def received(
