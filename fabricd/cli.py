@@ -11,7 +11,7 @@ import sys
 
 import uvloop
 
-from fabricd import keyfile
+from fabricd import keyfile, runtime
 from fabricd.server import Daemon
 from fabricd.sockdir import UnsafeSocketDir
 from proto.limits import NAMES
@@ -168,6 +168,7 @@ def main(argv: list[str] | None = None) -> None:
         stream=sys.stderr,
         format=f"%(asctime)s fabricd[{args.name}] %(levelname)s %(message)s",
     )
+    runtime.plain_enum_access()
     uvloop.run(run(args))
 
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+from collections.abc import Sequence
+
+from fabricd.memory import Piece
 
 
 class _Iovec(ctypes.Structure):
@@ -33,39 +36,59 @@ for _name in ("process_vm_readv", "process_vm_writev"):
     _CALLS[_name] = _fn
 
 
-# One iovec each side, reused: the daemon's loop makes one transfer at a time.
-_LOCAL, _REMOTE = _Iovec(), _Iovec()
-_LOCAL_P, _REMOTE_P = ctypes.byref(_LOCAL), ctypes.byref(_REMOTE)
+IOV_MAX = 1024
+"""Most iovecs one process_vm_readv / writev takes (UIO_MAXIOV)."""
 
 
-def _transfer(name: str, pid: int, address: int, buf: memoryview) -> None:
-    """Move all of ``buf`` between this process and [address, +len) of ``pid``; a short
-    transfer continues where it stopped; OSError if the range is not mapped there."""
-    length = len(buf)
-    if not length:
-        return
-    if buf.readonly:  # only written from: ctypes takes the address of writable buffers alone
-        buf = memoryview(bytearray(buf))
-    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
-    fn = _CALLS[name]
-    done = 0
+def _base(buf: memoryview) -> int:
+    """The address of a writable buffer's first byte."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(buf))
+
+
+def _one(name: str, pid: int, address: int, buf: memoryview) -> None:
+    """Move all of one piece; a short transfer continues where it stopped; OSError if the
+    range is not mapped there."""
+    local, remote = _Iovec(), _Iovec()
+    base, length, done = _base(buf), len(buf), 0
     while done < length:
-        _LOCAL.iov_base, _LOCAL.iov_len = base + done, length - done
-        _REMOTE.iov_base, _REMOTE.iov_len = address + done, length - done
-        n = fn(pid, _LOCAL_P, 1, _REMOTE_P, 1, 0)
+        local.iov_base, local.iov_len = base + done, length - done
+        remote.iov_base, remote.iov_len = address + done, length - done
+        n = _CALLS[name](pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
         if n <= 0:
             err = ctypes.get_errno() if n < 0 else 14  # EFAULT: nothing moved
             raise OSError(err, f"{name} of {address + done:#x} in {pid}: {os.strerror(err)}")
         done += n
 
 
+def _transfer(name: str, pid: int, pieces: Sequence[Piece]) -> None:
+    """Move every piece between this process and ``pid``: one system call for up to IOV_MAX
+    of them (a batch of small RDMA Writes to a C program: one call, not one per Write). The
+    kernel stops at the first piece it cannot move; from there each piece goes alone, so the
+    one that fails raises OSError with the bytes before it moved."""
+    todo = []
+    for address, buf in pieces:
+        if len(buf):  # only written from: ctypes takes the address of writable buffers alone
+            todo.append((address, memoryview(bytearray(buf)) if buf.readonly else buf))
+    for at in range(0, len(todo), IOV_MAX):
+        chunk = todo[at : at + IOV_MAX]
+        local, remote = (_Iovec * len(chunk))(), (_Iovec * len(chunk))()
+        for i, (address, buf) in enumerate(chunk):
+            local[i].iov_base, local[i].iov_len = _base(buf), len(buf)
+            remote[i].iov_base, remote[i].iov_len = address, len(buf)
+        moved = _CALLS[name](pid, local, len(chunk), remote, len(chunk), 0)
+        for address, buf in chunk:
+            if moved < len(buf):  # this piece, and every one after it, alone
+                _one(name, pid, address + max(moved, 0), buf[max(moved, 0) :])
+            moved -= len(buf)
+
+
 class CrossMemory:
     """ProcessMemory over process_vm_readv / process_vm_writev."""
 
-    def read(self, pid: int, address: int, into: memoryview) -> None:
-        """Copy [address, +len(into)) of process ``pid`` into ``into``."""
-        _transfer("process_vm_readv", pid, address, into)
+    def read(self, pid: int, pieces: Sequence[Piece]) -> None:
+        """Copy each piece's range of process ``pid`` into the piece's buffer."""
+        _transfer("process_vm_readv", pid, pieces)
 
-    def write(self, pid: int, address: int, data: memoryview) -> None:
-        """Copy ``data`` to [address, +len(data)) of process ``pid``."""
-        _transfer("process_vm_writev", pid, address, data)
+    def write(self, pid: int, pieces: Sequence[Piece]) -> None:
+        """Copy each piece's buffer to its range of process ``pid``."""
+        _transfer("process_vm_writev", pid, pieces)

@@ -32,22 +32,27 @@ class SegmentMapper(Protocol):
     def fence(self) -> None: ...
 
 
+Piece = tuple[int, memoryview]
+"""(address in another process, the bytes here that move to or from it)."""
+
+
 class ProcessMemory(Protocol):
-    """Another process's memory, read and written in place (cross-memory attach); raises
-    OSError when the range is not mapped there or the process is gone."""
+    """Another process's memory, read and written in place (cross-memory attach), a list of
+    pieces at a time; raises OSError when a range is not mapped there or the process is gone
+    (the pieces before it may have moved)."""
 
-    def read(self, pid: int, address: int, into: memoryview) -> None: ...
+    def read(self, pid: int, pieces: Sequence[Piece]) -> None: ...
 
-    def write(self, pid: int, address: int, data: memoryview) -> None: ...
+    def write(self, pid: int, pieces: Sequence[Piece]) -> None: ...
 
 
 class NoProcessMemory:
     """A node that cannot reach processes' memory: every access fails."""
 
-    def read(self, pid: int, address: int, into: memoryview) -> None:
+    def read(self, pid: int, pieces: Sequence[Piece]) -> None:
         raise OSError("this node cannot reach a process's memory")
 
-    def write(self, pid: int, address: int, data: memoryview) -> None:
+    def write(self, pid: int, pieces: Sequence[Piece]) -> None:
         raise OSError("this node cannot reach a process's memory")
 
 
@@ -205,7 +210,7 @@ class MemoryRegistry:
         """Enter an LMR over process ``pid``'s own bytes [region.address, +length); raises
         OSError when they cannot be read. The mirror starts as a copy of them."""
         view = memoryview(bytearray(region.length))
-        self._process.read(pid, region.address, view)
+        self._process.read(pid, [(region.address, view)])
         lmr = self.register(handle, owner, region, "", view)
         lmr.pid = pid
         return lmr
@@ -221,11 +226,15 @@ class MemoryRegistry:
         return self._through(spans, self._process.write)
 
     @staticmethod
-    def _through(spans: Sequence[Span], move: Callable[[int, int, memoryview], None]) -> bool:
+    def _through(spans: Sequence[Span], move: Callable[[int, Sequence[Piece]], None]) -> bool:
+        """Move the spans of each process together (one system call for a batch)."""
+        pieces: dict[int, list[Piece]] = {}
+        for lmr, address, length in spans:
+            if lmr.pid:
+                pieces.setdefault(lmr.pid, []).append((address, lmr.local(address, length)))
         try:
-            for lmr, address, length in spans:
-                if lmr.pid:
-                    move(lmr.pid, address, lmr.local(address, length))
+            for pid, some in pieces.items():
+                move(pid, some)
         except OSError:
             return False
         return True

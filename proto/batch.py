@@ -30,9 +30,7 @@ WriteOp = tuple[int, int, int]
 def encode_writes(seq: int, ops: list[WriteOp]) -> bytes:
     """The header of a WRITES frame for ``ops``, the first of which has sequence number
     ``seq`` (its payload, the ops' bytes in order, follows it on the stream)."""
-    return encode(
-        FrameType.WRITES, seq, [list(op) for op in ops], payload_len=sum(op[2] for op in ops)
-    )
+    return encode(FrameType.WRITES, seq, ops, payload_len=sum(op[2] for op in ops))
 
 
 def parse_writes(frame: Frame) -> tuple[int, list[WriteOp]]:
@@ -48,11 +46,13 @@ def parse_writes(frame: Frame) -> tuple[int, list[WriteOp]]:
     parsed: list[WriteOp] = []
     total = 0
     for op in ops:
-        if type(op) is not list or len(op) != 3 or any(type(v) is not int or v < 0 for v in op):
-            raise MalformedFrame(f"a batched Write is [address, rmr_context, length], not {op!r}")
-        address, rmr_context, length = op
-        parsed.append((address, rmr_context, length))
-        total += length
+        if type(op) is list and len(op) == 3:
+            address, rmr_context, length = op
+            if type(address) is type(rmr_context) is type(length) is int and min(op) >= 0:
+                parsed.append((address, rmr_context, length))
+                total += length
+                continue
+        raise MalformedFrame(f"a batched Write is [address, rmr_context, length], not {op!r}")
     if total != frame.payload_len:
         raise MalformedFrame(f"Writes of {total} bytes in a {frame.payload_len}-byte payload")
     frame.fields[1] = tuple(parsed)

@@ -240,6 +240,7 @@ _STAGEABLE: Final = frozenset({Opcode.SEND, Opcode.RDMA_WRITE, Opcode.RDMA_WRITE
 _FENCE: Final = int(CompletionFlags.BARRIER_FENCE)  # a plain int: IntFlag operators are slow
 SEGMENT: Final = struct.Struct("<QQI4x")
 """A local segment: virtual_address, length, lmr_context, reserved (0); 24 bytes."""
+_WQE_ONE: Final = struct.Struct(WQE.format + SEGMENT.format[1:])  # a WQE and its first segment
 
 
 def wqe_size(max_iov: int) -> int:
@@ -288,10 +289,24 @@ def write_wqe(
 
 def read_wqe(ring: Ring, index: int, max_iov: int) -> Wqe:
     """Consumer: the WQE in the slot of ``index``, checked for shape (RingError if garbage)."""
-    at = ring.slot(index)
-    raw_op, wqe_flags, count, flags, cookie, r_addr, r_len, r_ctx, offset, operand, compare = (
-        WQE.unpack_from(ring.view, at)
-    )
+    at, view = ring.slot(index), ring.view
+    # one unpack for the header and the first segment (every slot has room for both)
+    (
+        raw_op,
+        wqe_flags,
+        count,
+        flags,
+        cookie,
+        r_addr,
+        r_len,
+        r_ctx,
+        offset,
+        operand,
+        compare,
+        address,
+        length,
+        context,
+    ) = _WQE_ONE.unpack_from(view, at)
     opcode = _OPCODES.get(raw_op)
     if opcode is None or wqe_flags & ~STAGED or (offset and not wqe_flags):
         raise RingError(f"WQE {index}: opcode {raw_op} or reserved bytes are not valid")
@@ -299,18 +314,18 @@ def read_wqe(ring: Ring, index: int, max_iov: int) -> Wqe:
         raise RingError(f"WQE {index}: {opcode.name} does not take operands {operand}, {compare}")
     if count > max_iov:
         raise RingError(f"WQE {index}: {count} segments, the queue takes {max_iov}")
-    at += WQE.size
     if count == 1:  # the common case, without a generator
-        segments: tuple[tuple[int, int, int], ...] = (SEGMENT.unpack_from(ring.view, at),)
+        segments: tuple[tuple[int, int, int], ...] = ((address, length, context),)
     else:
-        step = SEGMENT.size
-        segments = tuple(SEGMENT.unpack_from(ring.view, at + i * step) for i in range(count))
+        at, step = at + WQE.size, SEGMENT.size
+        segments = tuple(SEGMENT.unpack_from(view, at + i * step) for i in range(count))
     if not wqe_flags:
         remote = (r_addr, r_len, r_ctx)
         return Wqe(opcode, flags, cookie, segments, remote, None, (operand, compare))
     if opcode not in _STAGEABLE or flags & _FENCE:
         raise RingError(f"WQE {index}: only an unfenced SEND or RDMA Write is staged")
-    if offset + sum(length for _, length, _ in segments) > STAGE_BYTES:
+    staged = length if count == 1 else sum(n for _, n, _ in segments)
+    if offset + staged > STAGE_BYTES:
         raise RingError(f"WQE {index}: its staged bytes run past the staging area")
     return Wqe(opcode, flags, cookie, segments, (r_addr, r_len, r_ctx), offset, (operand, 0))
 

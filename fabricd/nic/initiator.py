@@ -21,10 +21,8 @@ from fabricd.nic.objects import Consumer, Ep, Op, PeerLink
 from fabricd.nic.views import local_views, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_sends, encode_writes
-from proto.checks import parse_triplet
 from proto.codec import DISCARD, Frame, Sink, encode
 from proto.constants import CompletionFlags, Dtos, MemPriv
-from proto.constants import DatReturnSubtype as Sub
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatError, DatInvalidParameter, MalformedFrame
@@ -82,28 +80,24 @@ class Initiator:
         the caller transmits once it has taken every WQE, so small Writes leave batched;
         ``staged``: where the driver copied the bytes to send, which are sent from there once
         the segments pass their checks; ``operands``: the extension's values)."""
-        op = Op(dto, cookie, flags, 0, 0, [], operands=operands)
         status = St.DTO_ERR_LOCAL_PROTECTION
         try:
             need = MemPriv.LOCAL_WRITE if dto in READ_LIKE else MemPriv.LOCAL_READ
-            op.views, op.length, op.spans = local_views(
-                self.memory, consumer, ep.pz, local_iov, need
-            )
-            if dto != Dtos.SEND:
-                op.remote = parse_triplet(remote, Sub.INVALID_ARG5)
+            views, length, spans = local_views(self.memory, consumer, ep.pz, local_iov, need)
+            op = Op(dto, cookie, flags, 0, length, views, False, spans, remote, operands=operands)
             if dto in ATOMICS and not _atomic_fits(op):
                 status = St.DTO_ERR_LOCAL_LENGTH
                 raise DatInvalidParameter(message="an atomic takes 8 bytes at both ends")
             if staged is not None:
-                op.views, op.spans = [staged[: op.length]], []
-            elif op.spans and dto not in READ_LIKE and not self.memory.fetch(op.spans):
+                op.views, op.spans = [staged[:length]], []
+            elif spans and dto not in READ_LIKE and not self.memory.fetch(spans):
                 raise DatInvalidParameter(message="the local buffer is gone from its process")
         except DatError as err:
             # as on hardware: this DTO fails at once, then the connection breaks and every
             # DTO still outstanding is flushed
             log.info("EP %d: local check failed: %s", ep.handle, err)
             self.transmit(ep)  # what was posted before it leaves first
-            self.eps.complete(ep, op, status)
+            self.eps.complete(ep, Op(dto, cookie, flags, 0, 0, [], operands=operands), status)
             if ep.state in (S.CONNECTED, S.DISCONNECT_PENDING):
                 self.eps.broken(ep, notify_peer=True)
             return
@@ -169,29 +163,32 @@ class Initiator:
         WRITES (SENDS) frame when there are several (proto.batch; the fault rules see single
         frames: no batching while rules are installed)."""
         held = ep.held
-        batch = [held.popleft()]
-        kind, total = batch[0].kind, batch[0].length
+        first = held.popleft()
+        batch, kind, total, seq = [first], first.kind, first.length, first.seq
+        reads = ep.reads_out  # none in flight: nothing can be blocked (the common batch)
         while held and len(batch) < MAX_OPS:
             op = held[0]
+            seq += 1
             if (
                 op.kind != kind
                 or op.length > MAX_OP_BYTES
                 or total + op.length > MAX_BATCH_BYTES
-                or op.seq != batch[-1].seq + 1
-                or self._blocked(ep, op)
+                or op.seq != seq
+                or (reads and self._blocked(ep, op))
             ):
                 break
-            self._refresh(op)
+            if op.flags & _FENCE:
+                self._refresh(op)
             batch.append(held.popleft())
             total += op.length
         if len(batch) == 1:
-            self._start(ep, link, batch[0])
+            self._start(ep, link, first)
             return
         if kind == Dtos.SEND:
-            hdr = encode_sends(batch[0].seq, [op.length for op in batch])
+            hdr = encode_sends(first.seq, [op.length for op in batch])
         else:
             hdr = encode_writes(
-                batch[0].seq, [(op.remote[0], op.remote[2], op.length) for op in batch]
+                first.seq, [(op.remote[0], op.remote[2], op.length) for op in batch]
             )
         self.wire.send(link, hdr, [view for op in batch for view in op.views])
 

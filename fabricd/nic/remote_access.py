@@ -52,6 +52,22 @@ def stored(memory: MemoryRegistry, rmr_context: object, address: object, length:
     return True
 
 
+def stored_writes(memory: MemoryRegistry, link: PeerLink, seq: int, ops: list[WriteOp]) -> None:
+    """A WRITES batch landed: the Writes that executed (new, before any that failed) reach
+    their processes together, one transfer per process; if that fails, one by one, and the
+    first that cannot be written is the batch's fault (``link.fault``)."""
+    last = link.fault[0] if link.fault is not None else seq + len(ops)
+    fresh = [op for i, op in enumerate(ops) if link.acked < seq + i < last]
+    spans = [s for address, key, n in fresh for s in memory.remote_spans(key, address, n)]
+    if not spans or memory.store(spans):
+        return
+    first = max(seq, link.acked + 1)
+    for i, (address, rmr_context, length) in enumerate(fresh):
+        if not stored(memory, rmr_context, address, length):
+            link.fault = (first + i, St.DTO_ERR_REMOTE_ACCESS)
+            return
+
+
 def atomic_target(
     memory: MemoryRegistry, ep: Ep, address: object, rmr_context: object
 ) -> tuple[memoryview, list[Span]] | None:

@@ -19,7 +19,13 @@ from fabricd.memory import MemoryRegistry
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.events import Events
 from fabricd.nic.objects import Ep, PeerLink, Recv
-from fabricd.nic.remote_access import atomic_target, readable, stored, write_targets
+from fabricd.nic.remote_access import (
+    atomic_target,
+    readable,
+    stored,
+    stored_writes,
+    write_targets,
+)
 from fabricd.nic.views import local_views, scatter, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import last_seq, parse_sends, parse_writes
@@ -174,10 +180,7 @@ class Target:
         elif frame.type == FrameType.WRITES:
             seq, ops = parse_writes(frame)
             end = seq + len(ops)
-            for i, (address, rmr_context, length) in enumerate(ops):
-                fresh = link.fault is None and seq + i > link.acked
-                if fresh and not stored(self.memory, rmr_context, address, length):
-                    link.fault = (seq + i, St.DTO_ERR_REMOTE_ACCESS)
+            stored_writes(self.memory, link, seq, ops)
             failed = link.fault[0] if link.fault is not None else end
             link.acked = max(link.acked, failed - 1)  # the Writes before the one that failed
             link.ack_due = True

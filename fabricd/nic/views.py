@@ -14,9 +14,26 @@ def local_views(
     memory: MemoryRegistry, consumer: Consumer, pz: int, iov: object, need: MemPriv
 ) -> tuple[list[memoryview], int, list[Span]]:
     """The consumer's bytes a local iov names, checked as dat_ep_post_* specify; the spans
-    are every segment's when one of them is a process's own memory (else none)."""
+    are every segment's when one of them is a process's own memory (else none).
+
+    ``iov`` is a WQE's segments (read_wqe: int triplets within their C types). The common
+    post, one segment that passes every check, is answered inline (1.7 -> ~0.5 us, timeit);
+    anything else goes through check_local_iov, which gives the error when there is one."""
     lmrs = memory.by_lmr_context
     owner = consumer.id
+    if type(iov) is tuple and len(iov) == 1:
+        address, length, context = iov[0]
+        lmr = lmrs.get(context)
+        if (
+            length
+            and lmr is not None
+            and lmr.owner == owner
+            and (region := lmr.region).pz == pz
+            and not int(need) & ~int(region.privileges)
+            and region.address <= address
+            and address + length <= region.address + region.length
+        ):
+            return [lmr.local(address, length)], length, [(lmr, address, length)] if lmr.pid else []
     found: list[Lmr] = []  # the LMR of each segment looked up, in the order check_local_iov uses
 
     def lookup(ctx: int) -> Region | None:

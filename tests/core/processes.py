@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from fabricd.memory import Piece
+
 
 class Processes:
     """The consumers' own memory, by pid: buffers at addresses (a ProcessMemory)."""
 
     def __init__(self) -> None:
         self.buffers: dict[int, dict[int, bytearray]] = {}  # pid -> address -> bytes
+        self.writes: list[int] = []  # the pieces of each write call, in order
 
     def place(self, pid: int, address: int, data: bytes) -> None:
         """Put a buffer of process ``pid`` at ``address`` (its malloc, say)."""
@@ -23,8 +28,11 @@ class Processes:
                 return memoryview(buf)[address - base : address - base + length]
         raise OSError(14, f"{address:#x}+{length} is not mapped in {pid}")
 
-    def read(self, pid: int, address: int, into: memoryview) -> None:
-        into[:] = self._range(pid, address, len(into))
+    def read(self, pid: int, pieces: Sequence[Piece]) -> None:
+        for address, into in pieces:
+            into[:] = self._range(pid, address, len(into))
 
-    def write(self, pid: int, address: int, data: memoryview) -> None:
-        self._range(pid, address, len(data))[:] = data
+    def write(self, pid: int, pieces: Sequence[Piece]) -> None:
+        self.writes.append(len(pieces))
+        for address, data in pieces:
+            self._range(pid, address, len(data))[:] = data

@@ -119,3 +119,59 @@ def test_a_fenced_write_sends_what_the_read_before_it_brought() -> None:
     fabric.run()
     assert [e.status for e in a.events()] == [DtoCompletionStatus.DTO_SUCCESS] * 2
     assert bytes(b.memory(200, 16)) == b"what Read brings"
+
+
+def _batch_to_process(a: Side, count: int, rmr_for: Any) -> None:
+    """One 8-byte Write that leaves alone (its doorbell is taken at once), then ``count``
+    posted in the same turn, which the daemon takes together (one WRITES frame): Write i
+    carries bytes ``i + 1`` to BASE + 8 * i under the key ``rmr_for(i)``."""
+    for i in range(count + 1):
+        a.memory(8 * i, 8)[:] = bytes([i + 1]) * 8
+        a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(8 * i, 8)], i, [BASE + 8 * i, 8, rmr_for(i)], 0)
+
+
+def test_a_batch_of_writes_reaches_the_process_in_one_transfer() -> None:
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(64))
+    _, rmr_context = own_lmr(b, BASE, 64)
+    _batch_to_process(a, 6, lambda _: rmr_context)
+    fabric.run()
+    assert [e.status for e in a.events()] == [DtoCompletionStatus.DTO_SUCCESS] * 7
+    assert fabric.processes.buffers[b.c.pid][BASE][:56] == b"".join(
+        bytes([i + 1]) * 8 for i in range(7)
+    )
+    assert fabric.processes.writes == [1, 6], "the lone Write, then the batch's six together"
+
+
+def test_the_writes_of_a_batch_before_one_that_fails_its_key_reach_the_process() -> None:
+    """Write 3 of the batch names a key that does not exist: Writes 1 and 2 executed (they
+    complete successfully, so their bytes must be in the process), 3 fails, 4.. land nowhere."""
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(64))
+    _, rmr_context = own_lmr(b, BASE, 64)
+    _batch_to_process(a, 5, lambda i: rmr_context if i != 3 else rmr_context ^ 0x5A5A)
+    fabric.run()
+    statuses = [e.status for e in a.events() if e.event_number == EventNumber.DTO_COMPLETION_EVENT]
+    assert statuses[:4] == [DtoCompletionStatus.DTO_SUCCESS] * 3 + [
+        DtoCompletionStatus.DTO_ERR_REMOTE_ACCESS
+    ]
+    held = fabric.processes.buffers[b.c.pid][BASE]
+    assert held[:24] == b"\x01" * 8 + b"\x02" * 8 + b"\x03" * 8
+    assert held[24:48] == bytes(24), "nothing of the failed Write or those after it"
+
+
+def test_a_batch_write_whose_buffer_is_gone_fails_there_and_those_before_it_land() -> None:
+    """The process unmapped the buffer of Write 4 of a batch: the transfer of the batch fails,
+    the Writes are then written one by one, and the first that cannot be is the error."""
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(32))
+    fabric.processes.place(b.c.pid, BASE + 32, bytes(32))
+    lmr_contexts = [own_lmr(b, BASE, 32), own_lmr(b, BASE + 32, 32)]
+    fabric.processes.remove(b.c.pid, BASE + 32)
+    _batch_to_process(a, 5, lambda i: lmr_contexts[i >= 4][1])
+    fabric.run()
+    statuses = [e.status for e in a.events() if e.event_number == EventNumber.DTO_COMPLETION_EVENT]
+    assert statuses[:5] == [DtoCompletionStatus.DTO_SUCCESS] * 4 + [
+        DtoCompletionStatus.DTO_ERR_REMOTE_ACCESS
+    ]
+    assert fabric.processes.buffers[b.c.pid][BASE] == b"".join(bytes([i + 1]) * 8 for i in range(4))

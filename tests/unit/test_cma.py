@@ -30,16 +30,16 @@ def test_read_and_write_move_every_byte() -> None:
     source = ctypes.create_string_buffer(bytes(range(256)) * 64)
     mirror = memoryview(bytearray(len(source.raw)))
     cma = CrossMemory()
-    cma.read(os.getpid(), ctypes.addressof(source), mirror)
+    cma.read(os.getpid(), [(ctypes.addressof(source), mirror)])
     assert bytes(mirror) == source.raw
     mirror[:] = b"\x5a" * len(mirror)
-    cma.write(os.getpid(), ctypes.addressof(source) + 100, mirror[100:200])
+    cma.write(os.getpid(), [(ctypes.addressof(source) + 100, mirror[100:200])])
     assert source.raw[100:200] == b"\x5a" * 100 and source.raw[99] == 99
 
 
 def test_a_read_only_buffer_can_be_written_from() -> None:
     target = ctypes.create_string_buffer(8)
-    CrossMemory().write(os.getpid(), ctypes.addressof(target), memoryview(b"readonly"))
+    CrossMemory().write(os.getpid(), [(ctypes.addressof(target), memoryview(b"readonly"))])
     assert target.raw == b"readonly"
 
 
@@ -55,12 +55,36 @@ def test_a_range_running_into_an_unmapped_page_is_efault_after_the_part_that_mov
         ctypes.memset(base + PAGE - 16, 0x77, 16)
         mirror = memoryview(bytearray(32))
         with pytest.raises(OSError) as fault:
-            CrossMemory().read(os.getpid(), base + PAGE - 16, mirror)
+            CrossMemory().read(os.getpid(), [(base + PAGE - 16, mirror)])
         assert fault.value.errno == errno.EFAULT
         assert bytes(mirror) == b"\x77" * 16 + bytes(16)
         with pytest.raises(OSError) as fault:
-            CrossMemory().write(os.getpid(), base + PAGE, memoryview(bytearray(1)))
+            CrossMemory().write(os.getpid(), [(base + PAGE, memoryview(bytearray(1)))])
         assert fault.value.errno == errno.EFAULT
+    finally:
+        libc.munmap(base, PAGE)
+
+
+def test_many_pieces_move_in_one_call_and_a_bad_one_stops_there() -> None:
+    """A list of pieces (a batch of Writes) moves together; a piece the kernel cannot move
+    raises, with every piece before it moved and none after it."""
+    libc = _libc()
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    base = libc.mmap(None, 2 * PAGE, mmap.PROT_READ | mmap.PROT_WRITE, flags, -1, 0)
+    assert base not in (None, ctypes.c_void_p(-1).value)
+    try:
+        assert libc.munmap(base + PAGE, PAGE) == 0
+        pieces = [(base + 64 * i, memoryview(bytes([i + 1]) * 64)) for i in range(50)]
+        CrossMemory().write(os.getpid(), pieces)
+        assert ctypes.string_at(base, 64 * 50) == b"".join(bytes([i + 1]) * 64 for i in range(50))
+        ctypes.memset(base, 0, PAGE)
+        bad = [pieces[0], (base + PAGE - 8, memoryview(b"\x33" * 16)), pieces[1]]
+        with pytest.raises(OSError) as fault:
+            CrossMemory().write(os.getpid(), bad)
+        assert fault.value.errno == errno.EFAULT
+        assert ctypes.string_at(base, 64) == b"\x01" * 64, "the piece before it moved"
+        assert ctypes.string_at(base + PAGE - 8, 8) == b"\x33" * 8, "and its mapped part"
+        assert ctypes.string_at(base + 64, 64) == bytes(64), "the piece after it did not"
     finally:
         libc.munmap(base, PAGE)
 
@@ -69,7 +93,7 @@ def test_a_process_that_is_gone_is_esrch() -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     with pytest.raises(OSError) as gone:
-        CrossMemory().read(child.pid, 0x1000, memoryview(bytearray(1)))
+        CrossMemory().read(child.pid, [(0x1000, memoryview(bytearray(1)))])
     assert gone.value.errno == errno.ESRCH
 
 
@@ -86,9 +110,9 @@ def test_another_process_is_reached() -> None:
     try:
         address = int(child.stdout.readline())
         seen = memoryview(bytearray(6))
-        CrossMemory().read(child.pid, address, seen)
+        CrossMemory().read(child.pid, [(address, seen)])
         assert bytes(seen) == b"before"
-        CrossMemory().write(child.pid, address, memoryview(b"after\0"))
+        CrossMemory().write(child.pid, [(address, memoryview(b"after\0"))])
         child.stdin.write("\n")
         child.stdin.flush()
         assert child.stdout.readline().strip() == "after"
