@@ -90,6 +90,25 @@ Span = tuple[Lmr, int, int]
 
 
 @dataclass(eq=False, slots=True)
+class Reach:
+    """A remote key that passed its checks: the range it opens, in the LMR under it."""
+
+    region: Region
+    lmr: Lmr
+
+    def bytes(self, address: int, length: int) -> memoryview | None:
+        """The target bytes of [address, +length), or None outside the key's range."""
+        lmr = self.lmr
+        if length == 0:
+            return lmr.view[0:0]
+        region = self.region
+        if not (region.address <= address and address + length <= region.address + region.length):
+            return None
+        off = address - lmr.region.address
+        return lmr.target[off : off + length]
+
+
+@dataclass(eq=False, slots=True)
 class Window:
     """A bound RMR: its own range, privileges and PZ over part of an LMR (dat_rmr_bind)."""
 
@@ -259,6 +278,12 @@ class MemoryRegistry:
     ) -> memoryview | None:
         """The target bytes of a remote access through EP ``ep``, or None if the key,
         privilege, PZ, range or (an EP-scope window's) EP fails."""
+        reach = self.reach(rmr_context, need, pz, ep)
+        return None if reach is None else reach.bytes(address, length)
+
+    def reach(self, rmr_context: int, need: MemPriv, pz: int, ep: int = 0) -> Reach | None:
+        """What a key lets EP ``ep`` reach with privilege ``need`` (the checks of ``remote``
+        but the range, once for a batch of Writes under one key), or None."""
         entry = self.by_rmr_context.get(rmr_context)
         if entry is None:
             return None
@@ -268,12 +293,7 @@ class MemoryRegistry:
         if not int(region.privileges) & int(need) or region.pz != pz:  # ints: Flag ops are slow
             return None
         lmr = entry if isinstance(entry, Lmr) else entry.lmr
-        if length == 0:
-            return lmr.view[0:0]
-        if not region.contains(address, length):
-            return None
-        off = address - lmr.region.address
-        return lmr.target[off : off + length]
+        return Reach(region, lmr)
 
     def stale(self, rmr_context: int, address: int, length: int) -> bool:
         """Noncoherent mode: does the CPU view differ from what an RDMA Read will see?"""

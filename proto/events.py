@@ -14,7 +14,8 @@ from typing import Final, NamedTuple
 from proto.codec import pack, unpack
 from proto.constants import Dtos, EventNumber
 from proto.errors import DatError, MalformedFrame
-from proto.eventq import NOTIFIES, SRQ_RECEIVE, SRQ_TAIL
+from proto.eventq import EQE, NOTIFIES, SRQ_RECEIVE, SRQ_TAIL
+from proto.hostif import Ring
 from proto.schema import parse
 
 
@@ -128,6 +129,23 @@ def dto_entry(
     """A DTO completion's entry (flags, head fields): the one layout, used by encode_event and
     by the NIC's completion path, which writes it without building the record first."""
     return (NOTIFIES if notify else 0), (ep, status, cookie, length, op)
+
+
+_DTO_EVENT: Final = int(EventNumber.DTO_COMPLETION_EVENT)
+_IB_DTO_EVENT: Final = int(EventNumber.IB_DTO_EVENT)
+
+
+def write_dto(
+    ring: Ring, ahead: int, ep: int, status: int, cookie: int, length: int, op: int, notify: bool
+) -> None:
+    """A DTO completion (body-less) straight into the slot ``ahead`` places past the queue's
+    next one, which the caller checked is free; the caller publishes. dto_entry's layout and
+    write_eqe's effect without their tuples: once per completed operation (~0.35 us, against
+    ~0.9 us through dto_entry, dto_number and write_eqe; timeit)."""
+    number = _IB_DTO_EVENT if op >= _IB_DTOS else _DTO_EVENT
+    flags = NOTIFIES if notify else 0
+    at = ring.slot(ring.mine + ahead)
+    EQE.pack_into(ring.view, at, number, flags, 0, 0, ep, status, cookie, length, op)
 
 
 def encode_event(number: EventNumber, record: Event) -> tuple[int, Head, bytes]:

@@ -50,6 +50,7 @@ from proto.events import (
     dto_number,
     encode_event,
     srq_marked,
+    write_dto,
 )
 from proto.frames import FrameType
 from proto.hostif import (
@@ -366,17 +367,17 @@ class Events:
         except RingError as err:  # the driver broke its own queue: that IA closes
             consumer.channel.close(f"EVD {eq.handle}: {err}")
             return
-        ring, handle, written = eq.ring, ep.handle, 0
+        ring, handle, written, ok = eq.ring, ep.handle, 0, St.DTO_SUCCESS
         for op in ops:
-            if op.flags & _SUPPRESS:
+            flags = op.flags
+            if flags & _SUPPRESS:
                 continue
             if written == free:
                 self._overflow(consumer, eq)
                 break
-            flags, head = dto_entry(
-                handle, St.DTO_SUCCESS, op.cookie, op.length, op.kind, not op.flags & _UNSIGNALLED
+            write_dto(
+                ring, written, handle, ok, op.cookie, op.length, op.kind, not flags & _UNSIGNALLED
             )
-            write_eqe(ring, dto_number(op.kind), flags, head, ahead=written)
             written += 1
         if written:
             ring.publish(written)

@@ -20,6 +20,7 @@ from proto.hostif import (
     SQ_OFFSET,
     STAGE_BYTES,
     STAGE_OFFSET,
+    U32,
     WQ_ENTRIES,
     WQ_ENTRY_SIZE,
     WQ_SEGMENT_BYTES,
@@ -134,11 +135,16 @@ def doorbell(ep: Ep) -> None:
 
 def take(ring: Ring, opcodes: frozenset[Opcode]) -> Iterator[Wqe]:
     """The WQEs the driver has published, in order, each released back as it is read. The
-    index is looked at before each one: handling a WQE can flush the queue (its EP broke), and
-    a count taken before that would run past what the driver wrote."""
-    while ring.available():
-        wqe = read_wqe(ring, ring.mine, MAX_IOV)
+    producer's index is read once per run of WQEs, not per WQE; handling a WQE can flush the
+    queue (its EP broke), so a run stops where another taker moved the index."""
+    count = ring.available()
+    while count:
+        index = ring.mine
+        wqe = read_wqe(ring, index, MAX_IOV)
         if wqe.opcode not in opcodes:
-            raise RingError(f"WQE {ring.mine}: {wqe.opcode.name} does not belong on this queue")
+            raise RingError(f"WQE {index}: {wqe.opcode.name} does not belong on this queue")
         ring.publish()
         yield wqe
+        # the count holds while nobody else took from the ring (a flush); past it, look again
+        count = count - 1 if ring.mine == (index + 1) % U32 else 0
+        count = count or ring.available()

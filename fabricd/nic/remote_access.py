@@ -25,11 +25,14 @@ def write_targets(
     the one that fails its checks (``link.fault``) and every one after it land nowhere."""
     views: list[memoryview] = []
     coherent = memory.coherent
+    key, reach = None, None  # the last key's checks hold for every Write under it
     for i, (address, rmr_context, length) in enumerate(ops):
         if seq + i <= link.acked or link.fault is not None:
             views.extend(scratch(length))
             continue
-        view = memory.remote(rmr_context, address, length, _REMOTE_WRITE, ep.pz, ep.handle)
+        if rmr_context != key:
+            key, reach = rmr_context, memory.reach(rmr_context, _REMOTE_WRITE, ep.pz, ep.handle)
+        view = None if reach is None else reach.bytes(address, length)
         if view is None:
             link.fault = (seq + i, St.DTO_ERR_REMOTE_ACCESS)
             views.extend(scratch(length))
