@@ -246,12 +246,17 @@ class FrameReader:
             self._collect = bytearray(frame.payload_len)
             self._views = []
         else:
-            views = [v if v.format == "B" and v.ndim == 1 else v.cast("B") for v in sink]
-            total = sum(len(v) for v in views)
+            views, total = [], 0
+            for v in sink:  # one pass: bytes views, their total, the empty ones dropped
+                if v.format != "B" or v.ndim != 1:
+                    v = v.cast("B")
+                if n := len(v):
+                    views.append(v)
+                    total += n
             if sink and total != frame.payload_len:
                 raise ValueError(f"sink holds {total} bytes for a {frame.payload_len}-byte payload")
             self._collect = None
-            self._views = [v for v in views if len(v)]
+            self._views = views
 
     def _drain_into_payload(self) -> bool:
         """Move buffered bytes into the payload in progress; True once it is complete."""
@@ -270,13 +275,20 @@ class FrameReader:
         return self._remaining == 0
 
     def _copy_into_views(self, src: memoryview) -> None:
-        while src and self._views:
-            head = self._views[0]
-            n = min(len(head), len(src))
-            head[:n] = src[:n]
-            src = src[n:]
-            self._consume_views(n)
-        self._remaining -= len(src)  # discarded bytes (DISCARD sink)
+        """Fill the sink's views from ``src`` in order (a batch of small Writes: one view
+        each, so this is a loop per operation; filled views are dropped at the end)."""
+        views, filled, at, size = self._views, 0, 0, len(src)
+        while at < size and filled < len(views):
+            head = views[filled]
+            n = min(len(head), size - at)
+            head[:n] = src[at : at + n]
+            at += n
+            if n == len(head):
+                filled += 1
+            else:
+                views[filled] = head[n:]
+        del views[:filled]
+        self._remaining -= size  # what filled the views, and bytes discarded (DISCARD sink)
 
     def _consume_views(self, n: int) -> None:
         self._remaining -= n
