@@ -36,6 +36,8 @@ ATOMICS = {Dtos.IB_FETCH_ADD: Opcode.FETCH_ADD, Dtos.IB_CMP_SWAP: Opcode.CMP_SWA
 READ_LIKE = frozenset({Dtos.RDMA_READ, *ATOMICS})  # take a read credit; land bytes locally
 ANSWERED = READ_LIKE | {Dtos.BIND_MW}  # done by an answer, not by an ACK
 BATCHED = frozenset({Dtos.RDMA_WRITE, Dtos.SEND})  # small ones leave as WRITES / SENDS frames
+CORK_INFLIGHT = 32  # unacknowledged requests past which a few small ones wait for an ACK
+CORK_MIN = 16  # ...unless this many are waiting: they leave at once
 
 
 def _atomic_fits(op: Op) -> bool:
@@ -130,6 +132,19 @@ class Initiator:
             or (op.kind in READ_LIKE and ep.reads_out >= ep.attr.max_rdma_read_out)
         )
 
+    def _corked(self, ep: Ep, op: Op) -> bool:
+        """Hold a few small Writes or Sends back while many are on the wire and an ACK is
+        coming (TCP's autocork): that ACK sends them, with whatever was posted meanwhile, as
+        one batch. A driver that posts one WQE at a time otherwise has its daemon send a
+        frame for every few (64 B Writes, window 64, Python driver: 52k -> 72k/s; the C
+        driver, which posts in bursts, unchanged). Latency is untouched: with fewer than
+        CORK_INFLIGHT requests unacknowledged nothing waits."""
+        held = len(ep.held)
+        if held >= CORK_MIN or op.seq - 1 - ep.acked < CORK_INFLIGHT:
+            return False
+        newest = ep.ops[-held - 1]  # the newest request on the wire: its ACK will come
+        return newest.kind in BATCHED and newest.seq > ep.acked
+
     def _refresh(self, op: Op) -> None:
         """A fenced Write or Send from a process's own memory is read from the process again
         as it starts: the Reads it waited for may have written there since it was posted,
@@ -147,6 +162,8 @@ class Initiator:
                 break
             self._refresh(op)
             if op.kind in BATCHED and op.length <= MAX_OP_BYTES and not self.faults.active:
+                if self._corked(ep, op):
+                    break
                 self._start_batch(ep, link)
                 continue
             ep.held.popleft()
@@ -279,7 +296,7 @@ class Initiator:
             raise MalformedFrame(f"ACK of {seq!r}, which was never sent")
         if seq > ep.acked:
             ep.acked = seq
-            self.retire(ep)
+            self.transmit(ep)  # what was corked leaves; then the done requests retire
 
     def read_sink(self, link: PeerLink, frame: Frame) -> Sink:
         """Where a READ_RESP's payload lands: the RDMA Read's local buffers."""

@@ -129,6 +129,7 @@ class Pipe:
     end: str | None = None
     scheduled: bool = False
     cut: bool = False  # a silent partition: bytes vanish
+    held: bool = False  # a slow link: bytes wait (``release`` delivers them)
 
     def write(self, data: bytes) -> None:
         if self.end is not None or self.cut:
@@ -141,8 +142,14 @@ class Pipe:
             self.end = reason
             self._schedule()
 
+    def release(self) -> None:
+        """Stop holding: what waited is delivered at the next run."""
+        self.held = False
+        if self.chunks:
+            self._schedule()
+
     def _schedule(self) -> None:
-        if not self.scheduled:
+        if not self.scheduled and not self.held:
             self.scheduled = True
             self.fabric.call_soon(self._flush)
 
