@@ -12,15 +12,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
+from bench import cdriver
 from bench.fabric import Session
 from bench.nodes import Fabric
-from fabricd.launch import free_port, start_node
-from tools.datconf import LIBRARY, lines
+from fabricd.launch import start_node
 
 
 def cpu(pid: int) -> tuple[float, float]:
@@ -92,35 +91,15 @@ def main(argv: list[str] | None = None) -> None:
             b.stop()
 
 
-POST_REAP = LIBRARY.parent / "post_reap"
-
-
 def c_driver(size: int, iters: int) -> None:
     """provider/bench/post_reap's figures: the C driver's CPU inside a post and inside the
     dequeue that returns its completion, at window 64 and at window 1."""
-    if not POST_REAP.exists():
-        print("needs the provider and its bench program (make provider)", file=sys.stderr)
-        return
-    with tempfile.TemporaryDirectory(prefix="datfabric-breakdown-") as tmp:
-        port = free_port("127.0.0.1", "127.0.0.2")
-        a = start_node("bd-a", os.path.join(tmp, "a.sock"), "127.0.0.1", port)
-        b = start_node("bd-b", os.path.join(tmp, "b.sock"), "127.0.0.2", port)
-        conf = os.path.join(tmp, "dat.conf")
-        with open(conf, "w", encoding="utf-8") as f:
-            f.write(lines("dfa", a.socket, LIBRARY) + lines("dfb", b.socket, LIBRARY))
-        try:
+    try:
+        with cdriver.nodes() as conf:
             for window, count in ((64, iters * 20), (1, iters)):
-                done = subprocess.run(
-                    [str(POST_REAP), "dfa", "dfb", str(size), str(window), str(count)],
-                    env={**os.environ, "DAT_OVERRIDE": conf},
-                    capture_output=True,
-                    text=True,
-                    timeout=600,
-                )
-                print(done.stdout.removesuffix("PASSED\n").rstrip() or done.stderr)
-        finally:
-            a.stop()
-            b.stop()
+                print(cdriver.post_reap(conf, size, window, count, 600))
+    except cdriver.Unavailable as err:
+        print(err, file=sys.stderr)
 
 
 if __name__ == "__main__":

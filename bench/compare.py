@@ -2,7 +2,9 @@
 
 ``python -m bench.compare [--sizes 4096,65536,1048576] [--iters N] [--window 16] [--json]``
 
-At each size it runs ``fabricctl bench`` (write bw, read bw at ``--window``; write lat at window 1)
+At each size it runs ``fabricctl bench`` (write bw, read bw at ``--window``; write lat at window 1),
+the C driver's write bw at ``--window`` (provider/bench/post_reap through libdatfabric: a C
+program beside a C program, as users of the provider run)
 and ``ucx_perftest`` over TCP on loopback (``ucp_put_bw``, ``ucp_get``, ``ucp_put_lat``), each
 client against its own server, every process under a timeout. A run that fails shows ``n/a``
 and says why on stderr.
@@ -28,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench import cdriver
 from bench.ucx import RunError, run_ucx
 
 DEFAULT_SIZES = (4096, 65536, 1048576)
@@ -35,12 +38,15 @@ DEFAULT_ITERS = 1000  # perftest's default; about 20 s for the default sizes her
 RUN_TIMEOUT = 30.0  # seconds for any one command
 BUDGET = 150.0  # seconds for the whole comparison; later runs are skipped past it
 BW_WINDOW = 16
+C_ITERS = 20000  # post_reap's runs are this long at least: a few ms would say little
 LAT_WINDOW = 1
 
 COLUMNS = (
     ("size", 8),
     ("ours write MB/s", 15),
     ("ucx put_bw MB/s", 15),
+    ("ratio", 6),
+    ("ours C write MB/s", 17),
     ("ratio", 6),
     ("ours read MB/s", 14),
     ("ucx get MB/s", 12),
@@ -51,7 +57,9 @@ COLUMNS = (
 LEGEND = (
     "# MB = 10^6 B (ucx_perftest's 2^20-byte MB converted); ratio = ours / ucx",
     "# ours: fabricctl bench, two fabricd nodes on loopback; bw at window {window}; "
-    "write lat = median post-to-completion at window 1 (a FULL round trip)",
+    "write lat = median post-to-completion at window 1 (a FULL round trip); ours C: "
+    "provider/bench/post_reap, a C program writing through libdatfabric (polling, as "
+    "ucx_perftest does) at the same window",
     "# ucx: ucx_perftest UCX_TLS=tcp UCX_NET_DEVICES=lo, 'overall' bandwidth; ucp_get is "
     "emulated over active messages on tcp; put_lat = median of HALF a round trip (RTT/2)",
 )
@@ -148,6 +156,7 @@ class Row:
     iters: int
     ours_write_MBps: float | None = None
     ucx_put_bw_MBps: float | None = None
+    ours_c_write_MBps: float | None = None  # the C driver (provider/bench/post_reap)
     ours_read_MBps: float | None = None
     ucx_get_MBps: float | None = None
     ours_write_lat_us_p50: float | None = None  # full round trip
@@ -165,6 +174,8 @@ class Row:
             "ours_write_MBps": r(self.ours_write_MBps),
             "ucx_put_bw_MBps": r(self.ucx_put_bw_MBps),
             "write_ratio": r(_ratio(self.ours_write_MBps, self.ucx_put_bw_MBps)),
+            "ours_c_write_MBps": r(self.ours_c_write_MBps),
+            "c_write_ratio": r(_ratio(self.ours_c_write_MBps, self.ucx_put_bw_MBps)),
             "ours_read_MBps": r(self.ours_read_MBps),
             "ucx_get_MBps": r(self.ucx_get_MBps),
             "read_ratio": r(_ratio(self.ours_read_MBps, self.ucx_get_MBps)),
@@ -183,6 +194,8 @@ class Row:
             f(self.ours_write_MBps, ".1f"),
             f(self.ucx_put_bw_MBps, ".1f"),
             f(_ratio(self.ours_write_MBps, self.ucx_put_bw_MBps), ".2f"),
+            f(self.ours_c_write_MBps, ".1f"),
+            f(_ratio(self.ours_c_write_MBps, self.ucx_put_bw_MBps), ".2f"),
             f(self.ours_read_MBps, ".1f"),
             f(self.ucx_get_MBps, ".1f"),
             f(_ratio(self.ours_read_MBps, self.ucx_get_MBps), ".2f"),
@@ -197,7 +210,7 @@ def format_line(cells: list[str]) -> str:
 
 
 def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
-    """Run the six measurements at one size; failures leave None and go to stderr."""
+    """Run the seven measurements at one size; failures leave None and go to stderr."""
     row = Row(size, iters)
 
     def attempt(what: str, fn: Callable[[float], float | None]) -> float | None:
@@ -206,7 +219,7 @@ def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
             if left <= 1.0:
                 raise RunError("time budget used up")
             return fn(min(RUN_TIMEOUT, left))
-        except (RunError, OSError, subprocess.SubprocessError) as e:
+        except (RunError, cdriver.Unavailable, OSError, subprocess.SubprocessError) as e:
             print(f"compare: {what} at {size} B: {e}", file=sys.stderr)
             return None
 
@@ -215,6 +228,10 @@ def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
     )
     row.ucx_put_bw_MBps = attempt(
         "ucx ucp_put_bw", lambda t: run_ucx("ucp_put_bw", size, iters, t).bw_MBps
+    )
+    row.ours_c_write_MBps = attempt(
+        "ours C write bw",
+        lambda t: cdriver.write_rate(size, ours.window, max(iters, C_ITERS), t) * size / 1e6,
     )
     row.ours_read_MBps = attempt(
         "ours read bw", lambda t: _num(ours.run("read", "bw", size, iters, t), "bw_MBps")
