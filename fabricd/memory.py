@@ -246,14 +246,27 @@ class MemoryRegistry:
 
     @staticmethod
     def _through(spans: Sequence[Span], move: Callable[[int, Sequence[Piece]], None]) -> bool:
-        """Move the spans of each process together (one system call for a batch)."""
-        pieces: dict[int, list[Piece]] = {}
+        """Move the spans of each process together: the spans of one LMR merged where they
+        overlap or touch (a batch of Writes into one buffer: one piece; the mirror holds the
+        bytes the last of them left), every process's pieces in one system call."""
+        ranges: dict[Lmr, list[tuple[int, int]]] = {}
         for lmr, address, length in spans:
-            if lmr.pid:
-                pieces.setdefault(lmr.pid, []).append((address, lmr.local(address, length)))
+            if lmr.pid and length:
+                ranges.setdefault(lmr, []).append((address, address + length))
+        pieces: dict[int, list[Piece]] = {}
+        for lmr, some in ranges.items():
+            out = pieces.setdefault(lmr.pid, [])
+            some.sort()
+            start, end = some[0]
+            for a, b in some[1:]:
+                if a > end:
+                    out.append((start, lmr.local(start, end - start)))
+                    start = a
+                end = max(end, b)
+            out.append((start, lmr.local(start, end - start)))
         try:
-            for pid, some in pieces.items():
-                move(pid, some)
+            for pid, some_pieces in pieces.items():
+                move(pid, some_pieces)
         except OSError:
             return False
         return True

@@ -121,26 +121,44 @@ def test_a_fenced_write_sends_what_the_read_before_it_brought() -> None:
     assert bytes(b.memory(200, 16)) == b"what Read brings"
 
 
-def _batch_to_process(a: Side, count: int, rmr_for: Any) -> None:
+def _batch_to_process(a: Side, count: int, rmr_for: Any, step: int = 8) -> None:
     """One 8-byte Write that leaves alone (its doorbell is taken at once), then ``count``
     posted in the same turn, which the daemon takes together (one WRITES frame): Write i
-    carries bytes ``i + 1`` to BASE + 8 * i under the key ``rmr_for(i)``."""
+    carries bytes ``i + 1`` to BASE + step * i under the key ``rmr_for(i)``."""
     for i in range(count + 1):
         a.memory(8 * i, 8)[:] = bytes([i + 1]) * 8
-        a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(8 * i, 8)], i, [BASE + 8 * i, 8, rmr_for(i)], 0)
+        remote = [BASE + step * i, 8, rmr_for(i)]
+        a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(8 * i, 8)], i, remote, 0)
 
 
-def test_a_batch_of_writes_reaches_the_process_in_one_transfer() -> None:
+@pytest.mark.parametrize(("step", "pieces"), [(8, 1), (16, 6)])
+def test_a_batch_of_writes_reaches_the_process_in_one_transfer(step: int, pieces: int) -> None:
+    """The six Writes of the batch reach the process in one call: as one piece when they
+    touch (one range of the mirror), as six when there are gaps between them."""
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(128))
+    _, rmr_context = own_lmr(b, BASE, 128)
+    _batch_to_process(a, 6, lambda _: rmr_context, step)
+    fabric.run()
+    assert [e.status for e in a.events()] == [DtoCompletionStatus.DTO_SUCCESS] * 7
+    held = fabric.processes.buffers[b.c.pid][BASE]
+    for i in range(7):
+        assert held[step * i : step * i + 8] == bytes([i + 1]) * 8
+        assert step == 8 or held[step * i + 8 : step * i + 16] == bytes(8), "the gaps untouched"
+    assert fabric.processes.writes == [1, pieces], "the lone Write, then the batch in one call"
+
+
+def test_writes_of_a_batch_to_the_same_bytes_leave_the_last_ones_bytes() -> None:
+    """Every Write of the batch targets the same 8 bytes: one piece goes, holding what the
+    last Write wrote (as if each had been written in turn)."""
     fabric, a, b = pair()
     fabric.processes.place(b.c.pid, BASE, bytes(64))
     _, rmr_context = own_lmr(b, BASE, 64)
-    _batch_to_process(a, 6, lambda _: rmr_context)
+    _batch_to_process(a, 6, lambda _: rmr_context, step=0)
     fabric.run()
     assert [e.status for e in a.events()] == [DtoCompletionStatus.DTO_SUCCESS] * 7
-    assert fabric.processes.buffers[b.c.pid][BASE][:56] == b"".join(
-        bytes([i + 1]) * 8 for i in range(7)
-    )
-    assert fabric.processes.writes == [1, 6], "the lone Write, then the batch's six together"
+    assert fabric.processes.buffers[b.c.pid][BASE][:16] == b"\x07" * 8 + bytes(8)
+    assert fabric.processes.writes == [1, 1]
 
 
 def test_the_writes_of_a_batch_before_one_that_fails_its_key_reach_the_process() -> None:
