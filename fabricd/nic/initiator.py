@@ -11,7 +11,7 @@ executed; completions leave in posting order, and a failed one breaks the EP.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from fabricd.faults import FaultEngine
 from fabricd.memory import MemoryRegistry, Window
@@ -27,7 +27,7 @@ from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatError, DatInvalidParameter, MalformedFrame
 from proto.frames import FrameType
-from proto.hostif import ATOMIC_BYTES, Opcode
+from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, Opcode, Wqe
 
 log = logging.getLogger("fabricd")
 _FENCE = int(CompletionFlags.BARRIER_FENCE)
@@ -64,34 +64,26 @@ class Initiator:
         self.faults = faults
         self.now = now
 
-    def post(
-        self,
-        consumer: Consumer,
-        ep: Ep,
-        dto: Dtos,
-        cookie: int,
-        flags: int,
-        local_iov: Sequence[tuple[int, int, int]],
-        remote: tuple[int, int, int],
-        start: bool = True,
-        staged: memoryview | None = None,
-        operands: tuple[int, int] = (0, 0),
-    ) -> None:
+    def post(self, consumer: Consumer, ep: Ep, wqe: Wqe, stage: memoryview) -> None:
         """dat_ep_post_send / rdma_write / rdma_read, dat_ib_post_fetch_and_add /
-        cmp_and_swap / rdma_write_immed: a WQE the driver checked and queued (``start`` False:
-        the caller transmits once it has taken every WQE, so small Writes leave batched;
-        ``staged``: where the driver copied the bytes to send, which are sent from there once
-        the segments pass their checks; ``operands``: the extension's values)."""
+        cmp_and_swap / rdma_write_immed: a WQE the driver checked and queued, taken off the
+        EP's send queue (the caller transmits once it has taken every WQE, so small Writes
+        leave batched). A STAGED one's bytes are sent from ``stage``, the EP's staging area,
+        once its segments pass their checks."""
+        dto = OPCODE_DTOS[wqe.opcode]
+        cookie, flags, operands = wqe.cookie, wqe.flags, wqe.operands
         status = St.DTO_ERR_LOCAL_PROTECTION
         try:
             need = MemPriv.LOCAL_WRITE if dto in READ_LIKE else MemPriv.LOCAL_READ
-            views, length, spans = local_views(self.memory, consumer, ep.pz, local_iov, need)
-            op = Op(dto, cookie, flags, 0, length, views, False, spans, remote, operands=operands)
+            views, length, spans = local_views(self.memory, consumer, ep.pz, wqe.segments, need)
+            op = Op(
+                dto, cookie, flags, 0, length, views, False, spans, wqe.remote, operands=operands
+            )
             if dto in ATOMICS and not _atomic_fits(op):
                 status = St.DTO_ERR_LOCAL_LENGTH
                 raise DatInvalidParameter(message="an atomic takes 8 bytes at both ends")
-            if staged is not None:
-                op.views, op.spans = [staged[:length]], []
+            if wqe.stage is not None:
+                op.views, op.spans = [stage[wqe.stage : wqe.stage + length]], []
             elif spans and dto not in READ_LIKE and not self.memory.fetch(spans):
                 raise DatInvalidParameter(message="the local buffer is gone from its process")
         except DatError as err:
@@ -105,7 +97,7 @@ class Initiator:
             return
         if dto == Dtos.RDMA_READ:
             op.length = op.remote[1]
-        self.enqueue(ep, op, start)
+        self.enqueue(ep, op, start=False)
 
     def enqueue(self, ep: Ep, op: Op, start: bool = True) -> None:
         """Queue a request in posting order; it starts when nothing holds it back (and

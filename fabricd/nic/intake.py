@@ -12,7 +12,7 @@ from fabricd.nic.initiator import Initiator
 from fabricd.nic.objects import Consumer, Ep, Shell, WorkQueues
 from fabricd.nic.queues import RQ_OPCODES, SQ_OPCODES, doorbell, set_polling, take, watch
 from fabricd.nic.target import Target
-from proto.hostif import OPCODE_DTOS, RingError
+from proto.hostif import RingError
 
 log = logging.getLogger("fabricd")
 
@@ -57,20 +57,7 @@ class Intake:
         while q is not None:
             taken = 0
             for wqe in take(q.sq, SQ_OPCODES):
-                dto = OPCODE_DTOS[wqe.opcode]
-                staged = None if wqe.stage is None else q.stage[wqe.stage :]
-                self.initiator.post(
-                    ep.consumer,
-                    ep,
-                    dto,
-                    wqe.cookie,
-                    wqe.flags,
-                    wqe.segments,
-                    wqe.remote,
-                    start=False,
-                    staged=staged,
-                    operands=wqe.operands,
-                )
+                self.initiator.post(ep.consumer, ep, wqe, q.stage)
                 taken += 1
             if taken:
                 self.initiator.transmit(ep)  # together: small Writes leave as one batch
