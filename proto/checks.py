@@ -88,6 +88,7 @@ def check_local_iov(
             Sub.INVALID_ARG2, f"{len(iov)} segments exceed the endpoint's {max_segments}"
         )
     used: list[tuple[Region, int, int]] = []
+    need_bits = int(need)  # plain ints: Flag operators are slow
     for triplet in iov:
         address, length, context = parse_triplet(triplet, Sub.INVALID_ARG3)
         if length == 0:
@@ -97,10 +98,11 @@ def check_local_iov(
             raise DatPrivilegesViolation(message=f"lmr_context {context:#x} is not a valid LMR")
         if region.pz != ep_pz:
             raise DatProtectionViolation(message="the LMR's PZ is not the endpoint's PZ")
-        missing = int(need) & ~int(region.privileges)  # plain ints: Flag operators are slow
+        missing = need_bits & ~int(region.privileges)
         if missing:
             raise DatPrivilegesViolation(message=f"the LMR lacks {MemPriv(missing)!r}")
-        if not region.contains(address, length):
+        # Region.contains, inline (once per segment of every post)
+        if not (region.address <= address and address + length <= region.address + region.length):
             raise DatInvalidParameter(
                 Sub.INVALID_ARG3, f"segment {address:#x}+{length} lies outside its LMR"
             )

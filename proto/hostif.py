@@ -280,6 +280,11 @@ def write_wqe(
     view = ring.view
     wqe_flags, offset = (0, 0) if stage is None else (STAGED, stage)
     n = len(segments)
+    if n == 1:  # the common post: header and segment in one pack
+        _WQE_ONE.pack_into(
+            view, at, opcode, wqe_flags, 1, flags, cookie, *remote, offset, *operands, *segments[0]
+        )
+        return
     WQE.pack_into(view, at, opcode, wqe_flags, n, flags, cookie, *remote, offset, *operands)
     at += WQE.size
     for address, length, context in segments:
