@@ -126,7 +126,7 @@ class EpDriver:
     def complete_run(self, ep: Ep, ops: list[Op]) -> None:
         """Successful request DTOs (no binds) complete, in posting order, together."""
         if ops:
-            self.events.requests_done(ep, ops)
+            self.events.dtos_done(ep, False, ops)
 
     def cancel_timer(self, ep: Ep) -> None:
         """Stop the connect timeout."""

@@ -14,7 +14,7 @@ from functools import partial
 from typing import Final
 
 from fabricd.memory import MemoryRegistry
-from fabricd.nic.objects import Consumer, Ep, EventQueue, Op, Srq
+from fabricd.nic.objects import Consumer, Ep, EventQueue, Op, Received, Srq
 from fabricd.nic.queues import bound, retired
 from proto import calls
 from proto.codec import encode
@@ -352,14 +352,15 @@ class Events:
         record = ConnectionEvent(ep.connect_evd, ep.handle, private_data, ep.state)
         self.push(ep.consumer, number, record)
 
-    def requests_done(self, ep: Ep, ops: Sequence[Op]) -> None:
-        """Request DTOs (no binds) that completed successfully, in posting order: the driver's
-        DONE moves once for all of them, then their completions are written and published
-        together (SUPPRESS: no event; UNSIGNALLED: one that wakes nobody). What completed() does
-        for one, coalesced."""
-        retired(ep, receive=False, count=len(ops))
+    def dtos_done(self, ep: Ep, receive: bool, done: Sequence[Op | Received]) -> None:
+        """Request DTOs (no binds) or receives (no SRQ) of the EP that completed successfully,
+        in order: the driver's DONE moves once for all of them, then their completions are
+        written and published together (SUPPRESS: no event; UNSIGNALLED: one that wakes
+        nobody). What completed() and received() do for one, coalesced."""
+        retired(ep, receive=receive, count=len(done))
         consumer = ep.consumer
-        eq = consumer.evds.get(ep.request_evd) if not consumer.closed else None
+        evd = ep.recv_evd if receive else ep.request_evd
+        eq = consumer.evds.get(evd) if not consumer.closed else None
         if eq is None:
             return
         try:
@@ -368,7 +369,7 @@ class Events:
             consumer.channel.close(f"EVD {eq.handle}: {err}")
             return
         ring, handle, written, ok = eq.ring, ep.handle, 0, St.DTO_SUCCESS
-        for op in ops:
+        for op in done:
             flags = op.flags
             if flags & _SUPPRESS:
                 continue

@@ -13,6 +13,7 @@ from typing import Protocol, TypeVar
 
 from fabricd.memory import Lmr, MemoryRegistry, Span
 from proto.attrs import EpAttr
+from proto.batch import last_seq
 from proto.checks import Region
 from proto.cm_states import CmState
 from proto.codec import Frame
@@ -157,6 +158,17 @@ class Recv:
     views: list[memoryview]
     capacity: int
     spans: list[Span] = field(default_factory=list)  # process memory: stored when filled
+
+
+@dataclass(eq=False, slots=True)
+class Received:
+    """A receive that completed successfully, waiting to be written with others like it (what
+    Events.dtos_done needs of a completion, as an Op has it)."""
+
+    cookie: int
+    length: int
+    kind: Dtos = Dtos.RECEIVE
+    flags: int = 0  # a receive's completion always notifies
 
 
 @dataclass(eq=False)
@@ -306,6 +318,15 @@ class PeerLink:
     sent: bool = False  # something was sent since the last tick
     heard: bool = False  # something arrived since the last tick
     last_heard: float = 0.0
+
+    def seen(self, frame: Frame) -> bool:
+        """Target side: a request seen before (a duplicated or retried message), which RC
+        executes once. (A batch is one when its last request is; one partly seen lands only
+        the rest.)"""
+        last = last_seq(frame)
+        return last <= self.acked or any(
+            f.fields[0] <= last and frame.fields[0] <= last_seq(f) for f in self.stalled
+        )
 
 
 class Listeners:

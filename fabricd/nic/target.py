@@ -18,7 +18,7 @@ from typing import Final
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.events import Events
-from fabricd.nic.objects import Ep, PeerLink, Recv
+from fabricd.nic.objects import Ep, PeerLink, Received, Recv
 from fabricd.nic.remote_access import (
     atomic_target,
     readable,
@@ -28,7 +28,7 @@ from fabricd.nic.remote_access import (
 )
 from fabricd.nic.views import local_views, scatter, truncate, truncate_spans
 from fabricd.nic.wire import Wire
-from proto.batch import last_seq, parse_sends, parse_writes
+from proto.batch import parse_sends, parse_writes
 from proto.codec import DISCARD, Frame, Sink, encode
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
@@ -63,20 +63,11 @@ class Target:
             parse_writes(frame)
         elif frame.type == FrameType.SENDS:
             parse_sends(frame)
-        if self.duplicate(link, frame) or link.ep is None:
+        if link.seen(frame) or link.ep is None:
             return DISCARD
         if link.stalled or frame.type == FrameType.SENDS:  # a batch of Sends: see _sends
             return None
         return self._landing(link, frame)
-
-    @staticmethod
-    def duplicate(link: PeerLink, frame: Frame) -> bool:
-        """A request seen before (a duplicated or retried message): RC executes it once. (A
-        batch is one when its last request is; one partly seen lands only the rest.)"""
-        last = last_seq(frame)
-        return last <= link.acked or any(
-            f.fields[0] <= last and frame.fields[0] <= last_seq(f) for f in link.stalled
-        )
 
     def _landing(self, link: PeerLink, frame: Frame) -> Sink:
         ep = link.ep
@@ -115,7 +106,7 @@ class Target:
     def request(self, link: PeerLink, frame: Frame) -> None:
         """A request frame (objects.REQUESTS, WRITES, SENDS) whose payload (if any) has been
         read."""
-        if frame.payload is None and self.duplicate(link, frame):
+        if frame.payload is None and link.seen(frame):
             link.ack_due = True  # answer it again; do not execute it again
             return
         if frame.type == FrameType.SENDS:
@@ -137,36 +128,52 @@ class Target:
 
     def _sends(self, link: PeerLink, frame: Frame) -> None:
         """A SENDS frame, its bytes collected: each Send in turn, as if it had come alone (a
-        Send seen before is answered again, one without a receive stalls the rest)."""
+        Send seen before is answered again, one without a receive stalls the rest). A run of
+        Sends that land at once completes together (Events.dtos_done)."""
         seq, lengths = parse_sends(frame)
         if frame.payload is None:
             return  # no endpoint: nothing to receive them
-        payload, offset = memoryview(frame.payload), 0
+        payload, offset, run = memoryview(frame.payload), 0, list[Received]()
         for i, length in enumerate(lengths):
             body = payload[offset : offset + length]
             offset += length
-            if not link.stalled and self._landed(link, seq + i, body):
+            if run and (link.ep is None or not link.ep.recvs):
+                self._received(link, seq + i - 1, run)  # before a fetch, which may complete
+                run = []  # or flush receives itself
+            landed = None if link.stalled else self._landed(link, seq + i, body)
+            if landed is not None:
+                run.append(landed)
                 continue
+            self._received(link, seq + i - 1, run)
+            run = []
             send = Frame(FrameType.SEND, [seq + i], length, body)
-            if self.duplicate(link, send):
+            if link.seen(send):
                 link.ack_due = True
             else:
                 self.request(link, send)
+        self._received(link, seq + len(lengths) - 1, run)
 
-    def _landed(self, link: PeerLink, seq: int, body: memoryview) -> bool:
+    def _landed(self, link: PeerLink, seq: int, body: memoryview) -> Received | None:
         """A Send of a batch as request() runs it when nothing holds it back (a fresh sequence
-        number, no fault, a receive that holds it): landed and completed here by _receive,
-        without the held frames' queue. False: request() takes it."""
+        number, no fault, a receive of the EP's own in shared memory that holds it): landed
+        here, its completion to be written with the run's. None: request() takes it."""
         ep = link.ep
         if ep is None or link.fault is not None or seq <= link.acked or ep.taking is not None:
-            return False
-        if not self._has_receive(link, ep):
-            return False
-        if len(body) > ep.recvs[0].capacity:
-            return False  # refused: the general path
-        scatter(body, truncate(self._take_receive(ep).views, len(body)))
-        self._receive(link, Frame(FrameType.SEND, [seq], len(body)))
-        return True
+            return None
+        if ep.srq is not None or not self._has_receive(link, ep):
+            return None
+        recv = ep.recvs[0]
+        if len(body) > recv.capacity or recv.spans:
+            return None  # refused, or a process's memory to store: the general path
+        ep.recvs.popleft()
+        scatter(body, truncate(recv.views, len(body)))
+        return Received(recv.cookie, len(body))
+
+    def _received(self, link: PeerLink, last: int, run: list[Received]) -> None:
+        """The Sends up to ``last`` landed in their receives: complete them, acknowledge."""
+        if run and link.ep is not None:
+            self.events.dtos_done(link.ep, True, run)
+            link.acked, link.ack_due = last, True
 
     def _execute(self, link: PeerLink, frame: Frame) -> None:
         """Carry out a request whose payload (if any) has landed."""

@@ -111,3 +111,31 @@ def test_a_fetched_receive_that_fails_its_checks_breaks_the_ep_as_an_announced_o
     assert _bad_receive_then_send(False) == announced
     assert announced[1] == [(DTO, 5, St.DTO_ERR_LOCAL_PROTECTION, 0), BROKEN]
     assert announced[0] == [(E.CONNECTION_EVENT_DISCONNECTED, b""), (DTO, 1, St.DTO_ERR_FLUSHED, 0)]
+
+
+def test_sends_of_a_batch_complete_before_a_fetched_receive_that_fails() -> None:
+    """A SENDS batch: its first Send lands in a receive taken on its doorbell, the next one
+    fetches a receive that fails its checks. The first Send's completion comes first, then
+    the failed receive's, then BROKEN: a run of Sends landed together is written before a
+    fetch can write anything."""
+    fabric, a, b = pair()
+    for cookie in (10, 11):
+        b.c.post(Dtos.RECEIVE, b.ep, [b.triplet(16 * cookie, 16)], cookie, None, 0)
+    fabric.run()
+    _, rq = b.c.core.queues(b.c.core.eps[b.ep])
+    write_wqe(rq, Opcode.RECEIVE, 0, 12, [(a.address, 16, a.lmr.lmr_context)])
+    rq.publish()
+    _send(a, b"alone", 1, 0)  # rings the doorbell: it leaves alone
+    _send(a, b"first", 2, 16)
+    _send(a, b"second", 3, 32)
+    fabric.run()
+    assert [name for _, _, name, _, _ in fabric.trace if name in ("SEND", "SENDS")] == [
+        "SEND",
+        "SENDS",
+    ]
+    assert b.log() == [
+        (DTO, 10, OK, 5),
+        (DTO, 11, OK, 5),
+        (DTO, 12, St.DTO_ERR_LOCAL_PROTECTION, 0),
+        BROKEN,
+    ]
