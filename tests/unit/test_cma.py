@@ -3,12 +3,14 @@ child: every byte moved, partial transfers, a process that is gone."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import mmap
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -24,6 +26,20 @@ def _libc() -> ctypes.CDLL:
     libc.mmap.argtypes += [ctypes.c_int, ctypes.c_long]
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     return libc
+
+
+@contextlib.contextmanager
+def _page_then_hole() -> Iterator[int]:
+    """The address of a mapped page of this process with an unmapped one right after it."""
+    libc = _libc()
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    base = libc.mmap(None, 2 * PAGE, mmap.PROT_READ | mmap.PROT_WRITE, flags, -1, 0)
+    assert base not in (None, ctypes.c_void_p(-1).value)
+    try:
+        assert libc.munmap(base + PAGE, PAGE) == 0
+        yield base
+    finally:
+        libc.munmap(base, PAGE)
 
 
 def test_read_and_write_move_every_byte() -> None:
@@ -46,12 +62,7 @@ def test_a_read_only_buffer_can_be_written_from() -> None:
 def test_a_range_running_into_an_unmapped_page_is_efault_after_the_part_that_moved() -> None:
     """The kernel moves the mapped part and stops (a partial transfer); the rest is asked for
     again and fails: EFAULT, with the mapped part already copied."""
-    libc = _libc()
-    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
-    base = libc.mmap(None, 2 * PAGE, mmap.PROT_READ | mmap.PROT_WRITE, flags, -1, 0)
-    assert base not in (None, ctypes.c_void_p(-1).value)
-    try:
-        assert libc.munmap(base + PAGE, PAGE) == 0
+    with _page_then_hole() as base:
         ctypes.memset(base + PAGE - 16, 0x77, 16)
         mirror = memoryview(bytearray(32))
         with pytest.raises(OSError) as fault:
@@ -61,19 +72,12 @@ def test_a_range_running_into_an_unmapped_page_is_efault_after_the_part_that_mov
         with pytest.raises(OSError) as fault:
             CrossMemory().write(os.getpid(), [(base + PAGE, memoryview(bytearray(1)))])
         assert fault.value.errno == errno.EFAULT
-    finally:
-        libc.munmap(base, PAGE)
 
 
 def test_many_pieces_move_in_one_call_and_a_bad_one_stops_there() -> None:
     """A list of pieces (a batch of Writes) moves together; a piece the kernel cannot move
     raises, with every piece before it moved and none after it."""
-    libc = _libc()
-    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
-    base = libc.mmap(None, 2 * PAGE, mmap.PROT_READ | mmap.PROT_WRITE, flags, -1, 0)
-    assert base not in (None, ctypes.c_void_p(-1).value)
-    try:
-        assert libc.munmap(base + PAGE, PAGE) == 0
+    with _page_then_hole() as base:
         pieces = [(base + 64 * i, memoryview(bytes([i + 1]) * 64)) for i in range(50)]
         CrossMemory().write(os.getpid(), pieces)
         assert ctypes.string_at(base, 64 * 50) == b"".join(bytes([i + 1]) * 64 for i in range(50))
@@ -85,8 +89,6 @@ def test_many_pieces_move_in_one_call_and_a_bad_one_stops_there() -> None:
         assert ctypes.string_at(base, 64) == b"\x01" * 64, "the piece before it moved"
         assert ctypes.string_at(base + PAGE - 8, 8) == b"\x33" * 8, "and its mapped part"
         assert ctypes.string_at(base + 64, 64) == bytes(64), "the piece after it did not"
-    finally:
-        libc.munmap(base, PAGE)
 
 
 def test_a_process_that_is_gone_is_esrch() -> None:
