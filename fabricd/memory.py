@@ -89,23 +89,25 @@ Span = tuple[Lmr, int, int]
 """(LMR, address, length): part of an LMR that a DTO reads or writes."""
 
 
-@dataclass(eq=False, slots=True)
 class Reach:
     """A remote key that passed its checks: the range it opens, in the LMR under it."""
 
-    region: Region
-    lmr: Lmr
+    __slots__ = ("end", "lmr", "origin", "start", "target")
+
+    def __init__(self, region: Region, lmr: Lmr) -> None:
+        self.lmr = lmr
+        self.start, self.end = region.address, region.address + region.length
+        self.origin = lmr.region.address  # the address of the LMR's first byte
+        self.target = lmr.target  # what remote RDMA reaches in it
 
     def bytes(self, address: int, length: int) -> memoryview | None:
         """The target bytes of [address, +length), or None outside the key's range."""
-        lmr = self.lmr
         if length == 0:
-            return lmr.view[0:0]
-        region = self.region
-        if not (region.address <= address and address + length <= region.address + region.length):
+            return self.lmr.view[0:0]
+        if not (self.start <= address and address + length <= self.end):
             return None
-        off = address - lmr.region.address
-        return lmr.target[off : off + length]
+        off = address - self.origin
+        return self.target[off : off + length]
 
 
 @dataclass(eq=False, slots=True)
@@ -273,9 +275,14 @@ class MemoryRegistry:
 
     def remote_spans(self, rmr_context: int, address: int, length: int) -> list[Span]:
         """The span a checked remote access touches, if it is a process's memory."""
+        lmr = self.process_lmr(rmr_context)
+        return [(lmr, address, length)] if lmr is not None and length else []
+
+    def process_lmr(self, rmr_context: int) -> Lmr | None:
+        """The LMR under a remote key when it is a process's own memory, else None."""
         entry = self.by_rmr_context.get(rmr_context)
         lmr = entry if isinstance(entry, Lmr) or entry is None else entry.lmr
-        return [(lmr, address, length)] if lmr is not None and lmr.pid and length else []
+        return lmr if lmr is not None and lmr.pid else None
 
     def free(self, lmr: Lmr) -> None:
         """Forget an LMR: its keys stop working at once (dat_lmr_free)."""

@@ -59,12 +59,18 @@ def stored_writes(memory: MemoryRegistry, link: PeerLink, seq: int, ops: list[Wr
     """A WRITES batch landed: the Writes that executed (new, before any that failed) reach
     their processes together, one transfer per process; if that fails, one by one, and the
     first that cannot be written is the batch's fault (``link.fault``)."""
+    first = max(seq, link.acked + 1)
     last = link.fault[0] if link.fault is not None else seq + len(ops)
-    fresh = [op for i, op in enumerate(ops) if link.acked < seq + i < last]
-    spans = [s for address, key, n in fresh for s in memory.remote_spans(key, address, n)]
+    fresh = ops[first - seq : max(last - seq, 0)]
+    spans: list[Span] = []
+    key, lmr = None, None  # the last key's LMR, if it is a process's
+    for address, rmr_context, length in fresh:
+        if rmr_context != key:
+            key, lmr = rmr_context, memory.process_lmr(rmr_context)
+        if lmr is not None and length:
+            spans.append((lmr, address, length))
     if not spans or memory.store(spans):
         return
-    first = max(seq, link.acked + 1)
     for i, (address, rmr_context, length) in enumerate(fresh):
         if not stored(memory, rmr_context, address, length):
             link.fault = (first + i, St.DTO_ERR_REMOTE_ACCESS)
