@@ -101,8 +101,7 @@ def check_local_iov(
         missing = need_bits & ~int(region.privileges)
         if missing:
             raise DatPrivilegesViolation(message=f"the LMR lacks {MemPriv(missing)!r}")
-        # Region.contains, inline (once per segment of every post)
-        if not (region.address <= address and address + length <= region.address + region.length):
+        if not region.contains(address, length):
             raise DatInvalidParameter(
                 Sub.INVALID_ARG3, f"segment {address:#x}+{length} lies outside its LMR"
             )
