@@ -5,7 +5,7 @@ consumer-daemon call round trip (``python -m bench.breakdown [--op write|read|se
 
 ``--driver c``: a C program through libdatfabric (provider/bench/post_reap.c, RDMA Writes,
 polling): the CPU inside each post and inside the dequeue that returns its completion, at
-window 64 and at window 1."""
+window 64 and at window 1, then what the program and each daemon spent per operation."""
 
 from __future__ import annotations
 
@@ -19,27 +19,8 @@ import time
 from bench import cdriver
 from bench.fabric import Session
 from bench.nodes import Fabric
+from bench.proc import usage
 from fabricd.launch import start_node
-
-
-def cpu(pid: int) -> tuple[float, float]:
-    """User and kernel seconds a process has used so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
-
-
-def switches(pid: int) -> tuple[int, int]:
-    """Voluntary (it slept) and involuntary (it was preempted) context switches so far."""
-    with open(f"/proc/{pid}/status") as f:
-        fields = dict(line.split(":", 1) for line in f if "ctxt_switches" in line)
-    return int(fields["voluntary_ctxt_switches"]), int(fields["nonvoluntary_ctxt_switches"])
-
-
-def usage(pid: int) -> tuple[float, float, int, int]:
-    """A process's user and kernel seconds and its context switches so far."""
-    return *cpu(pid), *switches(pid)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -71,14 +52,7 @@ def main(argv: list[str] | None = None) -> None:
                 f" median {statistics.median(lat):.0f} us from post to completion"
             )
             for name, pid in pids.items():
-                user, kernel, slept, preempted = (
-                    (now - then) / args.iters
-                    for now, then in zip(usage(pid), before[name], strict=True)
-                )
-                print(
-                    f"  {name:<13} per operation: CPU user {user * 1e6:5.1f} us, kernel"
-                    f" {kernel * 1e6:5.1f} us; wake-ups {slept:.2f}, preempted {preempted:.2f}"
-                )
+                print(usage(pid).line(name, before[name], args.iters))
             calls = []
             for _ in range(2000):
                 t0 = time.perf_counter()
@@ -95,9 +69,9 @@ def c_driver(size: int, iters: int) -> None:
     """provider/bench/post_reap's figures: the C driver's CPU inside a post and inside the
     dequeue that returns its completion, at window 64 and at window 1."""
     try:
-        with cdriver.nodes() as conf:
+        with cdriver.nodes() as pair:
             for window, count in ((64, iters * 20), (1, iters)):
-                print(cdriver.post_reap(conf, size, window, count, 600))
+                print(cdriver.post_reap(pair.conf, size, window, count, 600, pair.daemons))
     except cdriver.Unavailable as err:
         print(err, file=sys.stderr)
 

@@ -8,8 +8,11 @@ import os
 import re
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+from bench.proc import Usage, usage
 from fabricd.launch import free_port, start_node
 from tools.datconf import LIBRARY, lines
 
@@ -22,9 +25,18 @@ class Unavailable(Exception):
     """The provider and its bench program are not built (``make provider``), or the run failed."""
 
 
+@dataclass(frozen=True)
+class Nodes:
+    """Two fresh nodes: the dat.conf naming their IAs (``dfa``, the target, and ``dfb``, the
+    initiator) and their daemons' process ids, by the name bench.breakdown prints."""
+
+    conf: str
+    daemons: dict[str, int]
+
+
 @contextlib.contextmanager
-def nodes() -> Iterator[str]:
-    """Two nodes on loopback (IAs ``dfa`` and ``dfb``); yields the dat.conf naming them."""
+def nodes() -> Iterator[Nodes]:
+    """Two nodes on loopback, for the length of the block."""
     if not POST_REAP.exists():
         raise Unavailable("needs the provider and its bench program (make provider)")
     with tempfile.TemporaryDirectory(prefix="datfabric-cdriver-") as tmp:
@@ -35,30 +47,61 @@ def nodes() -> Iterator[str]:
             conf = os.path.join(tmp, "dat.conf")
             with open(conf, "w", encoding="utf-8") as f:
                 f.write(lines("dfa", a.socket, LIBRARY) + lines("dfb", b.socket, LIBRARY))
-            yield conf
+            yield Nodes(conf, {"its daemon": b.proc.pid, "peer daemon": a.proc.pid})
         finally:
             a.stop()
             b.stop()
 
 
-def post_reap(conf: str, size: int, window: int, iters: int, timeout: float) -> str:
-    """One run of post_reap (``dfb`` writes into ``dfa``); what it printed, less its PASSED."""
-    done = subprocess.run(
-        [str(POST_REAP), "dfa", "dfb", str(size), str(window), str(iters)],
-        env={**os.environ, "DAT_OVERRIDE": conf},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if done.returncode != 0 or not done.stdout.endswith("PASSED\n"):
-        raise Unavailable(f"post_reap exit {done.returncode}: {done.stdout}{done.stderr}".strip())
-    return done.stdout.removesuffix("PASSED\n").rstrip()
+def post_reap(
+    conf: str,
+    size: int,
+    window: int,
+    iters: int,
+    timeout: float,
+    watch: dict[str, int] | None = None,
+) -> str:
+    """One run of post_reap (``dfb`` writes into ``dfa``): what it printed, less its PASSED;
+    then, for the program itself and each process of ``watch`` (name: pid), the CPU it spent
+    per operation over the timed loop (bench.proc)."""
+    argv = [str(POST_REAP), "dfa", "dfb", str(size), str(window), str(iters)]
+    env = {**os.environ, "DAT_OVERRIDE": conf}
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:  # fmt: skip
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        try:
+            out, usage_lines = _timed(proc, iters, {"C consumer": proc.pid, **(watch or {})})
+            err = proc.stderr.read() if proc.stderr else ""
+        finally:
+            timer.cancel()
+    if proc.returncode != 0 or not out.endswith("PASSED\n"):
+        raise Unavailable(f"post_reap exit {proc.returncode}: {out}{err}".strip())
+    return "\n".join([out.removesuffix("PASSED\n").rstrip(), *usage_lines])
+
+
+def _timed(proc: subprocess.Popen[str], iters: int, watch: dict[str, int]) -> tuple[str, list[str]]:
+    """post_reap's output (less its "timing" line) and the processes' CPU between that line
+    and the rate line that ends the timed loop."""
+    out: list[str] = []
+    before: dict[str, Usage] = {}
+    spent: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("timing "):
+            before = {name: usage(pid) for name, pid in watch.items()}
+            continue
+        if before and RATE.match(line):
+            spent = [usage(pid).line(name, before[name], iters) for name, pid in watch.items()]
+        out.append(line)
+    proc.wait()
+    return "".join(out), spent
 
 
 def write_rate(size: int, window: int, iters: int, timeout: float) -> float:
     """RDMA Writes per second a C program reaches through libdatfabric (fresh nodes)."""
-    with nodes() as conf:
-        out = post_reap(conf, size, window, iters, timeout)
+    with nodes() as pair:
+        out = post_reap(pair.conf, size, window, iters, timeout)
     found = RATE.search(out)
     if found is None:
         raise Unavailable(f"post_reap printed no rate: {out!r}")

@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -242,3 +243,22 @@ def test_post_reap_bench_program_runs(build: Path, start: StartNode, tmp_path: P
     assert done.returncode == 0 and done.stdout.endswith("PASSED\n"), done.stdout
     assert "64 B RDMA Write, window 8, 2000 operations" in done.stdout
     assert "CPU per operation: post" in done.stdout
+
+
+def test_breakdown_of_the_c_driver_names_every_process(build: Path) -> None:
+    """python -m bench.breakdown --driver c: post_reap's figures at window 64 and 1, each
+    followed by what the C program and both daemons spent per operation of its timed loop."""
+    assert (build / "post_reap").exists()
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.breakdown", "--driver", "c", "--iters", "100"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0 and not done.stderr, done.stdout + done.stderr
+    out = done.stdout.splitlines()
+    heads = [i for i, line in enumerate(out) if " B RDMA Write, window " in line]
+    assert [out[i].split(",")[1] for i in heads] == [" window 64", " window 1"], out
+    for i in heads:
+        names = [line.split(" per operation:")[0].strip() for line in out[i + 3 : i + 6]]
+        assert names == ["C consumer", "its daemon", "peer daemon"], out
+        cpu = [float(line.split("CPU")[1].split("us")[0]) for line in out[i + 3 : i + 6]]
+        assert all(us > 0 for us in cpu), out  # every process worked for every Write
