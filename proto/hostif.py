@@ -335,6 +335,29 @@ def read_wqe(ring: Ring, index: int, max_iov: int) -> Wqe:
     return Wqe(opcode, flags, cookie, segments, (r_addr, r_len, r_ctx), offset, (operand, 0))
 
 
+PlainWqe = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int]
+"""A plain WQE's fields as ``read_plain`` gives them, in the slot's order: opcode, WQE flags,
+num_segments (1), completion_flags, cookie, the remote triplet, stage offset, operand and
+compare (both 0), then its one segment (virtual_address, length, lmr_context)."""
+_PLAIN: Final = frozenset({int(Opcode.SEND), int(Opcode.RDMA_WRITE)})
+
+
+def read_plain(ring: Ring, index: int) -> PlainWqe | None:
+    """Consumer: the common WQE, as its fields (no Wqe to build): a SEND or RDMA_WRITE of one
+    segment, its bytes in that segment or staged inside the area (unfenced). None for any other
+    WQE: read_wqe reads that one, and tells what is wrong with it. Every rule read_wqe checks
+    holds for a WQE this returns."""
+    fields: PlainWqe = _WQE_ONE.unpack_from(ring.view, ring.slot(index))
+    raw_op, wqe_flags, count, flags, _, _, _, _, offset, operand, compare, _, length, _ = fields
+    if raw_op not in _PLAIN or count != 1 or operand or compare:
+        return None
+    if not wqe_flags:
+        return None if offset else fields
+    if wqe_flags != STAGED or flags & _FENCE or offset + length > STAGE_BYTES:
+        return None
+    return fields
+
+
 def _operands_fit(opcode: Opcode, operand: int, compare: int) -> bool:
     """Which opcodes carry which operands: the atomics two u64s (fetch-and-add no compare),
     a Write with immediate data 32 bits; the others none."""

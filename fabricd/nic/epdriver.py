@@ -95,14 +95,16 @@ class EpDriver:
             self.complete(ep, ep.ops.popleft(), first_status)
 
     def flush(self, ep: Ep, first_status: St | None = None) -> None:
-        """Complete every outstanding DTO: the failed one with its error, the rest FLUSHED,
-        those still in the work queues too (posted last, so flushed last), as a NIC does."""
+        """Complete every outstanding DTO: the failed one with its error (the first, or one
+        done with an error it has not reported), the rest FLUSHED, those still in the work
+        queues too (posted last, so flushed last), as a NIC does."""
         ep.held.clear()
         ep.reads_out = 0
         while ep.ops:
+            op = ep.ops.popleft()
             status = first_status if first_status is not None else St.DTO_ERR_FLUSHED
             first_status = None
-            self.complete(ep, ep.ops.popleft(), status)
+            self.complete(ep, op, op.status if op.done and op.status != St.DTO_SUCCESS else status)
         if ep.taking is not None:  # taken by a message that never finished: the oldest receive
             recv, ep.taking = ep.taking, None
             self.events.received(ep, recv.cookie, St.DTO_ERR_FLUSHED)

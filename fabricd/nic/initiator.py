@@ -18,7 +18,7 @@ from fabricd.memory import MemoryRegistry, Window
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.faultpath import decide_bind
 from fabricd.nic.objects import Consumer, Ep, Op, PeerLink
-from fabricd.nic.views import local_views, truncate, truncate_spans
+from fabricd.nic.views import local_views, one_segment, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_sends, encode_writes
 from proto.codec import DISCARD, Frame, Sink, encode
@@ -27,10 +27,12 @@ from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatError, DatInvalidParameter, MalformedFrame
 from proto.frames import FrameType
-from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, Opcode, Wqe
+from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, Opcode, Ring, Wqe, read_plain
 
 log = logging.getLogger("fabricd")
 _FENCE = int(CompletionFlags.BARRIER_FENCE)
+_LOCAL_READ = int(MemPriv.LOCAL_READ)  # what a Send or Write needs of its local segment
+_PLAIN_DTOS = {int(Opcode.SEND): Dtos.SEND, int(Opcode.RDMA_WRITE): Dtos.RDMA_WRITE}
 
 ATOMICS = {Dtos.IB_FETCH_ADD: Opcode.FETCH_ADD, Dtos.IB_CMP_SWAP: Opcode.CMP_SWAP}
 READ_LIKE = frozenset({Dtos.RDMA_READ, *ATOMICS})  # take a read credit; land bytes locally
@@ -87,17 +89,47 @@ class Initiator:
             elif spans and dto not in READ_LIKE and not self.memory.fetch(spans):
                 raise DatInvalidParameter(message="the local buffer is gone from its process")
         except DatError as err:
-            # as on hardware: this DTO fails at once, then the connection breaks and every
-            # DTO still outstanding is flushed
+            # as on hardware: this DTO fails at once and the connection breaks: the requests
+            # still outstanding before it are flushed first (completions keep posting order;
+            # it is done, so the flush gives it its own error), then it, then what follows
             log.info("EP %d: local check failed: %s", ep.handle, err)
+            failed = Op(dto, cookie, flags, 0, 0, [], True, status=status, operands=operands)
             self.transmit(ep)  # what was posted before it leaves first
-            self.eps.complete(ep, Op(dto, cookie, flags, 0, 0, [], operands=operands), status)
+            if ep.ops and ep.state in (S.CONNECTED, S.DISCONNECT_PENDING):
+                ep.ops.append(failed)
+            else:
+                self.eps.complete(ep, failed, status)
             if ep.state in (S.CONNECTED, S.DISCONNECT_PENDING):
                 self.eps.broken(ep, notify_peer=True)
             return
         if dto == Dtos.RDMA_READ:
             op.length = op.remote[1]
         self.enqueue(ep, op, start=False)
+
+    def post_plain(self, consumer: Consumer, ep: Ep, sq: Ring, stage: memoryview) -> int:
+        """``post`` for a run of the common WQE (hostif.read_plain) at the head of the EP's
+        send queue, each taken off it in turn, its one segment checked in place and its Op
+        made directly; how many. The run ends before the first WQE that is not one, whose
+        segment fails a check (``post`` gives the error) or whose bytes are a process's own
+        memory to fetch; nothing in it can break the EP."""
+        taken, count = 0, sq.available()
+        while count:
+            wqe = read_plain(sq, sq.mine)
+            if wqe is None:
+                break
+            raw_op, staged, _, flags, cookie, r_addr, r_len, r_ctx, offset, _, _, addr, n, ctx = wqe
+            lmr = one_segment(self.memory, consumer.id, ep.pz, _LOCAL_READ, addr, n, ctx)
+            if lmr is None or (lmr.pid and not staged):
+                break
+            sq.publish()
+            views = [stage[offset : offset + n]] if staged else [lmr.local(addr, n)]
+            op = Op(
+                _PLAIN_DTOS[raw_op], cookie, flags, 0, n, views, False, [], (r_addr, r_len, r_ctx)
+            )
+            self.enqueue(ep, op, start=False)
+            taken += 1
+            count = count - 1 or sq.available()
+        return taken
 
     def enqueue(self, ep: Ep, op: Op, start: bool = True) -> None:
         """Queue a request in posting order; it starts when nothing holds it back (and

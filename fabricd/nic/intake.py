@@ -10,7 +10,15 @@ from fabricd.memory import MemoryRegistry
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.initiator import Initiator
 from fabricd.nic.objects import Consumer, Ep, Shell, WorkQueues
-from fabricd.nic.queues import RQ_OPCODES, SQ_OPCODES, doorbell, set_polling, take, watch
+from fabricd.nic.queues import (
+    RQ_OPCODES,
+    SQ_OPCODES,
+    doorbell,
+    set_polling,
+    take,
+    take_one,
+    watch,
+)
 from fabricd.nic.target import Target
 from proto.hostif import RingError
 
@@ -55,10 +63,7 @@ class Intake:
         POLL was cleared without one (it left CONNECTED) out of the consumer's polled EPs."""
         q = ep.queues
         while q is not None:
-            taken = 0
-            for wqe in take(q.sq, SQ_OPCODES):
-                self.initiator.post(ep.consumer, ep, wqe, q.stage)
-                taken += 1
+            taken = self._requests(ep, q)
             if taken:
                 self.initiator.transmit(ep)  # together: small Writes leave as one batch
             received = self._receives(ep, q)
@@ -73,6 +78,19 @@ class Intake:
                 del ep.consumer.polled[ep.handle]
                 return
             q = ep.queues
+
+    def _requests(self, ep: Ep, q: WorkQueues) -> int:
+        """Take the send queue's WQEs, in order: runs of the common one (Initiator.post_plain)
+        and each other one alone (a post that breaks the EP flushes the queue: what is left
+        then is what the flush left); how many."""
+        taken = 0
+        while True:
+            taken += self.initiator.post_plain(ep.consumer, ep, q.sq, q.stage)
+            wqe = take_one(q.sq, SQ_OPCODES)
+            if wqe is None:
+                return taken
+            self.initiator.post(ep.consumer, ep, wqe, q.stage)
+            taken += 1
 
     def receives(self, ep: Ep) -> None:
         """Only the receives the EP's queue holds, when a message finds none taken (a broken

@@ -140,11 +140,27 @@ def take(ring: Ring, opcodes: frozenset[Opcode]) -> Iterator[Wqe]:
     count = ring.available()
     while count:
         index = ring.mine
-        wqe = read_wqe(ring, index, MAX_IOV)
-        if wqe.opcode not in opcodes:
-            raise RingError(f"WQE {index}: {wqe.opcode.name} does not belong on this queue")
+        wqe = _checked(ring, opcodes)
         ring.publish()
         yield wqe
         # the count holds while nobody else took from the ring (a flush); past it, look again
         count = count - 1 if ring.mine == (index + 1) % U32 else 0
         count = count or ring.available()
+
+
+def take_one(ring: Ring, opcodes: frozenset[Opcode]) -> Wqe | None:
+    """The next WQE the driver has published, released back (None: there is none)."""
+    if not ring.available():
+        return None
+    wqe = _checked(ring, opcodes)
+    ring.publish()
+    return wqe
+
+
+def _checked(ring: Ring, opcodes: frozenset[Opcode]) -> Wqe:
+    """The WQE at the ring's index, read and checked (RingError if it breaks a rule or does
+    not belong on this queue)."""
+    wqe = read_wqe(ring, ring.mine, MAX_IOV)
+    if wqe.opcode not in opcodes:
+        raise RingError(f"WQE {ring.mine}: {wqe.opcode.name} does not belong on this queue")
+    return wqe

@@ -17,22 +17,15 @@ def local_views(
     are every segment's when one of them is a process's own memory (else none).
 
     ``iov`` is a WQE's segments (read_wqe: int triplets within their C types). The common
-    post, one segment that passes every check, is answered inline (1.7 -> 0.8 us, timeit);
-    anything else goes through check_local_iov, which gives the error when there is one."""
+    post, one segment that passes every check (``one_segment``), is answered without
+    check_local_iov (1.7 -> 0.8 us, timeit); anything else goes through it, which gives the
+    error when there is one."""
     lmrs = memory.by_lmr_context
     owner = consumer.id
     if type(iov) is tuple and len(iov) == 1:
         address, length, context = iov[0]
-        lmr = lmrs.get(context)
-        if (
-            length
-            and lmr is not None
-            and lmr.owner == owner
-            and (region := lmr.region).pz == pz
-            and not int(need) & ~int(region.privileges)
-            and region.address <= address
-            and address + length <= region.address + region.length
-        ):
+        lmr = one_segment(memory, owner, pz, int(need), address, length, context)
+        if lmr is not None:
             return [lmr.local(address, length)], length, [(lmr, address, length)] if lmr.pid else []
     found: list[Lmr] = []  # the LMR of each segment looked up, in the order check_local_iov uses
 
@@ -51,6 +44,26 @@ def local_views(
     views = [lmr.local(a, n) for lmr, (_, a, n) in pairs]
     spans = [(lmr, a, n) for lmr, (_, a, n) in pairs] if any(lmr.pid for lmr in found) else []
     return views, sum(n for _, _, n in used), spans
+
+
+def one_segment(
+    memory: MemoryRegistry, owner: int, pz: int, need: int, address: int, length: int, context: int
+) -> Lmr | None:
+    """The LMR of a post's one local segment when the segment passes every check of
+    check_local_iov (not empty, a key of consumer ``owner``'s in PZ ``pz`` with privilege
+    ``need``, the bytes inside its range); None when any fails (check_local_iov says which)."""
+    lmr = memory.by_lmr_context.get(context)
+    if (
+        length
+        and lmr is not None
+        and lmr.owner == owner
+        and (region := lmr.region).pz == pz
+        and not need & ~int(region.privileges)
+        and region.address <= address
+        and address + length <= region.address + region.length
+    ):
+        return lmr
+    return None
 
 
 def truncate_spans(spans: Sequence[Span], length: int) -> list[Span]:

@@ -327,3 +327,42 @@ def test_a_wqe_that_breaks_the_ep_flushes_the_ones_behind_it_in_order() -> None:
         (DTO, 5, St.DTO_ERR_FLUSHED, 0),
     ]
     assert not a.c.closed_for and not a.c.core.catastrophic
+
+
+def test_runs_of_plain_writes_and_the_wqes_between_them_complete_in_posting_order() -> None:
+    """The daemon takes a run of one-segment Writes without building a WQE object and takes
+    any other WQE (a Read, a Write of two segments) alone: one burst of each kind in turn
+    completes in posting order and lands every byte. A Write whose segment fails its check
+    ends the run and breaks the connection at once; the completions keep posting order: the
+    Write still outstanding before it FLUSHED, it with its error, then what follows it, which
+    never left (a bug fixed with the runs: the failed one completed ahead of the one before)."""
+    fabric, a, b = pair()
+    sq, _ = _rings(a)
+    a.memory(0, 256)[:] = bytes(range(256))
+    _write(a, b, 1, 0)
+    a.c.core.post(Dtos.RDMA_READ, a.ep, [a.triplet(512, 64)], 2, b.rmr(0, 64), 0)
+    _write(a, b, 3, 64)
+    two = [a.triplet(128, 32), a.triplet(160, 32)]
+    a.c.core.post(Dtos.RDMA_WRITE, a.ep, two, 4, b.rmr(128, 64), 0)
+    _write(a, b, 5, 192)
+    a.c.send(_doorbell(a.ep))
+    fabric.run()
+    assert a.log() == [(DTO, 1, OK, 64), (DTO, 2, OK, 64), (DTO, 3, OK, 64), (DTO, 4, OK, 64),
+                       (DTO, 5, OK, 64)]  # fmt: skip
+    assert bytes(b.memory(0, 256)) == bytes(range(256))
+    assert bytes(a.memory(512, 64)) == bytes(range(64))  # the Read saw the first Write
+    alien = (b.address, 64, b.lmr.lmr_context)
+    _write(a, b, 6)
+    write_wqe(sq, Opcode.RDMA_WRITE, 0, 7, [alien], (b.address, 64, b.lmr.rmr_context))
+    sq.publish()
+    a.memory(256, 64)[:] = b"x" * 64
+    _write(a, b, 8, 256)
+    a.c.send(_doorbell(a.ep))
+    fabric.run()
+    assert bytes(b.memory(256, 64)) == bytes(64)  # the Write behind the failed one never left
+    assert a.log() == [
+        (E.CONNECTION_EVENT_BROKEN, b""),
+        (DTO, 6, St.DTO_ERR_FLUSHED, 0),
+        (DTO, 7, St.DTO_ERR_LOCAL_PROTECTION, 0),
+        (DTO, 8, St.DTO_ERR_FLUSHED, 0),
+    ]

@@ -77,7 +77,8 @@ def test_a_failed_local_check_breaks_the_connection_and_tells_the_peer(
 
 def test_a_failed_local_check_in_disconnect_pending_breaks_and_flushes_the_rest() -> None:
     """dat_ep_post_rdma_write past the library while a graceful disconnect waits: the bad WQE
-    fails at once, the connection breaks, the write it waited for is flushed, the peer is told."""
+    fails at once, the connection breaks, the peer is told; completions keep posting order:
+    the write it waited for FLUSHED, then the bad one with its error."""
     fabric, a, b = pair()
     add_rule(b.c, action="delay", op="ACK", delay_ms=100.0)  # b's ACKs arrive 0.1 s late
     a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(0, 16)], 1, b.rmr(0, 16), 0)
@@ -86,9 +87,9 @@ def test_a_failed_local_check_in_disconnect_pending_breaks_and_flushes_the_rest(
     _forge(a, Opcode.RDMA_WRITE, 2, (b.address, 16, b.lmr.lmr_context), _remote(b, 16))
     fabric.run()
     assert a.log() == [
-        (DTO, 2, St.DTO_ERR_LOCAL_PROTECTION, 0),
         (E.CONNECTION_EVENT_BROKEN, b""),
         (DTO, 1, St.DTO_ERR_FLUSHED, 0),
+        (DTO, 2, St.DTO_ERR_LOCAL_PROTECTION, 0),
     ]
     fabric.advance(1.0)
     assert b.log() == [(E.CONNECTION_EVENT_DISCONNECTED, b"")]

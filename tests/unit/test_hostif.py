@@ -4,6 +4,8 @@ any slot is touched."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from proto.hostif import (
@@ -19,6 +21,7 @@ from proto.hostif import (
     RingKind,
     check_descriptor,
     format_ring,
+    read_plain,
     read_wqe,
     ring_bytes,
     ring_entries,
@@ -144,6 +147,52 @@ def test_a_staged_wqe_reads_back_with_its_stage_offset() -> None:
     producer.publish()
     assert read_wqe(consumer, 0, MAX_IOV).stage == STAGE_BYTES - 100
     assert read_wqe(consumer, 1, MAX_IOV).stage is None
+
+
+_PLAIN_CASES = list(
+    itertools.product(
+        [*map(int, Opcode), 0, 9],  # opcode
+        [0, 1, 2, 3],  # WQE flags: STAGED is 1
+        [0, 1, 2],  # num_segments
+        [0, 0x01, 0x08, 0x40],  # completion_flags: 0x08 is BARRIER_FENCE
+        [0, 64, STAGE_BYTES - 100, STAGE_BYTES - 64],  # stage offset
+        [(0, 0), (1, 0), (0, 1), (U32, 0)],  # operand, compare
+        [64, 100],  # the segment's length
+    )
+)
+
+
+def test_a_plain_wqe_is_one_read_wqe_accepts_as_the_common_post() -> None:
+    """read_plain (the daemon's path for the common post) answers exactly the one-segment
+    SEND and RDMA_WRITE without operands that read_wqe accepts, with the same fields, and
+    nothing read_wqe refuses: every combination of the fields either reader looks at."""
+    for opcode, wqe_flags, count, flags, offset, operands, length in _PLAIN_CASES:
+        producer, consumer = _pair()
+        at = producer.slot(0)
+        head = (opcode, wqe_flags, count, flags, 12345, 8192, length, 9, offset, *operands)
+        segment = (4096, length, 7)
+        WQE.pack_into(producer.view, at, *head)
+        SEGMENT.pack_into(producer.view, at + WQE.size, *segment)
+        producer.publish()
+        case = f"{head} {segment}"
+        plain = read_plain(consumer, 0)
+        try:
+            wqe = read_wqe(consumer, 0, MAX_IOV)
+        except RingError:
+            assert plain is None, case
+            continue
+        common = wqe.opcode in (Opcode.SEND, Opcode.RDMA_WRITE) and count == 1
+        assert (plain is not None) == (common and wqe.operands == (0, 0)), case
+        if plain is not None:
+            assert plain == (*head, *segment), case
+            stage = offset if wqe_flags else None
+            assert (wqe.flags, wqe.cookie, wqe.remote, wqe.stage) == (
+                flags,
+                12345,
+                (8192, length, 9),
+                stage,
+            )
+            assert wqe.segments == (segment,), case
 
 
 def test_a_descriptor_names_its_kind_and_geometry() -> None:
