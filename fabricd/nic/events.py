@@ -50,7 +50,7 @@ from proto.events import (
     dto_number,
     encode_event,
     srq_marked,
-    write_dto,
+    write_dtos,
 )
 from proto.frames import FrameType
 from proto.hostif import (
@@ -368,20 +368,11 @@ class Events:
         except RingError as err:  # the driver broke its own queue: that IA closes
             consumer.channel.close(f"EVD {eq.handle}: {err}")
             return
-        ring, handle, written, ok = eq.ring, ep.handle, 0, St.DTO_SUCCESS
-        for op in done:
-            flags = op.flags
-            if flags & _SUPPRESS:
-                continue
-            if written == free:
-                self._overflow(consumer, eq)
-                break
-            write_dto(
-                ring, written, handle, ok, op.cookie, op.length, op.kind, not flags & _UNSIGNALLED
-            )
-            written += 1
+        written, overflow = write_dtos(eq.ring, free, ep.handle, done)
+        if overflow:
+            self._overflow(consumer, eq)
         if written:
-            ring.publish(written)
+            eq.ring.publish(written)
             self._written(consumer, eq)
 
     def completed(self, ep: Ep, op: Op, status: St) -> None:
