@@ -11,9 +11,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import struct
 from collections.abc import Sequence
 
-from fabricd.memory import Piece
+from fabricd.memory import Piece, Scatter
 
 
 class _Iovec(ctypes.Structure):
@@ -61,23 +62,32 @@ def _one(name: str, pid: int, address: int, buf: memoryview) -> None:
 
 
 def _transfer(name: str, pid: int, pieces: Sequence[Piece]) -> None:
-    """Move every piece between this process and ``pid``: one system call for up to IOV_MAX
-    of them (a batch of small RDMA Writes to a C program: one call, not one per Write). The
-    kernel stops at the first piece it cannot move; from there each piece goes alone, so the
-    one that fails raises OSError with the bytes before it moved."""
-    todo = []
+    """Move every piece between this process and ``pid`` (a batch of small RDMA Writes to a C
+    program: one system call, not one per Write)."""
+    moves = []
     for address, buf in pieces:
         if len(buf):  # only written from: ctypes takes the address of writable buffers alone
-            todo.append((address, memoryview(bytearray(buf)) if buf.readonly else buf))
-    for at in range(0, len(todo), IOV_MAX):
-        chunk = todo[at : at + IOV_MAX]
-        local, remote = (_Iovec * len(chunk))(), (_Iovec * len(chunk))()
-        for i, (address, buf) in enumerate(chunk):
-            local[i].iov_base, local[i].iov_len = _base(buf), len(buf)
-            remote[i].iov_base, remote[i].iov_len = address, len(buf)
-        moved = _CALLS[name](pid, local, len(chunk), remote, len(chunk), 0)
-        for address, buf in chunk:
-            if moved < len(buf):  # this piece, and every one after it, alone
+            buf = memoryview(bytearray(buf)) if buf.readonly else buf
+            moves.append((address, _base(buf), buf))
+    _vectored(name, pid, moves)
+
+
+def _vectored(name: str, pid: int, moves: Sequence[tuple[int, int, memoryview]]) -> None:
+    """(remote address, local address, the local bytes there) for each move: one system call
+    for up to IOV_MAX of them, the iovec arrays packed in one go. The kernel stops at the first
+    it cannot move; from there each goes alone, so the one that fails raises OSError with the
+    bytes before it moved."""
+    for at in range(0, len(moves), IOV_MAX):
+        chunk = moves[at : at + IOV_MAX]
+        n = len(chunk)
+        pack = struct.Struct(f"<{2 * n}Q")
+        local, remote = bytearray(pack.size), bytearray(pack.size)
+        pack.pack_into(local, 0, *[x for _, base, buf in chunk for x in (base, len(buf))])
+        pack.pack_into(remote, 0, *[x for address, _, buf in chunk for x in (address, len(buf))])
+        iovecs = _Iovec * n
+        moved = _CALLS[name](pid, iovecs.from_buffer(local), n, iovecs.from_buffer(remote), n, 0)
+        for address, _, buf in chunk:
+            if moved < len(buf):  # this one, and every one after it, alone
                 _one(name, pid, address + max(moved, 0), buf[max(moved, 0) :])
             moved -= len(buf)
 
@@ -92,3 +102,13 @@ class CrossMemory:
     def write(self, pid: int, pieces: Sequence[Piece]) -> None:
         """Copy each piece's buffer to its range of process ``pid``."""
         _transfer("process_vm_writev", pid, pieces)
+
+    def scatter(self, pid: int, source: bytearray, plan: Sequence[Scatter]) -> None:
+        """Copy each planned part of ``source`` to its address in process ``pid`` (one base
+        address for all of them: no ctypes object per part)."""
+        view = memoryview(source)
+        if not view:
+            return  # nothing planned can have bytes
+        base = _base(view)
+        moves = [(address, base + at, view[at : at + n]) for address, at, n in plan if n]
+        _vectored("process_vm_writev", pid, moves)

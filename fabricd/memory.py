@@ -34,6 +34,8 @@ class SegmentMapper(Protocol):
 
 Piece = tuple[int, memoryview]
 """(address in another process, the bytes here that move to or from it)."""
+Scatter = tuple[int, int, int]
+"""(address, offset, length): the bytes [offset, +length) of a buffer that go to ``address``."""
 
 
 class ProcessMemory(Protocol):
@@ -45,6 +47,11 @@ class ProcessMemory(Protocol):
 
     def write(self, pid: int, pieces: Sequence[Piece]) -> None: ...
 
+    def scatter(self, pid: int, source: bytearray, plan: Sequence[Scatter]) -> None:
+        """Copy ``source``'s bytes [offset, +length) to ``address`` in process ``pid``, for each
+        (address, offset, length) of ``plan`` in order (later ones win where they overlap)."""
+        ...
+
 
 class NoProcessMemory:
     """A node that cannot reach processes' memory: every access fails."""
@@ -53,6 +60,9 @@ class NoProcessMemory:
         raise OSError("this node cannot reach a process's memory")
 
     def write(self, pid: int, pieces: Sequence[Piece]) -> None:
+        raise OSError("this node cannot reach a process's memory")
+
+    def scatter(self, pid: int, source: bytearray, plan: Sequence[Scatter]) -> None:
         raise OSError("this node cannot reach a process's memory")
 
 
@@ -100,11 +110,15 @@ class Reach:
         self.origin = lmr.region.address  # the address of the LMR's first byte
         self.target = lmr.target  # what remote RDMA reaches in it
 
+    def covers(self, address: int, length: int) -> bool:
+        """Does the key's range hold [address, +length)?"""
+        return self.start <= address and address + length <= self.end
+
     def bytes(self, address: int, length: int) -> memoryview | None:
         """The target bytes of [address, +length), or None outside the key's range."""
         if length == 0:
             return self.lmr.view[0:0]
-        if not (self.start <= address and address + length <= self.end):
+        if not self.covers(address, length):
             return None
         off = address - self.origin
         return self.target[off : off + length]
@@ -269,6 +283,16 @@ class MemoryRegistry:
         try:
             for pid, some_pieces in pieces.items():
                 move(pid, some_pieces)
+        except OSError:
+            return False
+        return True
+
+    def store_payload(self, pid: int, payload: bytes | memoryview, plan: Sequence[Scatter]) -> bool:
+        """Write the pieces of ``plan`` from ``payload`` into process ``pid`` (a batch of RDMA
+        Writes straight from the bytes that came, no mirror in between); False if a piece could
+        not be written (those before it may have been)."""
+        try:
+            self._process.scatter(pid, bytearray(payload), plan)  # ctypes writes from writable
         except OSError:
             return False
         return True

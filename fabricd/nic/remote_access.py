@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from fabricd.memory import MemoryRegistry, Span
+from fabricd.memory import MemoryRegistry, Reach, Scatter, Span
 from fabricd.nic.objects import Ep, PeerLink
 from fabricd.nic.views import scratch
 from proto.batch import WriteOp
@@ -41,6 +41,38 @@ def write_targets(
             memory.mark_written(rmr_context, address, length)
         views.append(view)
     return views
+
+
+def direct_writes(
+    memory: MemoryRegistry, link: PeerLink, ep: Ep, seq: int, ops: list[WriteOp]
+) -> tuple[int, list[Scatter]] | None:
+    """Can a WRITES batch go from its payload straight into a C program's memory (no mirror
+    in between, no view per Write)? Yes when every Write is new, passes its key's checks and
+    lands in one process's memory (coherent mode): that process and the plan, in which a Write
+    that continues the piece before it (its target and its bytes right after that piece's)
+    extends it, and one onto exactly the same bytes replaces it (the last Write's bytes win).
+    None: the batch lands as any other (write_targets)."""
+    if seq <= link.acked or link.fault is not None or not memory.coherent:
+        return None
+    pid, plan, key, offset = 0, list[Scatter](), None, 0
+    reach: Reach | None = None
+    for address, rmr_context, length in ops:
+        if rmr_context != key:
+            key, reach = rmr_context, memory.reach(rmr_context, _REMOTE_WRITE, ep.pz, ep.handle)
+            if reach is None or not reach.lmr.pid or pid not in (0, reach.lmr.pid):
+                return None
+            pid = reach.lmr.pid
+        if reach is None or not length or not reach.covers(address, length):
+            return None
+        last = plan[-1] if plan else (-1, 0, 0)
+        if address == last[0] and length == last[2]:
+            plan[-1] = (address, offset, length)
+        elif address == last[0] + last[2] and offset == last[1] + last[2]:
+            plan[-1] = (last[0], last[1], last[2] + length)
+        else:
+            plan.append((address, offset, length))
+        offset += length
+    return pid, plan
 
 
 def stored(memory: MemoryRegistry, rmr_context: object, address: object, length: int) -> bool:

@@ -21,6 +21,7 @@ from fabricd.nic.events import Events
 from fabricd.nic.objects import Ep, PeerLink, Received, Recv
 from fabricd.nic.remote_access import (
     atomic_target,
+    direct_writes,
     readable,
     stored,
     stored_writes,
@@ -67,6 +68,10 @@ class Target:
             return DISCARD
         if link.stalled or frame.type == FrameType.SENDS:  # a batch of Sends: see _sends
             return None
+        if frame.type == FrameType.WRITES:  # into a C program: collected, then stored straight
+            link.direct = direct_writes(self.memory, link, link.ep, *parse_writes(frame))
+            if link.direct is not None:
+                return None
         return self._landing(link, frame)
 
     def _landing(self, link: PeerLink, frame: Frame) -> Sink:
@@ -111,6 +116,9 @@ class Target:
             return
         if frame.type == FrameType.SENDS:
             self._sends(link, frame)
+            return
+        if link.direct is not None:
+            self._direct(link, frame)
             return
         ep = link.ep
         not_ready = (
@@ -186,13 +194,8 @@ class Target:
             self._done(link, seq)
         elif frame.type == FrameType.WRITES:
             seq, ops = parse_writes(frame)
-            end = seq + len(ops)
             stored_writes(self.memory, link, seq, ops)
-            failed = link.fault[0] if link.fault is not None else end
-            link.acked = max(link.acked, failed - 1)  # the Writes before the one that failed
-            link.ack_due = True
-            if failed < end:
-                self._refuse(link)
+            self._writes_done(link, seq + len(ops))
         elif frame.type == FrameType.READ_REQ:
             self._serve_read(link, frame.fields)
         elif frame.type == FrameType.ATOMIC:
@@ -208,6 +211,31 @@ class Target:
             self._receive(link, frame, immediate)
         else:
             self._receive(link, frame)
+
+    def _direct(self, link: PeerLink, frame: Frame) -> None:
+        """A WRITES batch collected for a C program's memory (sink): its bytes go straight
+        there; if a piece cannot be written, the batch lands through the mirror instead, Write
+        by Write, and the first that cannot be stored fails (stored_writes)."""
+        assert link.direct is not None and frame.payload is not None
+        (pid, plan), link.direct = link.direct, None
+        seq, ops = parse_writes(frame)
+        if self.memory.store_payload(pid, frame.payload, plan):
+            self._writes_done(link, seq + len(ops))
+            return
+        payload, frame.payload = frame.payload, None
+        sink = self._landing(link, frame)
+        if sink:
+            scatter(payload, sink)
+        self._execute(link, frame)
+
+    def _writes_done(self, link: PeerLink, end: int) -> None:
+        """A WRITES batch up to ``end`` (exclusive) executed but from its fault, if it has one:
+        the Writes before that are acknowledged, that one is refused."""
+        failed = link.fault[0] if link.fault is not None else end
+        link.acked = max(link.acked, failed - 1)
+        link.ack_due = True
+        if failed < end:
+            self._refuse(link)
 
     def _done(self, link: PeerLink, seq: object) -> None:
         if link.fault is not None:

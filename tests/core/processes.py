@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fabricd.memory import Piece
+from fabricd.memory import Piece, Scatter
 
 
 class Processes:
@@ -36,3 +36,6 @@ class Processes:
         self.writes.append(len(pieces))
         for address, data in pieces:
             self._range(pid, address, len(data))[:] = data
+
+    def scatter(self, pid: int, source: bytearray, plan: Sequence[Scatter]) -> None:
+        self.write(pid, [(address, memoryview(source)[at : at + n]) for address, at, n in plan])

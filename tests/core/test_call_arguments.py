@@ -44,7 +44,6 @@ U64 = (1 << 64) - 1
 Code = tuple[type[DatError], Sub]
 
 
-
 def send(c: SimConsumer, method: str, args: object) -> Any:
     """One CALL frame whose args may be anything at all (not even a list); its result."""
     req_id, _ = c.core.call_frame(Call(method))  # the id the reply will carry

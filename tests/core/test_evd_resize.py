@@ -25,7 +25,6 @@ from tests.core.harness import Fabric, SimConsumer
 SW = EvdFlags.DEFAULT | EvdFlags.SOFTWARE
 
 
-
 def _sw_evd(c: SimConsumer, qlen: int) -> int:
     evd: int = c.call(c.core.evd_create(qlen, SW))
     return evd

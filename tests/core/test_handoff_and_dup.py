@@ -22,7 +22,6 @@ from tests.core.harness import Fabric, SimConsumer
 REQ, EST = E.CONNECTION_REQUEST_EVENT, E.CONNECTION_EVENT_ESTABLISHED
 
 
-
 def _code(err: pytest.ExceptionInfo[DatError]) -> int:
     return err.value.code & 0xFFFF
 

@@ -134,7 +134,8 @@ def _batch_to_process(a: Side, count: int, rmr_for: Any, step: int = 8) -> None:
 @pytest.mark.parametrize(("step", "pieces"), [(8, 1), (16, 6)])
 def test_a_batch_of_writes_reaches_the_process_in_one_transfer(step: int, pieces: int) -> None:
     """The six Writes of the batch reach the process in one call: as one piece when they
-    touch (one range of the mirror), as six when there are gaps between them."""
+    touch (their targets and their bytes in the payload follow on), as six when there are gaps
+    between them."""
     fabric, a, b = pair()
     fabric.processes.place(b.c.pid, BASE, bytes(128))
     _, rmr_context = own_lmr(b, BASE, 128)
@@ -159,6 +160,20 @@ def test_writes_of_a_batch_to_the_same_bytes_leave_the_last_ones_bytes() -> None
     assert [e.status for e in a.events()] == [DtoCompletionStatus.DTO_SUCCESS] * 7
     assert fabric.processes.buffers[b.c.pid][BASE][:16] == b"\x07" * 8 + bytes(8)
     assert fabric.processes.writes == [1, 1]
+
+
+def test_writes_of_a_batch_onto_overlapping_bytes_land_in_posting_order() -> None:
+    """Each 8-byte Write of the batch overlaps half of the one before it: the batch goes in one
+    call, a piece per Write, and where two overlap the later one's bytes stay."""
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(64))
+    _, rmr_context = own_lmr(b, BASE, 64)
+    _batch_to_process(a, 6, lambda _: rmr_context, step=4)
+    fabric.run()
+    assert [e.status for e in a.events()] == [DtoCompletionStatus.DTO_SUCCESS] * 7
+    held = fabric.processes.buffers[b.c.pid][BASE]
+    assert held[:32] == b"".join(bytes([i + 1]) * 4 for i in range(6)) + b"\x07" * 8
+    assert fabric.processes.writes == [1, 6]
 
 
 def test_the_writes_of_a_batch_before_one_that_fails_its_key_reach_the_process() -> None:

@@ -21,7 +21,6 @@ DTO = E.DTO_COMPLETION_EVENT
 RW = MemPriv.REMOTE_READ | MemPriv.REMOTE_WRITE
 
 
-
 def _recv(s: Side, cookie: int) -> None:
     s.c.post(Dtos.RECEIVE, s.ep, [s.triplet(64 * cookie, 64)], cookie, None, 0)
     s.c.fabric.run()

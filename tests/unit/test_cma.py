@@ -91,6 +91,21 @@ def test_many_pieces_move_in_one_call_and_a_bad_one_stops_there() -> None:
         assert ctypes.string_at(base + 64, 64) == bytes(64), "the piece after it did not"
 
 
+def test_scatter_moves_planned_parts_of_one_buffer_in_order() -> None:
+    """scatter: parts of one buffer to their addresses in one call, in the plan's order (the
+    later part wins where two overlap); a part the kernel cannot move raises there."""
+    with _page_then_hole() as base:
+        source = bytearray(b"".join(bytes([i + 1]) * 16 for i in range(4)))
+        plan = [(base, 0, 16), (base + 64, 16, 32), (base + 8, 48, 16)]
+        CrossMemory().scatter(os.getpid(), source, plan)
+        assert ctypes.string_at(base, 24) == b"\x01" * 8 + b"\x04" * 16, "the later part won"
+        assert ctypes.string_at(base + 64, 32) == b"\x02" * 16 + b"\x03" * 16
+        with pytest.raises(OSError) as fault:
+            CrossMemory().scatter(os.getpid(), source, [(base + PAGE - 8, 0, 16)])
+        assert fault.value.errno == errno.EFAULT
+        CrossMemory().scatter(os.getpid(), bytearray(), [])  # nothing to move
+
+
 def test_a_process_that_is_gone_is_esrch() -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
