@@ -287,12 +287,15 @@ class MemoryRegistry:
             return False
         return True
 
-    def store_payload(self, pid: int, payload: bytes | memoryview, plan: Sequence[Scatter]) -> bool:
+    def store_payload(
+        self, pid: int, payload: bytes | bytearray | memoryview, plan: Sequence[Scatter]
+    ) -> bool:
         """Write the pieces of ``plan`` from ``payload`` into process ``pid`` (a batch of RDMA
         Writes straight from the bytes that came, no mirror in between); False if a piece could
         not be written (those before it may have been)."""
         try:
-            self._process.scatter(pid, bytearray(payload), plan)  # ctypes writes from writable
+            source = payload if type(payload) is bytearray else bytearray(payload)
+            self._process.scatter(pid, source, plan)  # ctypes takes writable buffers alone
         except OSError:
             return False
         return True

@@ -45,7 +45,9 @@ class Frame:
     type: FrameType
     fields: list[Any]
     payload_len: int = 0
-    payload: bytes | memoryview | None = field(default=None)  # memoryview: part of another's
+    payload: bytes | bytearray | memoryview | None = field(
+        default=None
+    )  # memoryview: part of another's
 
 
 Sink = Sequence[memoryview] | None
@@ -309,7 +311,7 @@ class FrameReader:
         assert frame is not None
         self._peek = frame.payload_len >= PEEK_AFTER
         if self._collect is not None:
-            frame.payload = bytes(self._collect)
+            frame.payload = self._collect  # handed over, not copied: the reader lets go of it
         self._frame = None
         self._collect = None
         self._views = []

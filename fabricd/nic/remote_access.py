@@ -16,6 +16,7 @@ from proto.hostif import ATOMIC_BYTES
 
 log = logging.getLogger("fabricd")
 _REMOTE_WRITE: Final = MemPriv.REMOTE_WRITE
+DIRECT_MAX: Final = 16 * 1024  # most bytes a WRITES batch goes with straight to a process
 
 
 def write_targets(
@@ -51,8 +52,11 @@ def direct_writes(
     lands in one process's memory (coherent mode): that process and the plan, in which a Write
     that continues the piece before it (its target and its bytes right after that piece's)
     extends it, and one onto exactly the same bytes replaces it (the last Write's bytes win).
-    None: the batch lands as any other (write_targets)."""
+    None: the batch lands as any other (write_targets), and always past DIRECT_MAX bytes
+    (4 KiB Writes, batched up to 256 KiB: no gain measured, and a fresh buffer per batch)."""
     if seq <= link.acked or link.fault is not None or not memory.coherent:
+        return None
+    if sum(length for _, _, length in ops) > DIRECT_MAX:
         return None
     pid, plan, key, offset = 0, list[Scatter](), None, 0
     reach: Reach | None = None

@@ -90,7 +90,7 @@ def truncate(views: Sequence[memoryview], length: int) -> list[memoryview]:
     return out
 
 
-def scatter(data: bytes | memoryview, sink: Sequence[memoryview]) -> None:
+def scatter(data: bytes | bytearray | memoryview, sink: Sequence[memoryview]) -> None:
     """Copy collected bytes into a sink."""
     data = memoryview(data)  # slices below are views, the one copy is into the sink
     pos = 0
