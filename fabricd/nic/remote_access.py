@@ -45,18 +45,19 @@ def write_targets(
 
 
 def direct_writes(
-    memory: MemoryRegistry, link: PeerLink, ep: Ep, seq: int, ops: list[WriteOp]
+    memory: MemoryRegistry, link: PeerLink, ep: Ep, frame_bytes: int, seq: int, ops: list[WriteOp]
 ) -> tuple[int, list[Scatter]] | None:
     """Can a WRITES batch go from its payload straight into a C program's memory (no mirror
     in between, no view per Write)? Yes when every Write is new, passes its key's checks and
     lands in one process's memory (coherent mode): that process and the plan, in which a Write
     that continues the piece before it (its target and its bytes right after that piece's)
     extends it, and one onto exactly the same bytes replaces it (the last Write's bytes win).
-    None: the batch lands as any other (write_targets), and always past DIRECT_MAX bytes
-    (4 KiB Writes, batched up to 256 KiB: no gain measured, and a fresh buffer per batch)."""
+    None: the batch lands as any other (write_targets), and always when its ``frame_bytes``
+    pass DIRECT_MAX (4 KiB Writes, batched up to 256 KiB: no gain measured, and a fresh
+    buffer per batch)."""
     if seq <= link.acked or link.fault is not None or not memory.coherent:
         return None
-    if sum(length for _, _, length in ops) > DIRECT_MAX:
+    if frame_bytes > DIRECT_MAX:
         return None
     pid, plan, key, offset = 0, list[Scatter](), None, 0
     reach: Reach | None = None

@@ -69,7 +69,9 @@ class Target:
         if link.stalled or frame.type == FrameType.SENDS:  # a batch of Sends: see _sends
             return None
         if frame.type == FrameType.WRITES:  # into a C program: collected, then stored straight
-            link.direct = direct_writes(self.memory, link, link.ep, *parse_writes(frame))
+            link.direct = direct_writes(
+                self.memory, link, link.ep, frame.payload_len, *parse_writes(frame)
+            )
             if link.direct is not None:
                 return None
         return self._landing(link, frame)
