@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from proto.checks import Region
 from proto.constants import MemPriv
@@ -36,6 +36,14 @@ Piece = tuple[int, memoryview]
 """(address in another process, the bytes here that move to or from it)."""
 Scatter = tuple[int, int, int]
 """(address, offset, length): the bytes [offset, +length) of a buffer that go to ``address``."""
+
+
+class PlannedWrites(NamedTuple):
+    """Bytes to write into one process's memory, planned under the keys of that moment."""
+
+    pid: int
+    pieces: list[Scatter]
+    revoked: int  # MemoryRegistry.revoked when the keys were checked
 
 
 class ProcessMemory(Protocol):
@@ -152,6 +160,7 @@ class MemoryRegistry:
         self._reserved: set[int] = set()
         self._written: dict[str, list[tuple[int, int]]] = {}  # segment -> I/O-view ranges
         self.owners: dict[str, int] = {}  # segment -> the consumer it belongs to (0: the node)
+        self.revoked = 0  # keys that stopped working (free, unbind): a plan checks it still holds
 
     def new_key(self) -> int:
         """A fresh non-zero 32-bit key not in use as a local or remote context."""
@@ -180,6 +189,7 @@ class MemoryRegistry:
     def unbind(self, key: int) -> None:
         """A window's key stops working: later accesses are protection errors."""
         self._reserved.discard(key)
+        self.revoked += 1
         entry = self.by_rmr_context.pop(key, None)
         if isinstance(entry, Window):
             entry.lmr.bound_rmrs -= 1
@@ -287,15 +297,17 @@ class MemoryRegistry:
             return False
         return True
 
-    def store_payload(
-        self, pid: int, payload: bytes | bytearray | memoryview, plan: Sequence[Scatter]
-    ) -> bool:
-        """Write the pieces of ``plan`` from ``payload`` into process ``pid`` (a batch of RDMA
-        Writes straight from the bytes that came, no mirror in between); False if a piece could
-        not be written (those before it may have been)."""
+    def store_payload(self, plan: PlannedWrites, payload: bytes | bytearray | memoryview) -> bool:
+        """Write the planned pieces of ``payload`` into the process (a batch of RDMA Writes
+        straight from the bytes that came, no mirror in between). False, and nothing written,
+        if a key was revoked since the plan was made (its payload may have been arriving
+        meanwhile): the caller lands the batch through its checks again; False too if a piece
+        could not be written (those before it may have been)."""
+        if plan.revoked != self.revoked:
+            return False
         try:
             source = payload if type(payload) is bytearray else bytearray(payload)
-            self._process.scatter(pid, source, plan)  # ctypes takes writable buffers alone
+            self._process.scatter(plan.pid, source, plan.pieces)  # ctypes: writable buffers
         except OSError:
             return False
         return True
@@ -313,6 +325,7 @@ class MemoryRegistry:
 
     def free(self, lmr: Lmr) -> None:
         """Forget an LMR: its keys stop working at once (dat_lmr_free)."""
+        self.revoked += 1
         self.by_lmr_context.pop(lmr.lmr_context, None)
         if lmr.rmr_context:
             self.by_rmr_context.pop(lmr.rmr_context, None)

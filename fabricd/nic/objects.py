@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from fabricd.memory import Lmr, MemoryRegistry, Scatter, Span
+from fabricd.memory import Lmr, MemoryRegistry, PlannedWrites, Span
 from proto.attrs import EpAttr
 from proto.batch import last_seq
 from proto.checks import Region
@@ -307,7 +307,7 @@ class PeerLink:
     fault: tuple[int, St] | None = None  # target side: a request refused while its payload drains
     stalled: deque[Frame] = field(default_factory=deque)  # frames held behind an RNR send
     # target side: the WRITES batch landing now goes straight to this process, as planned
-    direct: tuple[int, list[Scatter]] | None = None  # (remote_access.direct_writes)
+    direct: PlannedWrites | None = None  # (remote_access.direct_writes)
     unsent: list[bytes] = field(default_factory=list)  # CM frames waiting for authentication
     closed: bool = False
     local: bool = False  # both ends in this daemon: no heartbeat needed

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from fabricd.memory import MemoryRegistry, Reach, Scatter, Span
+from fabricd.memory import MemoryRegistry, PlannedWrites, Reach, Scatter, Span
 from fabricd.nic.objects import Ep, PeerLink
 from fabricd.nic.views import scratch
 from proto.batch import WriteOp
@@ -46,10 +46,10 @@ def write_targets(
 
 def direct_writes(
     memory: MemoryRegistry, link: PeerLink, ep: Ep, frame_bytes: int, seq: int, ops: list[WriteOp]
-) -> tuple[int, list[Scatter]] | None:
+) -> PlannedWrites | None:
     """Can a WRITES batch go from its payload straight into a C program's memory (no mirror
     in between, no view per Write)? Yes when every Write is new, passes its key's checks and
-    lands in one process's memory (coherent mode): that process and the plan, in which a Write
+    lands in one process's memory (coherent mode): the plan for that process, in which a Write
     that continues the piece before it (its target and its bytes right after that piece's)
     extends it, and one onto exactly the same bytes replaces it (the last Write's bytes win).
     None: the batch lands as any other (write_targets), and always when its ``frame_bytes``
@@ -77,7 +77,7 @@ def direct_writes(
         else:
             plan.append((address, offset, length))
         offset += length
-    return pid, plan
+    return PlannedWrites(pid, plan, memory.revoked)
 
 
 def stored(memory: MemoryRegistry, rmr_context: object, address: object, length: int) -> bool:

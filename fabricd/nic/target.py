@@ -119,7 +119,7 @@ class Target:
         if frame.type == FrameType.SENDS:
             self._sends(link, frame)
             return
-        if link.direct is not None:
+        if frame.type == FrameType.WRITES and link.direct is not None:
             self._direct(link, frame)
             return
         ep = link.ep
@@ -216,12 +216,13 @@ class Target:
 
     def _direct(self, link: PeerLink, frame: Frame) -> None:
         """A WRITES batch collected for a C program's memory (sink): its bytes go straight
-        there; if a piece cannot be written, the batch lands through the mirror instead, Write
-        by Write, and the first that cannot be stored fails (stored_writes)."""
+        there; if a key was revoked while they came or a piece cannot be written, the batch
+        lands as any other instead, each Write through its checks, and the first that cannot
+        be stored fails (stored_writes)."""
         assert link.direct is not None and frame.payload is not None
-        (pid, plan), link.direct = link.direct, None
+        plan, link.direct = link.direct, None
         seq, ops = parse_writes(frame)
-        if self.memory.store_payload(pid, frame.payload, plan):
+        if self.memory.store_payload(plan, frame.payload):
             self._writes_done(link, seq + len(ops))
             return
         payload, frame.payload = frame.payload, None

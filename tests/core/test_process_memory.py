@@ -29,15 +29,20 @@ BASE = 0x7F00_0000_0000
 
 def own_lmr(s: Side, address: int, length: int) -> tuple[int, int]:
     """Register [address, +length) of ``s``'s process; its (lmr_context, rmr_context)."""
+    return own_lmr_handle(s, address, length)[1:]
 
-    def op() -> Generator[Call, Any, tuple[int, int]]:
+
+def own_lmr_handle(s: Side, address: int, length: int) -> tuple[int, int, int]:
+    """``own_lmr``, the LMR's handle first."""
+
+    def op() -> Generator[Call, Any, tuple[int, int, int]]:
         args = calls.LmrCreate(MemType.VIRTUAL, "", 0, address, None, 0, length, s.pz, 0x33)
-        _, lmr_context, rmr_context, size, at = yield Call("lmr_create", args)
+        handle, lmr_context, rmr_context, size, at = yield Call("lmr_create", args)
         assert (size, at) == (length, address)
         s.c.core.regions[lmr_context] = Region(at, size, s.pz, MemPriv.ALL)
-        return lmr_context, rmr_context
+        return handle, lmr_context, rmr_context
 
-    result: tuple[int, int] = s.c.call(op())
+    result: tuple[int, int, int] = s.c.call(op())
     return result
 
 
@@ -149,31 +154,55 @@ def test_a_batch_of_writes_reaches_the_process_in_one_transfer(step: int, pieces
     assert fabric.processes.writes == [1, pieces], "the lone Write, then the batch in one call"
 
 
-def test_writes_of_a_batch_to_the_same_bytes_leave_the_last_ones_bytes() -> None:
-    """Every Write of the batch targets the same 8 bytes: one piece goes, holding what the
-    last Write wrote (as if each had been written in turn)."""
+@pytest.mark.parametrize(
+    ("step", "held", "pieces"),
+    [
+        (0, b"\x07" * 8 + bytes(8), 1),
+        (4, b"".join(bytes([i + 1]) * 4 for i in range(6)) + b"\x07" * 8, 6),
+    ],
+    ids=["onto the same bytes", "each overlapping half of the one before"],
+)
+def test_writes_of_a_batch_onto_bytes_written_before_leave_the_later_ones_bytes(
+    step: int, held: bytes, pieces: int
+) -> None:
+    """8-byte Writes of the batch onto bytes an earlier one wrote: the batch goes in one call
+    and where two overlap the later one's bytes stay, as if each had been written in turn
+    (onto exactly the same bytes: one piece goes, the last Write's; else one per Write)."""
     fabric, a, b = pair()
     fabric.processes.place(b.c.pid, BASE, bytes(64))
     _, rmr_context = own_lmr(b, BASE, 64)
-    _batch_to_process(a, 6, lambda _: rmr_context, step=0)
+    _batch_to_process(a, 6, lambda _: rmr_context, step=step)
     fabric.run()
     assert [e.status for e in a.events()] == [DtoCompletionStatus.DTO_SUCCESS] * 7
-    assert fabric.processes.buffers[b.c.pid][BASE][:16] == b"\x07" * 8 + bytes(8)
-    assert fabric.processes.writes == [1, 1]
+    assert fabric.processes.buffers[b.c.pid][BASE][: len(held)] == held
+    assert fabric.processes.writes == [1, pieces]
 
 
-def test_writes_of_a_batch_onto_overlapping_bytes_land_in_posting_order() -> None:
-    """Each 8-byte Write of the batch overlaps half of the one before it: the batch goes in one
-    call, a piece per Write, and where two overlap the later one's bytes stay."""
+def test_a_batch_whose_key_is_revoked_while_its_bytes_arrive_writes_nothing_there() -> None:
+    """The LMR under a batch of Writes is freed while the batch's payload is still arriving
+    (its header passed the key checks): none of its bytes reach the process; the batch lands
+    through its checks again, and its first Write fails with a remote access error."""
     fabric, a, b = pair()
     fabric.processes.place(b.c.pid, BASE, bytes(64))
-    _, rmr_context = own_lmr(b, BASE, 64)
-    _batch_to_process(a, 6, lambda _: rmr_context, step=4)
+    handle, _, rmr_context = own_lmr_handle(b, BASE, 64)
+    link = fabric.pipe(a.c.node, b.c.node)
+    link.held = True
+    _batch_to_process(a, 5, lambda _: rmr_context)
     fabric.run()
-    assert [e.status for e in a.events()] == [DtoCompletionStatus.DTO_SUCCESS] * 7
+    data = b"".join(link.chunks)
+    link.chunks.clear()
+    link.deliver(data[:-4])  # the lone Write, then the batch but its last 4 bytes
+    b.c.call(b.c.core.lmr_free(handle))
+    link.deliver(data[-4:])
+    link.release()
+    fabric.run()
+    statuses = [e.status for e in a.events() if e.event_number == EventNumber.DTO_COMPLETION_EVENT]
+    assert statuses[:2] == [
+        DtoCompletionStatus.DTO_SUCCESS,
+        DtoCompletionStatus.DTO_ERR_REMOTE_ACCESS,
+    ]
     held = fabric.processes.buffers[b.c.pid][BASE]
-    assert held[:32] == b"".join(bytes([i + 1]) * 4 for i in range(6)) + b"\x07" * 8
-    assert fabric.processes.writes == [1, 6]
+    assert held[:8] == b"\x01" * 8 and held[8:] == bytes(56), "the lone Write's bytes alone"
 
 
 def test_the_writes_of_a_batch_before_one_that_fails_its_key_reach_the_process() -> None:
