@@ -19,14 +19,8 @@ from fabricd.memory import MemoryRegistry
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.events import Events
 from fabricd.nic.objects import Ep, PeerLink, Received, Recv
-from fabricd.nic.remote_access import (
-    atomic_target,
-    direct_writes,
-    readable,
-    stored,
-    stored_writes,
-    write_targets,
-)
+from fabricd.nic.remote_access import direct_writes, stored, stored_writes, write_targets
+from fabricd.nic.responder import Responder
 from fabricd.nic.views import local_views, scatter, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import parse_sends, parse_writes
@@ -34,13 +28,11 @@ from proto.codec import DISCARD, Frame, Sink, encode
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.constants import MemPriv
-from proto.errors import DatError, MalformedFrame, UnexpectedFrame
+from proto.errors import DatError, MalformedFrame
 from proto.frames import FrameType
-from proto.hostif import ATOMIC_BYTES, Opcode
 
 log = logging.getLogger("fabricd")
 _CONSUMES_RECEIVE: Final = frozenset({FrameType.SEND, FrameType.WRITE_IMM})
-_U64: Final = (1 << 64) - 1
 
 
 class Target:
@@ -51,6 +43,7 @@ class Target:
         self.eps = eps
         self.events = events
         self.memory = memory
+        self.responder = Responder(wire, memory, self._refuse)
         # The receives a driver posted that the daemon has not taken yet (it rang no doorbell
         # while the daemon polled the EP): the hub sets this to take them from the ring.
         self.fetch: Callable[[Ep], None] = lambda ep: None
@@ -199,9 +192,9 @@ class Target:
             stored_writes(self.memory, link, seq, ops)
             self._writes_done(link, seq + len(ops))
         elif frame.type == FrameType.READ_REQ:
-            self._serve_read(link, frame.fields)
+            self.responder.read(link, frame.fields)
         elif frame.type == FrameType.ATOMIC:
-            self._serve_atomic(link, frame.fields)
+            self.responder.atomic(link, frame.fields)
         elif frame.type == FrameType.WRITE_IMM:
             seq, address, rmr_context, immediate = frame.fields
             if type(immediate) is not int or not 0 <= immediate < 1 << 32:
@@ -258,75 +251,6 @@ class Target:
             self.eps.broken(link.ep)
         else:
             self.wire.drop(link, "remote access error")
-
-    def _credited(self, link: PeerLink, seq: object, reads_done: object) -> Ep | None:
-        """An incoming RDMA Read or atomic within max_rdma_read_in: its EP (None: refused)."""
-        ep = link.ep
-        if ep is None:
-            raise UnexpectedFrame("RDMA Read or atomic request on a link with no endpoint")
-        assert type(seq) is int
-        link.reads_in += 1
-        if type(reads_done) is not int or link.reads_in - reads_done > ep.attr.max_rdma_read_in:
-            limit = ep.attr.max_rdma_read_in
-            log.info(
-                "EP %d: more incoming Reads/atomics than max_rdma_read_in=%d", ep.handle, limit
-            )
-            link.fault = (seq, St.DTO_ERR_REMOTE_RESPONDER)
-            self._refuse(link)
-            return None
-        return ep
-
-    def _serve_read(self, link: PeerLink, fields: list[object]) -> None:
-        seq, address, rmr_context, length, reads_done = fields
-        ep = self._credited(link, seq, reads_done)
-        if ep is None:
-            return
-        assert type(seq) is int
-        view = readable(self.memory, ep, address, rmr_context, length)
-        if view is None:
-            link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
-            self._refuse(link)
-            return
-        self.wire.send(link, encode(FrameType.READ_RESP, seq, payload_len=len(view)), [view])
-        link.acked = seq
-        link.ack_due = True
-
-    def _serve_atomic(self, link: PeerLink, fields: list[object]) -> None:
-        """dat_ib_post_fetch_and_add / cmp_and_swap at the target: the 8 bytes at ``address``
-        (8-byte aligned, REMOTE_ATOMIC granted) are read, changed and written back in one step;
-        the original value goes back to the initiator."""
-        seq, address, rmr_context, opcode, operand, compare, reads_done = fields
-        ep = self._credited(link, seq, reads_done)
-        if ep is None:
-            return
-        assert type(seq) is int
-        if any(type(v) is not int or not 0 <= v <= _U64 for v in (operand, compare)) or (
-            opcode not in (Opcode.FETCH_ADD, Opcode.CMP_SWAP)
-        ):
-            raise MalformedFrame(f"atomic {opcode!r} of {operand!r}, {compare!r}")
-        assert type(operand) is int and type(compare) is int
-        target = atomic_target(self.memory, ep, address, rmr_context)
-        if target is None:
-            link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
-            self._refuse(link)
-            return
-        view, spans = target
-        original = int.from_bytes(view, "little")
-        if opcode == Opcode.FETCH_ADD:
-            view[:] = ((original + operand) & _U64).to_bytes(ATOMIC_BYTES, "little")
-        elif original == compare:
-            view[:] = operand.to_bytes(ATOMIC_BYTES, "little")
-        assert type(address) is int and type(rmr_context) is int
-        if spans and not self.memory.store(spans):
-            log.info("atomic at %#x: the buffer is gone from its process", address)
-            link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
-            self._refuse(link)
-            return
-        if not self.memory.coherent:
-            self.memory.mark_written(rmr_context, address, ATOMIC_BYTES)
-        self.wire.send(link, encode(FrameType.ATOMIC_RESP, seq, original))
-        link.acked = seq
-        link.ack_due = True
 
     def _has_receive(self, link: PeerLink, ep: Ep) -> bool:
         """Whether a receive waits for the next message: one taken already, or one the driver
