@@ -48,11 +48,9 @@ from proto.errors import (
     error_from_code,
 )
 from proto.frames import FrameType
-from proto.hostif import (
-    ASYNC_EVD,
-    wq_segment,
-)
+from proto.hostif import ASYNC_EVD
 from proto.schema import parse
+from proto.workq import wq_segment
 
 Sub = DatReturnSubtype
 Triplet = Sequence[int]

@@ -27,20 +27,15 @@ from proto.errors import (
 from proto.frames import FrameType
 from proto.hostif import (
     ATOMIC_BYTES,
-    RQ_OFFSET,
-    SQ_OFFSET,
     U32,
-    WQ_ENTRIES,
-    WQ_ENTRY_SIZE,
     Opcode,
     Ring,
     RingKind,
     Word,
     check_descriptor,
-    wq_rings,
-    wq_segment,
     write_wqe,
 )
+from proto.workq import RQ_OFFSET, SQ_OFFSET, WQ_ENTRIES, WQ_ENTRY_SIZE, wq_rings, wq_segment
 
 Sub = DatReturnSubtype
 Triplet = Sequence[int]

@@ -27,19 +27,8 @@ from proto.errors import (
     DatInvalidState,
 )
 from proto.frames import FrameType
-from proto.hostif import (
-    U32,
-    WQ_ENTRIES,
-    WQ_ENTRY_SIZE,
-    Opcode,
-    Ring,
-    RingKind,
-    Word,
-    check_descriptor,
-    srq_ring,
-    srq_segment,
-    write_wqe,
-)
+from proto.hostif import U32, Opcode, Ring, RingKind, Word, check_descriptor, write_wqe
+from proto.workq import WQ_ENTRIES, WQ_ENTRY_SIZE, srq_ring, srq_segment
 
 Sub = DatReturnSubtype
 Triplet = Sequence[int]

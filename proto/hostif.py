@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
 
-from proto.attrs import MAX_DTOS, MAX_IOV
 from proto.constants import CompletionFlags, Dtos
 from proto.errors import ProtocolError
 
@@ -236,6 +235,11 @@ STAGED: Final = 0x01
 """WQE flag: the bytes to send were copied into the EP's staging area at the stage offset when
 the WQE was posted (SEND and RDMA_WRITE without BARRIER_FENCE only); the segments still name
 where they came from, and are checked as always."""
+STAGE_BYTES: Final = 4 << 20
+"""The staging area: where a driver whose registered memory the daemon does not map copies
+the bytes of an unfenced SEND or RDMA_WRITE when it posts it (``STAGED``), so the daemon sends
+them from shared memory instead of reading the process; the driver reuses them once the WQE's
+completion is counted in DONE."""
 _STAGEABLE: Final = frozenset({Opcode.SEND, Opcode.RDMA_WRITE, Opcode.RDMA_WRITE_IMM})
 _FENCE: Final = int(CompletionFlags.BARRIER_FENCE)  # a plain int: IntFlag operators are slow
 SEGMENT: Final = struct.Struct("<QQI4x")
@@ -366,54 +370,3 @@ def _operands_fit(opcode: Opcode, operand: int, compare: int) -> bool:
     if opcode == Opcode.FETCH_ADD:
         return not compare
     return opcode == Opcode.RDMA_WRITE_IMM and not compare and operand < U32
-
-
-# -- an EP's work queues ---------------------------------------------------------------------
-
-WQ_ENTRIES: Final = ring_entries(MAX_DTOS)
-WQ_ENTRY_SIZE: Final = wqe_size(MAX_IOV)
-WQ_RING_BYTES: Final = ring_bytes(WQ_ENTRIES, WQ_ENTRY_SIZE)
-SQ_OFFSET: Final = 0
-RQ_OFFSET: Final = WQ_RING_BYTES
-STAGE_OFFSET: Final = -(-2 * WQ_RING_BYTES // 4096) * 4096
-STAGE_BYTES: Final = 4 << 20
-"""The staging area: where a driver whose registered memory the daemon does not map copies
-the bytes of an unfenced SEND or RDMA_WRITE when it posts it (``STAGED``), so the daemon sends
-them from shared memory instead of reading the process; the driver reuses them once the WQE's
-completion is counted in DONE."""
-WQ_SEGMENT_BYTES: Final = STAGE_OFFSET + STAGE_BYTES
-"""Every EP's queues are sized for the provider's maxima (max_request_dtos and max_recv_dtos up
-to MAX_DTOS, MAX_IOV segments), so dat_ep_modify never moves them; the segment is sparse: only
-the slots and staged bytes used take memory."""
-
-
-def wq_segment(ia_name: str, ep: int) -> str:
-    """The shared-memory segment holding EP ``ep``'s send queue, then its receive queue; the
-    daemon creates it with the EP, named after the IA (its HELLO name) and the EP handle."""
-    return f"datfabric-{ia_name}-wq{ep}"
-
-
-def wq_rings(view: memoryview, producer: bool) -> tuple[Ring, Ring]:
-    """The send and receive queue of an EP's segment, from one side."""
-    sq = Ring(view[SQ_OFFSET:RQ_OFFSET], WQ_ENTRIES, WQ_ENTRY_SIZE, producer)
-    rq = Ring(view[RQ_OFFSET:WQ_SEGMENT_BYTES], WQ_ENTRIES, WQ_ENTRY_SIZE, producer)
-    return sq, rq
-
-
-# -- shared receive queues (one per SRQ) -----------------------------------------------------
-
-SRQ_SEGMENT_BYTES: Final = WQ_RING_BYTES
-"""An SRQ's segment: one receive ring of RECEIVE WQEs, sized for the provider's maximum (so
-dat_srq_resize never moves it). Its consumer line carries the daemon's DONE (receives of the
-SRQ completed, on whichever EP), STATE (the DAT_SRQ_STATE) and HEARD (doorbells taken)."""
-
-
-def srq_segment(ia_name: str, srq: int) -> str:
-    """The shared-memory segment of SRQ ``srq``'s receive queue (the daemon creates it at
-    dat_srq_create, named after the IA and the SRQ handle)."""
-    return f"datfabric-{ia_name}-srq{srq}"
-
-
-def srq_ring(view: memoryview, producer: bool) -> Ring:
-    """An SRQ's receive queue, from one side."""
-    return Ring(view[:SRQ_SEGMENT_BYTES], WQ_ENTRIES, WQ_ENTRY_SIZE, producer)

@@ -1,7 +1,7 @@
-/* The host interface's layout shared with the daemon (docs/host-interface.md, version 5).
+/* The host interface's layout shared with the daemon (docs/host-interface.md, version 6).
  *
- * Everything here is what both sides of a ring agree on byte by byte; proto/hostif.py is the
- * daemon's reading of the same page. Little-endian, naturally aligned; an index or word is one
+ * Everything here is what both sides of a ring agree on byte by byte; proto/hostif.py and
+ * proto/workq.py are the daemon's reading of the same page. Little-endian, naturally aligned; an index or word is one
  * aligned 4-byte access, made _Atomic so that no compiler splits or merges it. */
 #ifndef DF_ABI_H
 #define DF_ABI_H

@@ -16,14 +16,8 @@ from fabricd.nic.objects import Ep, WorkQueues
 from proto.attrs import MAX_IOV
 from proto.constants import EpState as S
 from proto.hostif import (
-    RQ_OFFSET,
-    SQ_OFFSET,
     STAGE_BYTES,
-    STAGE_OFFSET,
     U32,
-    WQ_ENTRIES,
-    WQ_ENTRY_SIZE,
-    WQ_SEGMENT_BYTES,
     Opcode,
     Ring,
     RingError,
@@ -32,6 +26,14 @@ from proto.hostif import (
     Wqe,
     format_ring,
     read_wqe,
+)
+from proto.workq import (
+    RQ_OFFSET,
+    SQ_OFFSET,
+    STAGE_OFFSET,
+    WQ_ENTRIES,
+    WQ_ENTRY_SIZE,
+    WQ_SEGMENT_BYTES,
     wq_rings,
     wq_segment,
 )

@@ -27,18 +27,9 @@ from proto.attrs import MAX_DTOS, MAX_IOV, EpAttr
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import MemPriv, SrqState
 from proto.errors import DatError, DatInvalidParameter, DatInvalidState
-from proto.hostif import (
-    SRQ_SEGMENT_BYTES,
-    WQ_ENTRIES,
-    WQ_ENTRY_SIZE,
-    RingError,
-    RingKind,
-    Word,
-    format_ring,
-    srq_ring,
-    srq_segment,
-)
+from proto.hostif import RingError, RingKind, Word, format_ring
 from proto.schema import Empty
+from proto.workq import SRQ_SEGMENT_BYTES, WQ_ENTRIES, WQ_ENTRY_SIZE, srq_ring, srq_segment
 
 log = logging.getLogger("fabricd")
 

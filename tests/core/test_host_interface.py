@@ -19,7 +19,6 @@ from proto.hostif import (
     PRODUCER_LINE,
     SEGMENT,
     STAGE_BYTES,
-    STAGE_OFFSET,
     STAGED,
     U32,
     WQE,
@@ -27,9 +26,9 @@ from proto.hostif import (
     Ring,
     Word,
     set_u32,
-    wq_segment,
     write_wqe,
 )
+from proto.workq import STAGE_OFFSET, wq_segment
 from tests.core.flows import Side, pair
 
 DTO = E.DTO_COMPLETION_EVENT

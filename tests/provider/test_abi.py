@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from proto import eventq, hostif
+from proto import eventq, hostif, workq
 from proto.frames import MAX_HEADER_LEN, MAX_PROTOCOL_VERSION, MIN_PROTOCOL_VERSION, FrameType
 from tools.datconf import ROOT
 
@@ -27,14 +27,14 @@ def test_ring_constants() -> None:
     assert define("DF_HOSTIF_VERSION") == hostif.HOSTIF_VERSION
     assert define("DF_RING_MAGIC") == hostif.MAGIC
     assert define("DF_LINE") == hostif.LINE
-    assert define("DF_WQ_ENTRIES") == hostif.WQ_ENTRIES
-    assert define("DF_WQ_ENTRY_SIZE") == hostif.WQ_ENTRY_SIZE
+    assert define("DF_WQ_ENTRIES") == workq.WQ_ENTRIES
+    assert define("DF_WQ_ENTRY_SIZE") == workq.WQ_ENTRY_SIZE
     assert define("DF_EQ_ENTRY_SIZE") == eventq.EQ_ENTRY_SIZE
     assert define("DF_ASYNC_EVD") == hostif.ASYNC_EVD
     assert define("DF_EQE_NOTIFIES") == eventq.NOTIFIES
     assert define("DF_EQE_SRQ_RECEIVE") == eventq.SRQ_RECEIVE
     full_wqe = hostif.WQE.size + define("DF_WQE_MAX_SEGMENTS") * hostif.SEGMENT.size
-    assert full_wqe <= hostif.WQ_ENTRY_SIZE
+    assert full_wqe <= workq.WQ_ENTRY_SIZE
     assert define("DF_STAGE_BYTES") == hostif.STAGE_BYTES
     assert define("DF_WQE_STAGED") == hostif.STAGED
     for kind in hostif.RingKind:
@@ -62,7 +62,7 @@ def test_frames_and_versions() -> None:
 
 def test_the_pages_work_queue_table_is_the_layout() -> None:
     page = (ROOT / "docs" / "host-interface.md").read_text()
-    assert f"| `STAGE_OFFSET` | {hostif.STAGE_OFFSET:,} |" in page
+    assert f"| `STAGE_OFFSET` | {workq.STAGE_OFFSET:,} |" in page
     assert f"| `STAGE_BYTES` | {hostif.STAGE_BYTES:,} |" in page
-    assert f"| segment size | {hostif.WQ_SEGMENT_BYTES:,} |" in page
+    assert f"| segment size | {workq.WQ_SEGMENT_BYTES:,} |" in page
     assert f"# The host interface (version {hostif.HOSTIF_VERSION})" in page
