@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def c_driver(size: int, iters: int) -> None:
     """provider/bench/post_reap's figures: the C driver's CPU inside a post and inside the
-    dequeue that returns its completion, at window 64 and at window 1."""
+    dequeue that returns its completion, at window 64 and at window 1, each followed by what
+    the program and both daemons spent per operation."""
     try:
         with cdriver.nodes() as pair:
             for window, count in ((64, iters * 20), (1, iters)):

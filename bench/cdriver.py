@@ -18,7 +18,7 @@ from tools.datconf import LIBRARY, lines
 
 POST_REAP = LIBRARY.parent / "post_reap"
 RATE = re.compile(r"(\d+) B RDMA Write, window (\d+), (\d+) operations: (\d+) ops/s")
-"""post_reap's first line: size, window, operations, rate."""
+"""post_reap's rate line, the first after its timed loop: size, window, operations, rate."""
 
 
 class Unavailable(Exception):

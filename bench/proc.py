@@ -1,6 +1,6 @@
-"""What a process has used so far, read from /proc: its time on a CPU (schedstat, in
-nanoseconds), that time split into user and kernel (stat, in clock ticks: 10 ms each, so only
-long runs split it well), and its context switches."""
+"""What a process has used so far, read from /proc: its threads' time on a CPU (each one's
+schedstat, in nanoseconds), that time split into user and kernel (stat, in clock ticks: 10 ms
+each, so only long runs split it well), and its context switches."""
 
 from __future__ import annotations
 
@@ -32,8 +32,13 @@ class Usage:
 
 def usage(pid: int) -> Usage:
     """A process's counters now."""
-    with open(f"/proc/{pid}/schedstat") as f:
-        on_cpu = int(f.read().split()[0]) / 1e9
+    on_cpu = 0.0
+    for task in os.listdir(f"/proc/{pid}/task"):  # uvloop's worker threads too
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                on_cpu += int(f.read().split()[0]) / 1e9
+        except FileNotFoundError:
+            pass  # the thread ended meanwhile
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")

@@ -46,11 +46,16 @@ def _base(buf: memoryview) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(buf))
 
 
-def _one(name: str, pid: int, address: int, buf: memoryview) -> None:
-    """Move all of one piece; a short transfer continues where it stopped; OSError if the
+Move = tuple[int, int, int]
+"""(address in the other process, address here, length): one iovec pair."""
+
+
+def _one(name: str, pid: int, move: Move) -> None:
+    """Move all of one range; a short transfer continues where it stopped; OSError if the
     range is not mapped there."""
+    address, base, length = move
     local, remote = _Iovec(), _Iovec()
-    base, length, done = _base(buf), len(buf), 0
+    done = 0
     while done < length:
         local.iov_base, local.iov_len = base + done, length - done
         remote.iov_base, remote.iov_len = address + done, length - done
@@ -64,32 +69,33 @@ def _one(name: str, pid: int, address: int, buf: memoryview) -> None:
 def _transfer(name: str, pid: int, pieces: Sequence[Piece]) -> None:
     """Move every piece between this process and ``pid`` (a batch of small RDMA Writes to a C
     program: one system call, not one per Write)."""
-    moves = []
+    held, moves = [], []  # held: the buffers moved from, alive until the call returns
     for address, buf in pieces:
         if len(buf):  # only written from: ctypes takes the address of writable buffers alone
             buf = memoryview(bytearray(buf)) if buf.readonly else buf
-            moves.append((address, _base(buf), buf))
+            held.append(buf)
+            moves.append((address, _base(buf), len(buf)))
     _vectored(name, pid, moves)
 
 
-def _vectored(name: str, pid: int, moves: Sequence[tuple[int, int, memoryview]]) -> None:
-    """(remote address, local address, the local bytes there) for each move: one system call
-    for up to IOV_MAX of them, the iovec arrays packed in one go. The kernel stops at the first
-    it cannot move; from there each goes alone, so the one that fails raises OSError with the
-    bytes before it moved."""
+def _vectored(name: str, pid: int, moves: Sequence[Move]) -> None:
+    """One system call for up to IOV_MAX moves, their iovec arrays packed in one go (no ctypes
+    object per move). The kernel stops at the first it cannot move; from there each goes
+    alone, so the one that fails raises OSError with the bytes before it moved."""
     for at in range(0, len(moves), IOV_MAX):
         chunk = moves[at : at + IOV_MAX]
         n = len(chunk)
         pack = struct.Struct(f"<{2 * n}Q")
         local, remote = bytearray(pack.size), bytearray(pack.size)
-        pack.pack_into(local, 0, *[x for _, base, buf in chunk for x in (base, len(buf))])
-        pack.pack_into(remote, 0, *[x for address, _, buf in chunk for x in (address, len(buf))])
+        pack.pack_into(local, 0, *[x for _, base, length in chunk for x in (base, length)])
+        pack.pack_into(remote, 0, *[x for address, _, length in chunk for x in (address, length)])
         iovecs = _Iovec * n
         moved = _CALLS[name](pid, iovecs.from_buffer(local), n, iovecs.from_buffer(remote), n, 0)
-        for address, _, buf in chunk:
-            if moved < len(buf):  # this one, and every one after it, alone
-                _one(name, pid, address + max(moved, 0), buf[max(moved, 0) :])
-            moved -= len(buf)
+        for address, base, length in chunk:
+            if moved < length:  # this one, and every one after it, alone
+                done = max(moved, 0)
+                _one(name, pid, (address + done, base + done, length - done))
+            moved -= length
 
 
 class CrossMemory:
@@ -106,9 +112,7 @@ class CrossMemory:
     def scatter(self, pid: int, source: bytearray, plan: Sequence[Scatter]) -> None:
         """Copy each planned part of ``source`` to its address in process ``pid`` (one base
         address for all of them: no ctypes object per part)."""
-        view = memoryview(source)
-        if not view:
+        if not source:
             return  # nothing planned can have bytes
-        base = _base(view)
-        moves = [(address, base + at, view[at : at + n]) for address, at, n in plan if n]
-        _vectored("process_vm_writev", pid, moves)
+        base = _base(memoryview(source))
+        _vectored("process_vm_writev", pid, [(address, base + at, n) for address, at, n in plan])

@@ -45,9 +45,8 @@ class Frame:
     type: FrameType
     fields: list[Any]
     payload_len: int = 0
-    payload: bytes | bytearray | memoryview | None = field(
-        default=None
-    )  # memoryview: part of another's
+    # bytearray: collected by the reader and handed over; memoryview: part of another's
+    payload: bytes | bytearray | memoryview | None = field(default=None)
 
 
 Sink = Sequence[memoryview] | None

@@ -218,11 +218,7 @@ class Target:
         if self.memory.store_payload(plan, frame.payload):
             self._writes_done(link, seq + len(ops))
             return
-        payload, frame.payload = frame.payload, None
-        sink = self._landing(link, frame)
-        if sink:
-            scatter(payload, sink)
-        self._execute(link, frame)
+        self._land_and_execute(link, frame)
 
     def _writes_done(self, link: PeerLink, end: int) -> None:
         """A WRITES batch up to ``end`` (exclusive) executed but from its fault, if it has one:
@@ -340,12 +336,17 @@ class Target:
             if frame.type in _CONSUMES_RECEIVE and not self._has_receive(link, ep):
                 break
             link.stalled.popleft()
-            if frame.payload_len:
-                sink = self._landing(link, frame)
-                if sink:
-                    scatter(frame.payload or b"", sink)
-                frame.payload = None
-            self._execute(link, frame)
+            self._land_and_execute(link, frame)
+
+    def _land_and_execute(self, link: PeerLink, frame: Frame) -> None:
+        """A request whose payload was collected: it lands where it would have landed as it
+        came (its checks made now), then executes."""
+        if frame.payload_len:
+            sink = self._landing(link, frame)
+            if sink:
+                scatter(frame.payload or b"", sink)
+            frame.payload = None
+        self._execute(link, frame)
 
     def batch_end(self, link: PeerLink) -> None:
         """After one read from the stream: one cumulative ACK for everything executed."""

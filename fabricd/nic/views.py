@@ -59,8 +59,7 @@ def one_segment(
         and lmr.owner == owner
         and (region := lmr.region).pz == pz
         and not need & ~int(region.privileges)
-        and region.address <= address
-        and address + length <= region.address + region.length
+        and region.contains(address, length)
     ):
         return lmr
     return None
