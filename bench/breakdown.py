@@ -3,9 +3,10 @@ kernel) each process spends on it, how often each sleeps (wake-ups) and is preem
 consumer-daemon call round trip (``python -m bench.breakdown [--op write|read|send] [--size 64]
 [--iters 5000] [--window 1]``; the receiving consumer counts for Sends).
 
-``--driver c``: a C program through libdatfabric (provider/bench/post_reap.c, RDMA Writes,
-polling): the CPU inside each post and inside the dequeue that returns its completion, at
-window 64 and at window 1, then what the program and each daemon spent per operation."""
+``--driver c``: a C program through libdatfabric (provider/bench/post_reap.c, RDMA Writes or
+Sends (``--op``), polling): the CPU inside each post and inside the dequeue that returns its
+completion, at window 64 and at window 1, then what the program and each daemon spent per
+operation."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--driver", choices=["python", "c"], default="python")
     args = p.parse_args(argv)
     if args.driver == "c":
-        c_driver(args.size, args.iters)
+        if args.op not in cdriver.OPS:
+            p.error(f"--driver c runs {' and '.join(cdriver.OPS)}")
+        c_driver(args.size, args.iters, args.op)
         return
     with tempfile.TemporaryDirectory(prefix="datfabric-breakdown-") as tmp:
         a = start_node("bd-a", os.path.join(tmp, "a.sock"))
@@ -65,14 +68,14 @@ def main(argv: list[str] | None = None) -> None:
             b.stop()
 
 
-def c_driver(size: int, iters: int) -> None:
+def c_driver(size: int, iters: int, op: str = "write") -> None:
     """provider/bench/post_reap's figures: the C driver's CPU inside a post and inside the
     dequeue that returns its completion, at window 64 and at window 1, each followed by what
     the program and both daemons spent per operation."""
     try:
         with cdriver.nodes() as pair:
             for window, count in ((64, iters * 20), (1, iters)):
-                print(cdriver.post_reap(pair.conf, size, window, count, 600, pair.daemons))
+                print(cdriver.post_reap(pair.conf, size, window, count, 600, pair.daemons, op))
     except cdriver.Unavailable as err:
         print(err, file=sys.stderr)
 

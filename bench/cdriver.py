@@ -1,5 +1,5 @@
-"""The C driver under load: provider/bench/post_reap (RDMA Writes through libdatfabric from a
-C program that polls, as ucx_perftest does) against two fresh local nodes."""
+"""The C driver under load: provider/bench/post_reap (RDMA Writes or Sends through libdatfabric
+from a C program that polls, as ucx_perftest does) against two fresh local nodes."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ from fabricd.launch import free_port, start_node
 from tools.datconf import LIBRARY, lines
 
 POST_REAP = LIBRARY.parent / "post_reap"
-RATE = re.compile(r"(\d+) B RDMA Write, window (\d+), (\d+) operations: (\d+) ops/s")
+RATE = re.compile(r"(\d+) B (?:RDMA Write|Send), window (\d+), (\d+) operations: (\d+) ops/s")
 """post_reap's rate line, the first after its timed loop: size, window, operations, rate."""
+OPS = ("write", "send")
+"""What post_reap posts: RDMA Writes, or Sends into receives it posts on the other side."""
 
 
 class Unavailable(Exception):
@@ -60,11 +62,12 @@ def post_reap(
     iters: int,
     timeout: float,
     watch: dict[str, int] | None = None,
+    op: str = "write",
 ) -> str:
-    """One run of post_reap (``dfb`` writes into ``dfa``): what it printed, less its PASSED;
-    then, for the program itself and each process of ``watch`` (name: pid), the CPU it spent
-    per operation over the timed loop (bench.proc)."""
-    argv = [str(POST_REAP), "dfa", "dfb", str(size), str(window), str(iters)]
+    """One run of post_reap (``dfb`` writes or sends ``op`` into ``dfa``): what it printed,
+    less its PASSED; then, for the program itself and each process of ``watch`` (name: pid),
+    the CPU it spent per operation over the timed loop (bench.proc)."""
+    argv = [str(POST_REAP), "dfa", "dfb", str(size), str(window), str(iters), op]
     env = {**os.environ, "DAT_OVERRIDE": conf}
     with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True) as proc:  # fmt: skip
@@ -98,10 +101,11 @@ def _timed(proc: subprocess.Popen[str], iters: int, watch: dict[str, int]) -> tu
     return "".join(out), spent
 
 
-def write_rate(size: int, window: int, iters: int, timeout: float) -> float:
-    """RDMA Writes per second a C program reaches through libdatfabric (fresh nodes)."""
+def rate(size: int, window: int, iters: int, timeout: float, op: str = "write") -> float:
+    """RDMA Writes (or Sends: ``op``) per second a C program reaches through libdatfabric
+    (fresh nodes)."""
     with nodes() as pair:
-        out = post_reap(pair.conf, size, window, iters, timeout)
+        out = post_reap(pair.conf, size, window, iters, timeout, op=op)
     found = RATE.search(out)
     if found is None:
         raise Unavailable(f"post_reap printed no rate: {out!r}")

@@ -3,8 +3,9 @@
 ``python -m bench.compare [--sizes 4096,65536,1048576] [--iters N] [--window 16] [--json]``
 
 At each size it runs ``fabricctl bench`` (write bw, read bw at ``--window``; write lat at window 1),
-the C driver's write bw at ``--window`` (provider/bench/post_reap through libdatfabric: a C
-program beside a C program, as users of the provider run)
+the C driver's write and send bw at ``--window`` (provider/bench/post_reap through
+libdatfabric: a C program beside a C program, as users of the provider run; its Sends are
+compared with ucp_put_bw too)
 and ``ucx_perftest`` over TCP on loopback (``ucp_put_bw``, ``ucp_get``, ``ucp_put_lat``), each
 client against its own server, every process under a timeout. A run that fails shows ``n/a``
 and says why on stderr.
@@ -48,6 +49,8 @@ COLUMNS = (
     ("ratio", 6),
     ("ours C write MB/s", 17),
     ("ratio", 6),
+    ("ours C send MB/s", 16),
+    ("ratio", 6),
     ("ours read MB/s", 14),
     ("ucx get MB/s", 12),
     ("ratio", 6),
@@ -58,8 +61,8 @@ LEGEND = (
     "# MB = 10^6 B (ucx_perftest's 2^20-byte MB converted); ratio = ours / ucx",
     "# ours: fabricctl bench, two fabricd nodes on loopback; bw at window {window}; "
     "write lat = median post-to-completion at window 1 (a FULL round trip); ours C: "
-    "provider/bench/post_reap, a C program writing through libdatfabric (polling, as "
-    "ucx_perftest does) at the same window",
+    "provider/bench/post_reap, a C program writing (sending, into receives it reposts) through "
+    "libdatfabric (polling, as ucx_perftest does) at the same window",
     "# ucx: ucx_perftest UCX_TLS=tcp UCX_NET_DEVICES=lo, 'overall' bandwidth; ucp_get is "
     "emulated over active messages on tcp; put_lat = median of HALF a round trip (RTT/2)",
 )
@@ -150,13 +153,14 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 @dataclass
 class Row:
-    """One size: our three figures and UCX's three."""
+    """One size: our five figures and UCX's three."""
 
     size: int
     iters: int
     ours_write_MBps: float | None = None
     ucx_put_bw_MBps: float | None = None
     ours_c_write_MBps: float | None = None  # the C driver (provider/bench/post_reap)
+    ours_c_send_MBps: float | None = None
     ours_read_MBps: float | None = None
     ucx_get_MBps: float | None = None
     ours_write_lat_us_p50: float | None = None  # full round trip
@@ -176,6 +180,8 @@ class Row:
             "write_ratio": r(_ratio(self.ours_write_MBps, self.ucx_put_bw_MBps)),
             "ours_c_write_MBps": r(self.ours_c_write_MBps),
             "c_write_ratio": r(_ratio(self.ours_c_write_MBps, self.ucx_put_bw_MBps)),
+            "ours_c_send_MBps": r(self.ours_c_send_MBps),
+            "c_send_ratio": r(_ratio(self.ours_c_send_MBps, self.ucx_put_bw_MBps)),
             "ours_read_MBps": r(self.ours_read_MBps),
             "ucx_get_MBps": r(self.ucx_get_MBps),
             "read_ratio": r(_ratio(self.ours_read_MBps, self.ucx_get_MBps)),
@@ -196,6 +202,8 @@ class Row:
             f(_ratio(self.ours_write_MBps, self.ucx_put_bw_MBps), ".2f"),
             f(self.ours_c_write_MBps, ".1f"),
             f(_ratio(self.ours_c_write_MBps, self.ucx_put_bw_MBps), ".2f"),
+            f(self.ours_c_send_MBps, ".1f"),
+            f(_ratio(self.ours_c_send_MBps, self.ucx_put_bw_MBps), ".2f"),
             f(self.ours_read_MBps, ".1f"),
             f(self.ucx_get_MBps, ".1f"),
             f(_ratio(self.ours_read_MBps, self.ucx_get_MBps), ".2f"),
@@ -210,7 +218,7 @@ def format_line(cells: list[str]) -> str:
 
 
 def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
-    """Run the seven measurements at one size; failures leave None and go to stderr."""
+    """Run the eight measurements at one size; failures leave None and go to stderr."""
     row = Row(size, iters)
 
     def attempt(what: str, fn: Callable[[float], float | None]) -> float | None:
@@ -231,7 +239,11 @@ def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
     )
     row.ours_c_write_MBps = attempt(
         "ours C write bw",
-        lambda t: cdriver.write_rate(size, ours.window, max(iters, C_ITERS), t) * size / 1e6,
+        lambda t: cdriver.rate(size, ours.window, max(iters, C_ITERS), t) * size / 1e6,
+    )
+    row.ours_c_send_MBps = attempt(
+        "ours C send bw",
+        lambda t: cdriver.rate(size, ours.window, max(iters, C_ITERS), t, "send") * size / 1e6,
     )
     row.ours_read_MBps = attempt(
         "ours read bw", lambda t: _num(ours.run("read", "bw", size, iters, t), "bw_MBps")

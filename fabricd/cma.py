@@ -25,11 +25,12 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True
 _CALLS = {}
 for _name in ("process_vm_readv", "process_vm_writev"):
     _fn = getattr(_libc, _name)
+    # the iovec arrays by address: no ctypes type check or conversion per call
     _fn.argtypes = (
         ctypes.c_int,
-        ctypes.POINTER(_Iovec),
+        ctypes.c_void_p,
         ctypes.c_ulong,
-        ctypes.POINTER(_Iovec),
+        ctypes.c_void_p,
         ctypes.c_ulong,
         ctypes.c_ulong,
     )
@@ -39,6 +40,7 @@ for _name in ("process_vm_readv", "process_vm_writev"):
 
 IOV_MAX = 1024
 """Most iovecs one process_vm_readv / writev takes (UIO_MAXIOV)."""
+_ONE_IOVEC = struct.Struct("<2Q")
 
 
 def _base(buf: memoryview) -> int:
@@ -59,60 +61,74 @@ def _one(name: str, pid: int, move: Move) -> None:
     while done < length:
         local.iov_base, local.iov_len = base + done, length - done
         remote.iov_base, remote.iov_len = address + done, length - done
-        n = _CALLS[name](pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        n = _CALLS[name](pid, ctypes.addressof(local), 1, ctypes.addressof(remote), 1, 0)
         if n <= 0:
             err = ctypes.get_errno() if n < 0 else 14  # EFAULT: nothing moved
             raise OSError(err, f"{name} of {address + done:#x} in {pid}: {os.strerror(err)}")
         done += n
 
 
-def _transfer(name: str, pid: int, pieces: Sequence[Piece]) -> None:
-    """Move every piece between this process and ``pid`` (a batch of small RDMA Writes to a C
-    program: one system call, not one per Write)."""
-    held, moves = [], []  # held: the buffers moved from, alive until the call returns
-    for address, buf in pieces:
-        if len(buf):  # only written from: ctypes takes the address of writable buffers alone
-            buf = memoryview(bytearray(buf)) if buf.readonly else buf
-            held.append(buf)
-            moves.append((address, _base(buf), len(buf)))
-    _vectored(name, pid, moves)
-
-
-def _vectored(name: str, pid: int, moves: Sequence[Move]) -> None:
-    """One system call for up to IOV_MAX moves, their iovec arrays packed in one go (no ctypes
-    object per move). The kernel stops at the first it cannot move; from there each goes
-    alone, so the one that fails raises OSError with the bytes before it moved."""
-    for at in range(0, len(moves), IOV_MAX):
-        chunk = moves[at : at + IOV_MAX]
-        n = len(chunk)
-        pack = struct.Struct(f"<{2 * n}Q")
-        local, remote = bytearray(pack.size), bytearray(pack.size)
-        pack.pack_into(local, 0, *[x for _, base, length in chunk for x in (base, length)])
-        pack.pack_into(remote, 0, *[x for address, _, length in chunk for x in (address, length)])
-        iovecs = _Iovec * n
-        moved = _CALLS[name](pid, iovecs.from_buffer(local), n, iovecs.from_buffer(remote), n, 0)
-        for address, base, length in chunk:
-            if moved < length:  # this one, and every one after it, alone
-                done = max(moved, 0)
-                _one(name, pid, (address + done, base + done, length - done))
-            moved -= length
-
-
 class CrossMemory:
-    """ProcessMemory over process_vm_readv / process_vm_writev."""
+    """ProcessMemory over process_vm_readv / process_vm_writev. Its two iovec arrays are made
+    once and written in place for every call (the daemon's one thread makes the calls):
+    making them per call cost more than the system call itself (a 64 B scatter, timeit:
+    6.9 us in all against 2.2 us in the kernel)."""
+
+    def __init__(self) -> None:
+        self._local = (_Iovec * IOV_MAX)()
+        self._remote = (_Iovec * IOV_MAX)()
+        self._at = ctypes.addressof(self._local), ctypes.addressof(self._remote)
+        self._packs: dict[int, struct.Struct] = {}  # by the number of iovecs
 
     def read(self, pid: int, pieces: Sequence[Piece]) -> None:
         """Copy each piece's range of process ``pid`` into the piece's buffer."""
-        _transfer("process_vm_readv", pid, pieces)
+        self._transfer("process_vm_readv", pid, pieces)
 
     def write(self, pid: int, pieces: Sequence[Piece]) -> None:
         """Copy each piece's buffer to its range of process ``pid``."""
-        _transfer("process_vm_writev", pid, pieces)
+        self._transfer("process_vm_writev", pid, pieces)
 
     def scatter(self, pid: int, source: bytearray, plan: Sequence[Scatter]) -> None:
         """Copy each planned part of ``source`` to its address in process ``pid`` (one base
         address for all of them: no ctypes object per part)."""
         if not source:
             return  # nothing planned can have bytes
-        base = _base(memoryview(source))
-        _vectored("process_vm_writev", pid, [(address, base + at, n) for address, at, n in plan])
+        base = ctypes.addressof(ctypes.c_char.from_buffer(source))
+        self._vectored("process_vm_writev", pid, [(a, base + at, n) for a, at, n in plan])
+
+    def _transfer(self, name: str, pid: int, pieces: Sequence[Piece]) -> None:
+        """Move every piece between this process and ``pid`` (a batch of small RDMA Writes to
+        a C program: one system call, not one per Write)."""
+        held, moves = [], []  # held: the buffers moved from, alive until the call returns
+        for address, buf in pieces:
+            if len(buf):  # only written from: ctypes takes the address of writable buffers alone
+                buf = memoryview(bytearray(buf)) if buf.readonly else buf
+                held.append(buf)
+                moves.append((address, _base(buf), len(buf)))
+        self._vectored(name, pid, moves)
+
+    def _vectored(self, name: str, pid: int, moves: Sequence[Move]) -> None:
+        """One system call for up to IOV_MAX moves, packed into the iovec arrays in one go.
+        The kernel stops at the first it cannot move; from there each goes alone, so the one
+        that fails raises OSError with the bytes before it moved."""
+        local_at, remote_at = self._at
+        call = _CALLS[name]
+        for at in range(0, len(moves), IOV_MAX):
+            chunk = moves[at : at + IOV_MAX] if len(moves) > IOV_MAX else moves
+            n = len(chunk)
+            if n == 1:  # the common batch: all of it to one buffer
+                address, base, length = chunk[0]
+                _ONE_IOVEC.pack_into(self._local, 0, base, length)
+                _ONE_IOVEC.pack_into(self._remote, 0, address, length)
+            else:
+                pack = self._packs.get(n)
+                if pack is None:
+                    pack = self._packs[n] = struct.Struct(f"<{2 * n}Q")
+                pack.pack_into(self._local, 0, *[x for _, b, length in chunk for x in (b, length)])
+                pack.pack_into(self._remote, 0, *[x for a, _, length in chunk for x in (a, length)])
+            moved = call(pid, local_at, n, remote_at, n, 0)
+            for address, base, length in chunk:
+                if moved < length:  # this one, and every one after it, alone
+                    done = max(moved, 0)
+                    _one(name, pid, (address + done, base + done, length - done))
+                moved -= length

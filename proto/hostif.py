@@ -343,23 +343,27 @@ PlainWqe = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int
 """A plain WQE's fields as ``read_plain`` gives them, in the slot's order: opcode, WQE flags,
 num_segments (1), completion_flags, cookie, the remote triplet, stage offset, operand and
 compare (both 0), then its one segment (virtual_address, length, lmr_context)."""
-_PLAIN: Final = frozenset({int(Opcode.SEND), int(Opcode.RDMA_WRITE)})
+PLAIN_REQUESTS: Final = frozenset({int(Opcode.SEND), int(Opcode.RDMA_WRITE)})
+"""The opcodes of the send queue's common WQE (read_plain)."""
+PLAIN_RECEIVES: Final = frozenset({int(Opcode.RECEIVE)})
+"""The receive queue's (read_plain): a receive of one segment."""
 
 
-def read_plain(ring: Ring, index: int) -> PlainWqe | None:
-    """Consumer: the common WQE, as its fields (no Wqe to build): a SEND or RDMA_WRITE of one
-    segment, its bytes in that segment or staged inside the area (unfenced). None for any other
-    WQE: read_wqe reads that one, and tells what is wrong with it. Every rule read_wqe checks
-    holds for a WQE this returns."""
+def read_plain(ring: Ring, index: int, opcodes: frozenset[int] = PLAIN_REQUESTS) -> PlainWqe | None:
+    """Consumer: the common WQE, as its fields (no Wqe to build): one of ``opcodes`` (a SEND or
+    RDMA_WRITE, or a RECEIVE) with one segment and no operands, a request's bytes in that
+    segment or staged inside the area (unfenced). None for any other WQE: read_wqe reads that
+    one, and tells what is wrong with it. Every rule read_wqe checks holds for a WQE this
+    returns."""
     fields: PlainWqe = _WQE_ONE.unpack_from(ring.view, ring.slot(index))
     raw_op, wqe_flags, count, flags, _, _, _, _, offset, operand, compare, _, length, _ = fields
-    if raw_op not in _PLAIN or count != 1 or operand or compare:
+    if raw_op not in opcodes or count != 1 or operand or compare:
         return None
     if not wqe_flags:
         return None if offset else fields
-    if wqe_flags != STAGED or flags & _FENCE or offset + length > STAGE_BYTES:
+    if raw_op not in PLAIN_REQUESTS or wqe_flags != STAGED or flags & _FENCE:
         return None
-    return fields
+    return None if offset + length > STAGE_BYTES else fields
 
 
 def _operands_fit(opcode: Opcode, operand: int, compare: int) -> bool:

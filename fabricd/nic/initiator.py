@@ -203,8 +203,9 @@ class Initiator:
 
     def _start_batch(self, ep: Ep, link: PeerLink) -> None:
         """Put the small RDMA Writes (or Sends) at the head of the queue on the wire, as one
-        WRITES (SENDS) frame when there are several (proto.batch; the fault rules see single
-        frames: no batching while rules are installed)."""
+        WRITES (SENDS) frame when there are several; a lone small Send as a SENDS frame too (the
+        target lands those in its receives as a run: Target._sends). proto.batch; the fault
+        rules see single frames: no batching while rules are installed."""
         held = ep.held
         first = held.popleft()
         batch, kind, total, seq = [first], first.kind, first.length, first.seq
@@ -224,7 +225,7 @@ class Initiator:
                 self._refresh(op)
             batch.append(held.popleft())
             total += op.length
-        if len(batch) == 1:
+        if len(batch) == 1 and kind != Dtos.SEND:
             self._start(ep, link, first)
             return
         if kind == Dtos.SEND:

@@ -15,7 +15,6 @@ from fabricd.nic.queues import (
     SQ_OPCODES,
     doorbell,
     set_polling,
-    take,
     take_one,
     watch,
 )
@@ -105,9 +104,15 @@ class Intake:
             ep.consumer.channel.close(f"EP {ep.handle}: {err}")
 
     def _receives(self, ep: Ep, q: WorkQueues) -> int:
-        """Take the receive queue's WQEs, in order; how many."""
+        """Take the receive queue's WQEs, in order: runs of plain receives
+        (Target.post_recv_plain) and each other one alone (a receive that breaks the EP
+        flushes the queue: what is left then is what the flush left); how many."""
         taken = 0
-        for wqe in take(q.rq, RQ_OPCODES):
+        while True:
+            taken += self.target.post_recv_plain(ep, q.rq)
+            wqe = take_one(q.rq, RQ_OPCODES)
+            if wqe is None:
+                break
             if ep.srq is not None:
                 raise RingError(f"EP {ep.handle} takes its receives from an SRQ")
             self.target.post_recv(ep, wqe.cookie, wqe.flags, wqe.segments)

@@ -15,13 +15,14 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
-from fabricd.memory import MemoryRegistry
+from fabricd.memory import MemoryRegistry, PlannedWrites
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.events import Events
-from fabricd.nic.objects import Ep, PeerLink, Received, Recv
+from fabricd.nic.objects import Ep, PeerLink, Recv
 from fabricd.nic.remote_access import direct_writes, stored, stored_writes, write_targets
 from fabricd.nic.responder import Responder
-from fabricd.nic.views import local_views, scatter, truncate, truncate_spans
+from fabricd.nic.send_run import SendRun
+from fabricd.nic.views import local_views, one_segment, scatter, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import parse_sends, parse_writes
 from proto.codec import DISCARD, Frame, Sink, encode
@@ -30,9 +31,11 @@ from proto.constants import EpState as S
 from proto.constants import MemPriv
 from proto.errors import DatError, MalformedFrame
 from proto.frames import FrameType
+from proto.hostif import PLAIN_RECEIVES, Ring, read_plain
 
 log = logging.getLogger("fabricd")
 _CONSUMES_RECEIVE: Final = frozenset({FrameType.SEND, FrameType.WRITE_IMM})
+_LOCAL_WRITE: Final = int(MemPriv.LOCAL_WRITE)  # what a receive needs of its segment
 
 
 class Target:
@@ -132,51 +135,63 @@ class Target:
     def _sends(self, link: PeerLink, frame: Frame) -> None:
         """A SENDS frame, its bytes collected: each Send in turn, as if it had come alone (a
         Send seen before is answered again, one without a receive stalls the rest). A run of
-        Sends that land at once completes together (Events.dtos_done)."""
+        Sends that land at once completes together (SendRun, Events.dtos_done)."""
         seq, lengths = parse_sends(frame)
         if frame.payload is None:
             return  # no endpoint: nothing to receive them
-        payload, offset, run = memoryview(frame.payload), 0, list[Received]()
+        payload, offset, run = memoryview(frame.payload), 0, SendRun(seq)
         for i, length in enumerate(lengths):
             body = payload[offset : offset + length]
-            offset += length
-            if run and (link.ep is None or not link.ep.recvs):
-                self._received(link, seq + i - 1, run)  # before a fetch, which may complete
-                run = []  # or flush receives itself
-            landed = None if link.stalled else self._landed(link, seq + i, body)
-            if landed is not None:
-                run.append(landed)
+            if run.done and (link.ep is None or not link.ep.recvs):
+                self._received(link, frame.payload, run)  # before a fetch, which may complete
+                run = SendRun(seq + i)  # or flush receives itself
+            if not link.stalled and self._landed(link, seq + i, body, offset, run):
+                offset += length
                 continue
-            self._received(link, seq + i - 1, run)
-            run = []
+            offset += length
+            self._received(link, frame.payload, run)
+            run = SendRun(seq + i + 1)
             send = Frame(FrameType.SEND, [seq + i], length, body)
             if link.seen(send):
                 link.ack_due = True
             else:
                 self.request(link, send)
-        self._received(link, seq + len(lengths) - 1, run)
+        self._received(link, frame.payload, run)
 
-    def _landed(self, link: PeerLink, seq: int, body: memoryview) -> Received | None:
-        """A Send of a batch as request() runs it when nothing holds it back (a fresh sequence
-        number, no fault, a receive of the EP's own in shared memory that holds it): landed
-        here, its completion to be written with the run's. None: request() takes it."""
+    def _landed(self, link: PeerLink, seq: int, body: memoryview, at: int, run: SendRun) -> bool:
+        """A Send of a batch (the payload's bytes [at, +len)) as request() runs it when nothing
+        holds it back (a fresh sequence number, no fault, a receive of the EP's own that holds
+        it): taken by ``run``, its completion to be written with the run's. False: request()
+        takes it."""
         ep = link.ep
         if ep is None or link.fault is not None or seq <= link.acked or ep.taking is not None:
-            return None
+            return False
         if ep.srq is not None or not self._has_receive(link, ep):
-            return None
+            return False
         recv = ep.recvs[0]
-        if len(body) > recv.capacity or recv.spans:
-            return None  # refused, or a process's memory to store: the general path
+        if len(body) > recv.capacity or not run.take(recv, body, at):
+            return False  # refused, or a receive the general path stores
         ep.recvs.popleft()
-        scatter(body, truncate(recv.views, len(body)))
-        return Received(recv.cookie, len(body))
+        return True
 
-    def _received(self, link: PeerLink, last: int, run: list[Received]) -> None:
-        """The Sends up to ``last`` landed in their receives: complete them, acknowledge."""
-        if run and link.ep is not None:
-            self.events.dtos_done(link.ep, True, run)
-            link.acked, link.ack_due = last, True
+    def _received(
+        self, link: PeerLink, payload: bytes | bytearray | memoryview, run: SendRun
+    ) -> None:
+        """The Sends of ``run`` landed in their receives: their bytes for a C program's
+        receives are written, then they complete and are acknowledged. If that memory cannot
+        be written, the run's receives are given back and its Sends go the general way (which
+        completes those before the one that fails, and fails that one)."""
+        ep = link.ep
+        if not run.done or ep is None:
+            return
+        plan = PlannedWrites(run.pid, run.pieces, self.memory.revoked)
+        if run.pieces and not self.memory.store_payload(plan, payload):
+            ep.recvs.extendleft(reversed(run.recvs))
+            for i, body in enumerate(run.bodies):
+                self.request(link, Frame(FrameType.SEND, [run.first + i], len(body), body))
+            return
+        self.events.dtos_done(ep, True, run.done)
+        link.acked, link.ack_due = run.last, True
 
     def _execute(self, link: PeerLink, frame: Frame) -> None:
         """Carry out a request whose payload (if any) has landed."""
@@ -319,6 +334,32 @@ class Target:
         ep.recvs.append(Recv(cookie, flags, views, capacity, spans))
         if ep.link is not None and ep.link.stalled:
             self.unstall(ep.link)
+
+    def post_recv_plain(self, ep: Ep, rq: Ring) -> int:
+        """``post_recv`` for a run of plain receives (hostif.read_plain: one segment) at the
+        head of the EP's receive queue, each taken off it in turn, its segment checked in
+        place; how many. The run ends before the first receive that is not one or whose
+        segment fails a check (``post_recv`` gives the error); none is taken by an EP of an
+        SRQ or a DISCONNECTED one (``post_recv`` and the intake say what happens to those)."""
+        if ep.srq is not None or ep.state == S.DISCONNECTED:
+            return 0
+        taken, count, owner = 0, rq.available(), ep.consumer.id
+        while count:
+            wqe = read_plain(rq, rq.mine, PLAIN_RECEIVES)
+            if wqe is None:
+                break
+            _, _, _, flags, cookie, _, _, _, _, _, _, address, n, context = wqe
+            lmr = one_segment(self.memory, owner, ep.pz, _LOCAL_WRITE, address, n, context)
+            if lmr is None:
+                break
+            rq.publish()
+            spans = [(lmr, address, n)] if lmr.pid else []
+            ep.recvs.append(Recv(cookie, flags, [lmr.local(address, n)], n, spans))
+            taken += 1
+            count = count - 1 or rq.available()
+        if taken and ep.link is not None and ep.link.stalled:
+            self.unstall(ep.link)
+        return taken
 
     def unstall(self, link: PeerLink) -> None:
         """Run the frames held behind the Send that had no receive; ACK what ran (not those of

@@ -1,8 +1,14 @@
-/* What one small RDMA Write costs a C consumer in libdatfabric: the CPU time inside
- * dat_ep_post_rdma_write and inside the dat_evd_dequeue that returns its completion, with
- * ``window`` Writes in flight and the program polling, as perftest's put_bw does.
+/* What one small RDMA Write (or Send) costs a C consumer in libdatfabric: the CPU time inside
+ * dat_ep_post_rdma_write (dat_ep_post_send) and inside the dat_evd_dequeue that returns its
+ * completion, with ``window`` requests in flight and the program polling, as perftest's put_bw
+ * (send_bw) does.
  *
- *   post_reap IA_TARGET IA_INITIATOR [SIZE [WINDOW [ITERS]]]   (defaults 64, 64, 100000)
+ *   post_reap IA_TARGET IA_INITIATOR [SIZE [WINDOW [ITERS [OP]]]]
+ *             (defaults 64, 64, 100000, write; OP is write or send)
+ *
+ * For Sends the same program is the receiver too: IA_TARGET's EP holds ``window`` receives
+ * (one buffer, as perftest's), each reposted as its completion is reaped, and a Send is posted
+ * only while a receive is there for it (no RNR). The reaping of receives is not timed.
  *
  * Each call is timed by the thread's CPU clock (CLOCK_THREAD_CPUTIME_ID: time asleep in a
  * dequeue's nap is not counted, its system calls are), less the cost of reading that clock
@@ -12,6 +18,7 @@
  * signalled and each completion reaped alone (perftest signals and polls in batches).
  * Prints "timing N operations" as the timed loop begins, then the figures, then PASSED. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdbool.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -53,7 +60,8 @@ static double cpu_us(void)
 	       (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-/* An EP of ``s`` whose DTOs complete on ``dto`` and that holds ``window`` requests. */
+/* An EP of ``s`` whose DTOs complete on ``dto`` and that holds ``window`` requests and as
+ * many receives. */
 static DAT_EP_HANDLE make_ep(const struct base *s, DAT_EVD_HANDLE dto, DAT_COUNT window)
 {
 	DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
@@ -62,6 +70,7 @@ static DAT_EP_HANDLE make_ep(const struct base *s, DAT_EVD_HANDLE dto, DAT_COUNT
 	CHECK_RET(dat_ep_query(ep, DAT_EP_FIELD_ALL, &param), DAT_SUCCESS);
 	CHECK_RET(dat_ep_free(ep), DAT_SUCCESS);
 	param.ep_attr.max_request_dtos = window;
+	param.ep_attr.max_recv_dtos = window;
 	CHECK_RET(dat_ep_create(s->ia, s->pz, dto, dto, s->conn_evd, &param.ep_attr, &ep),
 		  DAT_SUCCESS);
 	return ep;
@@ -75,18 +84,54 @@ struct run {
 static double clock_cost;
 
 /* ``iters`` Writes of ``iov`` to ``remote``, at most ``window`` in flight. */
-static struct run writes(DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, DAT_LMR_TRIPLET *iov,
-			 DAT_RMR_TRIPLET *remote, long window, long iters)
+/* The receiving side of Sends: its EP, the EVD its receives complete on, the buffer they
+ * share, and how many of them completed (NULL ``ep``: the run is of RDMA Writes). */
+struct sink {
+	DAT_EP_HANDLE ep;
+	DAT_EVD_HANDLE evd;
+	DAT_LMR_TRIPLET iov;
+	long received;
+};
+
+static void post_recv(struct sink *s)
+{
+	DAT_DTO_COOKIE cookie = { .as_64 = 0 };
+	CHECK_RET(dat_ep_post_recv(s->ep, 1, &s->iov, cookie, DAT_COMPLETION_DEFAULT_FLAG),
+		  DAT_SUCCESS);
+}
+
+/* Take the receives that completed, each reposted at once. */
+static void reap_recvs(struct sink *s)
+{
+	DAT_EVENT ev;
+	while (dat_evd_dequeue(s->evd, &ev) == DAT_SUCCESS) {
+		CHECK(ev.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS);
+		s->received++;
+		post_recv(s);
+	}
+}
+
+/* ``iters`` Writes of ``iov`` to ``remote`` (Sends of ``iov`` into ``sink``'s receives when
+ * ``sink`` has an EP), at most ``window`` in flight. */
+static struct run requests(DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, DAT_LMR_TRIPLET *iov,
+			   DAT_RMR_TRIPLET *remote, struct sink *sink, long window, long iters)
 {
 	struct run r = { 0 };
 	double wall = now_us(), cpu = cpu_us();
-	long posted = 0, done = 0;
+	long posted = 0, done = 0, base = sink->received;
 	while (done < iters) {
-		while (posted < iters && posted - done < window) {
+		if (sink->ep)
+			reap_recvs(sink);
+		/* Sends: no more in flight than receives wait for them */
+		long room = sink->ep ? sink->received - base + window : iters;
+		while (posted < iters && posted - done < window && posted < room) {
 			double t = thread_us();
 			DAT_DTO_COOKIE cookie = { .as_64 = (DAT_UINT64)posted };
-			DAT_RETURN ret = dat_ep_post_rdma_write(ep, 1, iov, cookie, remote,
-								DAT_COMPLETION_DEFAULT_FLAG);
+			DAT_RETURN ret =
+				sink->ep ? dat_ep_post_send(ep, 1, iov, cookie,
+							    DAT_COMPLETION_DEFAULT_FLAG)
+					 : dat_ep_post_rdma_write(ep, 1, iov, cookie, remote,
+								  DAT_COMPLETION_DEFAULT_FLAG);
 			r.post_us += thread_us() - t - clock_cost;
 			if (ret != DAT_SUCCESS) {
 				printf("FAILED: post gave 0x%08x\n", (unsigned)ret);
@@ -123,17 +168,21 @@ int main(int argc, char **argv)
 	long size = argc > 3 ? atol(argv[3]) : 64;
 	long window = argc > 4 ? atol(argv[4]) : 64;
 	long iters = argc > 5 ? atol(argv[5]) : 100000;
-	if (size <= 0 || window <= 0 || iters <= 0)
+	const char *op = argc > 6 ? argv[6] : "write";
+	bool send = strcmp(op, "send") == 0;
+	if (size <= 0 || window <= 0 || iters <= 0 || (!send && strcmp(op, "write") != 0))
 		return 2;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	struct base a, b;
 	open_base(&a, argv[1], 0);
 	open_base(&b, argv[2], 0);
 	DAT_EVD_HANDLE a_evd = DAT_HANDLE_NULL, b_evd = DAT_HANDLE_NULL;
-	CHECK_RET(dat_evd_create(a.ia, 8, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &a_evd), DAT_SUCCESS);
+	CHECK_RET(dat_evd_create(a.ia, (DAT_COUNT)window, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &a_evd),
+		  DAT_SUCCESS);
 	CHECK_RET(dat_evd_create(b.ia, (DAT_COUNT)window, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &b_evd),
 		  DAT_SUCCESS);
-	DAT_EP_HANDLE a_ep = make_ep(&a, a_evd, 8), b_ep = make_ep(&b, b_evd, (DAT_COUNT)window);
+	DAT_EP_HANDLE a_ep = make_ep(&a, a_evd, (DAT_COUNT)window);
+	DAT_EP_HANDLE b_ep = make_ep(&b, b_evd, (DAT_COUNT)window);
 	void *a_buf = zeroed((size_t)size), *b_buf = zeroed((size_t)size);
 	DAT_LMR_CONTEXT a_lctx, b_lctx;
 	DAT_RMR_CONTEXT a_rctx, b_rctx;
@@ -150,12 +199,21 @@ int main(int argc, char **argv)
 	DAT_RMR_TRIPLET remote = { .rmr_context = a_rctx,
 				   .virtual_address = (DAT_VADDR)(uintptr_t)a_buf,
 				   .segment_length = (DAT_VLEN)size };
+	struct sink sink = { .ep = DAT_HANDLE_NULL };
+	if (send) {
+		sink = (struct sink){ .ep = a_ep, .evd = a_evd,
+				      .iov = { .lmr_context = a_lctx,
+					       .virtual_address = (DAT_VADDR)(uintptr_t)a_buf,
+					       .segment_length = (DAT_VLEN)size } };
+		for (long i = 0; i < window; i++)
+			post_recv(&sink);
+	}
 	clock_cost = clock_cost_us();
-	writes(b_ep, b_evd, &iov, &remote, window, iters / 10 + 1); /* warm up */
+	requests(b_ep, b_evd, &iov, &remote, &sink, window, iters / 10 + 1); /* warm up */
 	printf("timing %ld operations\n", iters); /* bench.breakdown reads the daemons' CPU now */
-	struct run r = writes(b_ep, b_evd, &iov, &remote, window, iters);
-	printf("%ld B RDMA Write, window %ld, %ld operations: %.0f ops/s\n", size, window, iters,
-	       iters / r.wall_us * 1e6);
+	struct run r = requests(b_ep, b_evd, &iov, &remote, &sink, window, iters);
+	printf("%ld B %s, window %ld, %ld operations: %.0f ops/s\n", size,
+	       send ? "Send" : "RDMA Write", window, iters, iters / r.wall_us * 1e6);
 	printf("  CPU per operation: post %.2f us, reap %.2f us (the dequeue that returns it),"
 	       " sum %.2f us (clock read: %.2f us, subtracted)\n",
 	       r.post_us / iters, r.reap_us / iters, (r.post_us + r.reap_us) / iters, clock_cost);

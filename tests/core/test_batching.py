@@ -88,7 +88,7 @@ def test_large_writes_reads_sends_and_fences_end_a_batch() -> None:
     kinds = [name for src, _, name, _, _ in fabric.trace if src == "n1" and name != "HEARTBEAT"]
     i = kinds.index("WRITE")
     # the fenced Write waits for the read, then goes alone, as a WRITE
-    assert kinds[i:] == ["WRITE", "WRITES", "WRITE", "READ_REQ", "WRITES", "WRITE", "SEND"]
+    assert kinds[i:] == ["WRITE", "WRITES", "WRITE", "READ_REQ", "WRITES", "WRITE", "SENDS"]
     assert [ops for _, ops in _sent(fabric, FrameType.WRITES)] == [
         [[b.address + 16 * c, b.lmr.rmr_context, 16] for c in pair_] for pair_ in ((1, 2), (5, 6))
     ]

@@ -125,12 +125,12 @@ def test_sends_of_a_batch_complete_before_a_fetched_receive_that_fails() -> None
     _, rq = b.c.core.queues(b.c.core.eps[b.ep])
     write_wqe(rq, Opcode.RECEIVE, 0, 12, [(a.address, 16, a.lmr.lmr_context)])
     rq.publish()
-    _send(a, b"alone", 1, 0)  # rings the doorbell: it leaves alone
+    _send(a, b"alone", 1, 0)  # rings the doorbell: it leaves alone (a SENDS frame of one)
     _send(a, b"first", 2, 16)
     _send(a, b"second", 3, 32)
     fabric.run()
     assert [name for _, _, name, _, _ in fabric.trace if name in ("SEND", "SENDS")] == [
-        "SEND",
+        "SENDS",
         "SENDS",
     ]
     assert b.log() == [

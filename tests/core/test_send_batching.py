@@ -33,8 +33,8 @@ def _receives(b: Side, count: int, first: int = 0, n: int = 16) -> None:
 
 
 def _burst(fabric: Fabric, a: Side, count: int, n: int = 16) -> None:
-    """One Send that leaves alone (it rings the doorbell), then ``count`` posted in one turn;
-    Send ``i`` carries ``n`` bytes of value ``i``."""
+    """One Send that leaves first (it rings the doorbell; a SENDS frame of one), then ``count``
+    posted in one turn; Send ``i`` carries ``n`` bytes of value ``i``."""
     for i in range(count + 1):
         a.memory(n * i, n)[:] = bytes([i]) * n
         a.c.post(Dtos.SEND, a.ep, [a.triplet(n * i, n)], i, None, 0)
@@ -50,8 +50,8 @@ def test_sends_posted_in_one_turn_leave_as_one_frame_and_land_in_their_receives(
     _receives(b, 6)
     fabric.run()
     _burst(fabric, a, 5)
-    assert _sent(fabric, FrameType.SEND) == [[1]]
-    assert _sent(fabric, FrameType.SENDS) == [[2, [16] * 5]]
+    assert _sent(fabric, FrameType.SEND) == []
+    assert _sent(fabric, FrameType.SENDS) == [[1, [16]], [2, [16] * 5]]
     assert _landed(b, 6) == [bytes([i]) * 16 for i in range(6)]
     assert _sent(fabric, FrameType.ACK) == [[1], [6]], "one cumulative ACK for the batch"
     assert a.log() == [(DTO, i, OK, 16) for i in range(6)]
@@ -83,8 +83,7 @@ def test_a_send_too_long_for_its_receive_stops_the_batch_there() -> None:
     _receives(b, 2, first=3)
     fabric.run()
     _burst(fabric, a, 4)
-    [(seq, lengths)] = _sent(fabric, FrameType.SENDS)
-    assert (seq, lengths) == (2, [16] * 4)
+    assert _sent(fabric, FrameType.SENDS) == [[1, [16]], [2, [16] * 4]]
     assert a.log() == [
         (DTO, 0, OK, 16),
         (DTO, 1, OK, 16),

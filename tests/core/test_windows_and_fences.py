@@ -150,7 +150,7 @@ def test_barrier_fence_holds_later_requests_until_earlier_reads_complete() -> No
     b.c.post(Dtos.RECEIVE, b.ep, [b.triplet(1024, 8)], 4, None, 0)
     fabric.run()
     fabric.advance(0.099)
-    assert _sent(fabric, FrameType.WRITE) == [] and _sent(fabric, FrameType.SEND) == []
+    assert _sent(fabric, FrameType.WRITE) == [] and _sent(fabric, FrameType.SENDS) == []
     assert bytes(b.memory(0, 8)) == b"original"
     assert a.log() == []
     fabric.advance(0.001)
@@ -159,7 +159,7 @@ def test_barrier_fence_holds_later_requests_until_earlier_reads_complete() -> No
     assert a.log() == [(DTO, 1, OK, 8), (DTO, 2, OK, 8), (DTO, 3, OK, 8)]
     assert b.log() == [(DTO, 4, OK, 8)]
     kinds = [name for src, _, name, _, _ in fabric.trace if src == "n1" and name != "HELLO"]
-    assert kinds[-3:] == ["READ_REQ", "WRITE", "SEND"]
+    assert kinds[-3:] == ["READ_REQ", "WRITE", "SENDS"]
 
 
 def test_without_a_fence_a_write_does_not_wait_for_a_read() -> None:

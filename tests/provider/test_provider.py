@@ -228,20 +228,24 @@ def test_dapltest_limit_ia_pz_evd(build: Path, start: StartNode, tmp_path: Path)
         assert f"LimitTest: {line}" in done.stdout, done.stdout
 
 
-def test_post_reap_bench_program_runs(build: Path, start: StartNode, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("op", "line"), [("write", "RDMA Write"), ("send", "Send")])
+def test_post_reap_bench_program_runs(
+    build: Path, start: StartNode, tmp_path: Path, op: str, line: str
+) -> None:
     """provider/bench/post_reap (the C driver's figures in `python -m bench.breakdown --driver
-    c`) runs its Writes to the end between two daemons and prints what it measured."""
+    c`) runs its Writes (Sends, into receives it reposts) to the end between two daemons and
+    prints what it measured."""
     path = tmp_path / "dat.conf"
     library = build / "libdatfabric.so"
     with loopback_pair(start, tmp_path) as (a, b, _):
         path.write_text(lines("dfa", a.socket, library) + lines("dfb", b.socket, library))
         env = {**os.environ, "DAT_OVERRIDE": str(path)}
         done = subprocess.run(
-            [str(build / "post_reap"), "dfa", "dfb", "64", "8", "2000"],
+            [str(build / "post_reap"), "dfa", "dfb", "64", "8", "2000", op],
             env=env, capture_output=True, text=True, timeout=180,
         )  # fmt: skip
     assert done.returncode == 0 and done.stdout.endswith("PASSED\n"), done.stdout
-    assert "64 B RDMA Write, window 8, 2000 operations" in done.stdout
+    assert f"64 B {line}, window 8, 2000 operations" in done.stdout
     assert "CPU per operation: post" in done.stdout
 
 

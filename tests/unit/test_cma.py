@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fabricd.cma import CrossMemory
+from fabricd.cma import IOV_MAX, CrossMemory
 
 PAGE = mmap.PAGESIZE
 
@@ -104,6 +104,22 @@ def test_scatter_moves_planned_parts_of_one_buffer_in_order() -> None:
             CrossMemory().scatter(os.getpid(), source, [(base + PAGE - 8, 0, 16)])
         assert fault.value.errno == errno.EFAULT
         CrossMemory().scatter(os.getpid(), bytearray(), [])  # nothing to move
+
+
+def test_one_instance_moves_any_number_of_pieces_call_after_call() -> None:
+    """The iovec arrays a CrossMemory reuses: more pieces than one call takes (IOV_MAX) move
+    in several calls, and a call of one piece or a few after it moves exactly its own."""
+    cma = CrossMemory()
+    count = 2 * IOV_MAX + 5
+    target = ctypes.create_string_buffer(2 * count)
+    base = ctypes.addressof(target)
+    source = bytearray(b"".join(i.to_bytes(2, "little") for i in range(count)))
+    cma.scatter(os.getpid(), source, [(base + 2 * i, 2 * i, 2) for i in range(count)])
+    assert target.raw == bytes(source)
+    cma.scatter(os.getpid(), bytearray(b"\xee\xee"), [(base, 0, 2)])
+    cma.write(os.getpid(), [(base + 4, memoryview(b"ab")), (base + 10, memoryview(b"cd"))])
+    expected = b"\xee\xee" + bytes(source[2:4]) + b"ab" + bytes(source[6:10]) + b"cd"
+    assert target.raw[:12] == expected and target.raw[12:] == bytes(source[12:])
 
 
 def test_a_process_that_is_gone_is_esrch() -> None:

@@ -10,6 +10,8 @@ import pytest
 
 from proto.hostif import (
     CONSUMER_LINE,
+    PLAIN_RECEIVES,
+    PLAIN_REQUESTS,
     PRODUCER_LINE,
     SEGMENT,
     STAGE_BYTES,
@@ -162,10 +164,21 @@ _PLAIN_CASES = list(
 )
 
 
-def test_a_plain_wqe_is_one_read_wqe_accepts_as_the_common_post() -> None:
-    """read_plain (the daemon's path for the common post) answers exactly the one-segment
-    SEND and RDMA_WRITE without operands that read_wqe accepts, with the same fields, and
-    nothing read_wqe refuses: every combination of the fields either reader looks at."""
+@pytest.mark.parametrize(
+    ("opcodes", "common"),
+    [
+        (PLAIN_REQUESTS, {Opcode.SEND, Opcode.RDMA_WRITE}),
+        (PLAIN_RECEIVES, {Opcode.RECEIVE}),
+    ],
+    ids=["requests", "receives"],
+)
+def test_a_plain_wqe_is_one_read_wqe_accepts_as_the_common_post(
+    opcodes: frozenset[int], common: set[Opcode]
+) -> None:
+    """read_plain (the daemon's path for the common post, and receive) answers exactly the
+    one-segment WQEs of ``opcodes`` without operands that read_wqe accepts, with the same
+    fields, and nothing read_wqe refuses: every combination of the fields either reader
+    looks at."""
     for opcode, wqe_flags, count, flags, offset, operands, length in _PLAIN_CASES:
         producer, consumer = _pair()
         at = producer.slot(0)
@@ -175,14 +188,14 @@ def test_a_plain_wqe_is_one_read_wqe_accepts_as_the_common_post() -> None:
         SEGMENT.pack_into(producer.view, at + WQE.size, *segment)
         producer.publish()
         case = f"{head} {segment}"
-        plain = read_plain(consumer, 0)
+        plain = read_plain(consumer, 0, opcodes)
         try:
             wqe = read_wqe(consumer, 0, MAX_IOV)
         except RingError:
             assert plain is None, case
             continue
-        common = wqe.opcode in (Opcode.SEND, Opcode.RDMA_WRITE) and count == 1
-        assert (plain is not None) == (common and wqe.operands == (0, 0)), case
+        one = wqe.opcode in common and count == 1
+        assert (plain is not None) == (one and wqe.operands == (0, 0)), case
         if plain is not None:
             assert plain == (*head, *segment), case
             stage = offset if wqe_flags else None

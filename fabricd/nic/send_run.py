@@ -1,0 +1,54 @@
+"""A run of Sends from one SENDS frame that land in their receives one after the other and
+complete together (Target._sends): a receive in shared memory is filled as its Send is taken;
+the bytes bound for a C program's receives are planned and written when the run ends, in one
+system call, straight from the frame's payload (no mirror in between)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fabricd.memory import Scatter
+from fabricd.nic.objects import Received, Recv
+from fabricd.nic.views import scatter, truncate, truncate_spans
+
+
+@dataclass(eq=False, slots=True)
+class SendRun:
+    """The Sends taken so far, from sequence number ``first``: their completions, the receives
+    they took (given back if the run cannot be stored), their bodies, and the plan of the
+    bytes for process ``pid``'s memory."""
+
+    first: int
+    done: list[Received] = field(default_factory=list)
+    recvs: list[Recv] = field(default_factory=list)
+    bodies: list[memoryview] = field(default_factory=list)
+    pid: int = 0
+    pieces: list[Scatter] = field(default_factory=list)
+
+    @property
+    def last(self) -> int:
+        """The sequence number of the run's last Send."""
+        return self.first + len(self.done) - 1
+
+    def take(self, recv: Recv, body: memoryview, at: int) -> bool:
+        """Land ``body`` (the payload's bytes [at, +len)) in ``recv``, which holds it: False,
+        and nothing taken, when part of the receive is a process's memory and part is not,
+        or its process is not the run's (the general path stores it)."""
+        if recv.spans:
+            pid = recv.spans[0][0].pid
+            if self.pid not in (0, pid) or any(lmr.pid != pid for lmr, _, _ in recv.spans):
+                return False
+            self.pid = pid
+            for _, address, length in truncate_spans(recv.spans, len(body)):
+                last = self.pieces[-1] if self.pieces else None
+                if last is not None and last[0] == address and last[2] == length:
+                    self.pieces[-1] = (address, at, length)  # the same bytes again: later wins
+                else:
+                    self.pieces.append((address, at, length))
+                at += length
+        else:
+            scatter(body, truncate(recv.views, len(body)))
+        self.done.append(Received(recv.cookie, len(body)))
+        self.recvs.append(recv)
+        self.bodies.append(body)
+        return True

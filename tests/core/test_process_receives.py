@@ -1,0 +1,80 @@
+"""Sends into receives over a consumer process's own memory (a C program's malloc): the Sends
+of one SENDS frame land as a run, their bytes written into the process in one call straight
+from the frame, and every receive completes exactly as if the Sends had come one by one."""
+
+from __future__ import annotations
+
+from proto.constants import DtoCompletionStatus as St
+from proto.constants import Dtos
+from proto.constants import EventNumber as E
+from tests.core.flows import Side, pair
+from tests.core.test_process_memory import BASE, own_lmr
+
+DTO = E.DTO_COMPLETION_EVENT
+OK = St.DTO_SUCCESS
+BROKEN = (E.CONNECTION_EVENT_BROKEN, b"")
+
+
+def _receives(b: Side, buffers: list[tuple[int, int]]) -> None:
+    """Receive i: 8 bytes at ``buffers[i]`` (lmr_context, address), cookie 100 + i."""
+    for i, (lmr_context, address) in enumerate(buffers):
+        b.c.post(Dtos.RECEIVE, b.ep, [[address, 8, lmr_context]], 100 + i, None, 0)
+    b.c.fabric.run()
+
+
+def _sends(a: Side, count: int) -> None:
+    """One Send that leaves first (its doorbell is taken at once), then ``count`` posted in
+    the same turn, which travel together: Send i carries 8 bytes ``i + 1``."""
+    for i in range(count + 1):
+        a.memory(8 * i, 8)[:] = bytes([i + 1]) * 8
+        a.c.post(Dtos.SEND, a.ep, [a.triplet(8 * i, 8)], i, None, 0)
+    a.c.fabric.run()
+
+
+def test_a_batch_of_sends_reaches_its_receives_in_one_transfer() -> None:
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(128))
+    lmr_context, _ = own_lmr(b, BASE, 128)
+    _receives(b, [(lmr_context, BASE + 16 * i) for i in range(6)])
+    _sends(a, 5)
+    assert a.log() == [(DTO, i, OK, 8) for i in range(6)]
+    assert b.log() == [(DTO, 100 + i, OK, 8) for i in range(6)]
+    held = fabric.processes.buffers[b.c.pid][BASE]
+    for i in range(6):
+        assert held[16 * i : 16 * i + 16] == bytes([i + 1]) * 8 + bytes(8)
+    assert fabric.processes.writes == [1, 5], "the first Send, then the five in one call"
+
+
+def test_sends_into_one_shared_receive_buffer_leave_the_last_ones_bytes() -> None:
+    """Every receive names the same bytes (perftest's receiver does): the batch goes as one
+    piece, the last Send's, as if each had landed in turn."""
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(8))
+    lmr_context, _ = own_lmr(b, BASE, 8)
+    _receives(b, [(lmr_context, BASE)] * 6)
+    _sends(a, 5)
+    assert b.log() == [(DTO, 100 + i, OK, 8) for i in range(6)]
+    assert fabric.processes.buffers[b.c.pid][BASE] == b"\x06" * 8
+    assert fabric.processes.writes == [1, 1]
+
+
+def test_a_batch_whose_receive_buffer_is_gone_completes_those_before_it() -> None:
+    """The process unmapped the buffer of receive 4: the batch's transfer fails, its Sends
+    then land one by one; the receives before complete, receive 4 fails with a protection
+    error, the sender's Send 4 with a remote access error, and the connection breaks."""
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(32))
+    fabric.processes.place(b.c.pid, BASE + 32, bytes(32))
+    low, _ = own_lmr(b, BASE, 32)
+    high, _ = own_lmr(b, BASE + 32, 32)
+    _receives(b, [(low, BASE + 8 * i) for i in range(4)] + [(high, BASE + 32), (high, BASE + 40)])
+    fabric.processes.remove(b.c.pid, BASE + 32)
+    _sends(a, 5)
+    assert b.log()[:6] == [(DTO, 100 + i, OK, 8) for i in range(4)] + [
+        (DTO, 104, St.DTO_ERR_LOCAL_PROTECTION, 0),
+        BROKEN,
+    ]
+    assert a.log()[:5] == [(DTO, i, OK, 8) for i in range(4)] + [
+        (DTO, 4, St.DTO_ERR_REMOTE_ACCESS, 0)
+    ]
+    assert fabric.processes.buffers[b.c.pid][BASE] == b"".join(bytes([i + 1]) * 8 for i in range(4))
