@@ -34,21 +34,41 @@ class SendRun:
         """Land ``body`` (the payload's bytes [at, +len)) in ``recv``, which holds it: False,
         and nothing taken, when part of the receive is a process's memory and part is not,
         or its process is not the run's (the general path stores it)."""
-        if recv.spans:
-            pid = recv.spans[0][0].pid
-            if self.pid not in (0, pid) or any(lmr.pid != pid for lmr, _, _ in recv.spans):
+        n, spans = len(body), recv.spans
+        if not spans:
+            views = recv.views
+            if len(views) == 1:
+                views[0][:n] = body
+            else:
+                scatter(body, truncate(views, n))
+        elif len(spans) == 1:  # the common receive: one segment
+            lmr, address, _ = spans[0]
+            if lmr.pid != self.pid:
+                if self.pid:
+                    return False
+                self.pid = lmr.pid
+            if n:
+                self._piece(address, at, n)
+        else:
+            pid = spans[0][0].pid
+            if self.pid not in (0, pid) or any(lmr.pid != pid for lmr, _, _ in spans):
                 return False
             self.pid = pid
-            for _, address, length in truncate_spans(recv.spans, len(body)):
-                last = self.pieces[-1] if self.pieces else None
-                if last is not None and last[0] == address and last[2] == length:
-                    self.pieces[-1] = (address, at, length)  # the same bytes again: later wins
-                else:
-                    self.pieces.append((address, at, length))
+            for _, address, length in truncate_spans(spans, n):
+                self._piece(address, at, length)
                 at += length
-        else:
-            scatter(body, truncate(recv.views, len(body)))
-        self.done.append(Received(recv.cookie, len(body)))
+        self.done.append(Received(recv.cookie, n))
         self.recvs.append(recv)
         self.bodies.append(body)
         return True
+
+    def _piece(self, address: int, at: int, length: int) -> None:
+        """The payload's bytes [at, +length) go to ``address``; onto exactly the bytes of the
+        piece before, they replace it (the later Send's bytes win)."""
+        pieces = self.pieces
+        if pieces:
+            last = pieces[-1]
+            if last[0] == address and last[2] == length:
+                pieces[-1] = (address, at, length)
+                return
+        pieces.append((address, at, length))

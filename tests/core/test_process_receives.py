@@ -78,3 +78,30 @@ def test_a_batch_whose_receive_buffer_is_gone_completes_those_before_it() -> Non
         (DTO, 4, St.DTO_ERR_REMOTE_ACCESS, 0)
     ]
     assert fabric.processes.buffers[b.c.pid][BASE] == b"".join(bytes([i + 1]) * 8 for i in range(4))
+
+
+def test_a_receive_of_two_segments_takes_a_send_across_both() -> None:
+    """A receive of two segments of the process's memory (4 and 8 bytes, apart): a 10-byte
+    Send fills the first and 6 bytes of the second, one piece each in one call; a receive
+    whose second segment is shared memory takes its Send through the general path."""
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(64))
+    lmr_context, _ = own_lmr(b, BASE, 64)
+    b.c.post(Dtos.RECEIVE, b.ep, [[BASE + 32, 8, lmr_context]], 100, None, 0)
+    two = [[BASE, 4, lmr_context], [BASE + 16, 8, lmr_context]]
+    b.c.post(Dtos.RECEIVE, b.ep, two, 101, None, 0)
+    mixed = [[BASE + 48, 4, lmr_context], b.triplet(0, 8)]
+    b.c.post(Dtos.RECEIVE, b.ep, mixed, 102, None, 0)
+    fabric.run()
+    for i, n in enumerate((8, 10, 10)):
+        a.memory(16 * i, n)[:] = bytes(range(16 * i, 16 * i + n))
+        a.c.post(Dtos.SEND, a.ep, [a.triplet(16 * i, n)], i, None, 0)
+    fabric.run()
+    assert b.log() == [(DTO, 100, OK, 8), (DTO, 101, OK, 10), (DTO, 102, OK, 10)]
+    held = fabric.processes.buffers[b.c.pid][BASE]
+    assert held[32:40] == bytes(range(8))
+    assert held[0:4] == bytes(range(16, 20)) and held[4:16] == bytes(12)
+    assert held[16:22] == bytes(range(20, 26)) and held[22:24] == bytes(2)
+    assert held[48:52] == bytes(range(32, 36)) and bytes(b.memory(0, 6)) == bytes(range(36, 42))
+    # the first Send alone (its doorbell), the second as two pieces, the mixed one on its own
+    assert fabric.processes.writes == [1, 2, 1]
