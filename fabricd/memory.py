@@ -91,6 +91,7 @@ class Lmr:
     cookie: bytes | None = None  # SHARED_VIRTUAL
     pid: int = 0  # a process's own memory (view: the daemon's mirror of it); 0: a segment
     counted: int = 0  # bytes it adds to its IA's registered total (an LMR over an LMR: 0)
+    freed: bool = False  # dat_lmr_free'd: a receive posted into it before then cannot land
 
     @property
     def target(self) -> memoryview:
@@ -274,9 +275,13 @@ class MemoryRegistry:
     def _through(spans: Sequence[Span], move: Callable[[int, Sequence[Piece]], None]) -> bool:
         """Move the spans of each process together: the spans of one LMR merged where they
         overlap or touch (a batch of Writes into one buffer: one piece; the mirror holds the
-        bytes the last of them left), every process's pieces in one system call."""
+        bytes the last of them left), every process's pieces in one system call. False, and
+        nothing moved, if an LMR of the spans was freed since they were taken (a receive
+        posted before its dat_lmr_free: its mirror is gone, as the NIC's key would be)."""
         ranges: dict[Lmr, list[tuple[int, int]]] = {}
         for lmr, address, length in spans:
+            if lmr.freed:
+                return False
             if lmr.pid and length:
                 ranges.setdefault(lmr, []).append((address, address + length))
         pieces: dict[int, list[Piece]] = {}
@@ -326,6 +331,7 @@ class MemoryRegistry:
     def free(self, lmr: Lmr) -> None:
         """Forget an LMR: its keys stop working at once (dat_lmr_free)."""
         self.revoked += 1
+        lmr.freed = True
         self.by_lmr_context.pop(lmr.lmr_context, None)
         if lmr.rmr_context:
             self.by_rmr_context.pop(lmr.rmr_context, None)

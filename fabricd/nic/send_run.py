@@ -33,7 +33,8 @@ class SendRun:
     def take(self, recv: Recv, body: memoryview, at: int) -> bool:
         """Land ``body`` (the payload's bytes [at, +len)) in ``recv``, which holds it: False,
         and nothing taken, when part of the receive is a process's memory and part is not,
-        or its process is not the run's (the general path stores it)."""
+        its process is not the run's, or its LMR was freed since it was posted (the general
+        path stores it, or fails it)."""
         n, spans = len(body), recv.spans
         if not spans:
             views = recv.views
@@ -43,6 +44,8 @@ class SendRun:
                 scatter(body, truncate(views, n))
         elif len(spans) == 1:  # the common receive: one segment
             lmr, address, _ = spans[0]
+            if lmr.freed:
+                return False
             if lmr.pid != self.pid:
                 if self.pid:
                     return False
@@ -51,7 +54,7 @@ class SendRun:
                 self._piece(address, at, n)
         else:
             pid = spans[0][0].pid
-            if self.pid not in (0, pid) or any(lmr.pid != pid for lmr, _, _ in spans):
+            if self.pid not in (0, pid) or any(lmr.pid != pid or lmr.freed for lmr, _, _ in spans):
                 return False
             self.pid = pid
             for _, address, length in truncate_spans(spans, n):

@@ -4,11 +4,13 @@ from the frame, and every receive completes exactly as if the Sends had come one
 
 from __future__ import annotations
 
+import pytest
+
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos
 from proto.constants import EventNumber as E
 from tests.core.flows import Side, pair
-from tests.core.test_process_memory import BASE, own_lmr
+from tests.core.test_process_memory import BASE, own_lmr, own_lmr_handle
 
 DTO = E.DTO_COMPLETION_EVENT
 OK = St.DTO_SUCCESS
@@ -105,3 +107,29 @@ def test_a_receive_of_two_segments_takes_a_send_across_both() -> None:
     assert held[48:52] == bytes(range(32, 36)) and bytes(b.memory(0, 6)) == bytes(range(36, 42))
     # the first Send alone (its doorbell), the second as two pieces, the mixed one on its own
     assert fabric.processes.writes == [1, 2, 1]
+
+
+@pytest.mark.parametrize("before", [0, 2], ids=["alone", "after two that land"])
+def test_a_receive_whose_lmr_was_freed_since_it_was_posted_fails_with_local_protection(
+    before: int,
+) -> None:
+    """dat_lmr_free while a receive into the LMR is posted (the NIC's key for it is gone): the
+    Send that reaches that receive lands nothing; the receive completes with a local protection
+    error and the connection breaks; the Send fails with a remote access error. Receives of
+    another LMR before it complete."""
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(64))
+    live, _ = own_lmr(b, BASE, 32)
+    handle, gone, _ = own_lmr_handle(b, BASE + 32, 32)
+    _receives(b, [(live, BASE + 8 * i) for i in range(before)] + [(gone, BASE + 32)])
+    b.c.call(b.c.core.lmr_free(handle))
+    _sends(a, before)
+    assert b.log() == [(DTO, 100 + i, OK, 8) for i in range(before)] + [
+        (DTO, 100 + before, St.DTO_ERR_LOCAL_PROTECTION, 0),
+        BROKEN,
+    ]
+    assert a.log()[: before + 1] == [(DTO, i, OK, 8) for i in range(before)] + [
+        (DTO, before, St.DTO_ERR_REMOTE_ACCESS, 0)
+    ]
+    held = fabric.processes.buffers[b.c.pid][BASE]
+    assert held[32:] == bytes(32), "nothing landed in the freed LMR's bytes"
