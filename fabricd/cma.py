@@ -43,7 +43,7 @@ IOV_MAX = 1024
 _ONE_IOVEC = struct.Struct("<2Q")
 
 
-def _base(buf: memoryview) -> int:
+def _base(buf: memoryview | bytearray) -> int:
     """The address of a writable buffer's first byte."""
     return ctypes.addressof(ctypes.c_char.from_buffer(buf))
 
@@ -93,7 +93,7 @@ class CrossMemory:
         address for all of them: no ctypes object per part)."""
         if not source:
             return  # nothing planned can have bytes
-        base = ctypes.addressof(ctypes.c_char.from_buffer(source))
+        base = _base(source)
         self._vectored("process_vm_writev", pid, [(a, base + at, n) for a, at, n in plan])
 
     def _transfer(self, name: str, pid: int, pieces: Sequence[Piece]) -> None:

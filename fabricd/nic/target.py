@@ -141,14 +141,13 @@ class Target:
             return  # no endpoint: nothing to receive them
         payload, offset, run = memoryview(frame.payload), 0, SendRun(seq)
         for i, length in enumerate(lengths):
-            body = payload[offset : offset + length]
+            at, offset = offset, offset + length
+            body = payload[at:offset]
             if run.done and (link.ep is None or not link.ep.recvs):
                 self._received(link, frame.payload, run)  # before a fetch, which may complete
                 run = SendRun(seq + i)  # or flush receives itself
-            if not link.stalled and self._landed(link, seq + i, body, offset, run):
-                offset += length
+            if not link.stalled and self._landed(link, seq + i, body, at, run):
                 continue
-            offset += length
             self._received(link, frame.payload, run)
             run = SendRun(seq + i + 1)
             send = Frame(FrameType.SEND, [seq + i], length, body)
