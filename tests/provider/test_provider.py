@@ -249,20 +249,22 @@ def test_post_reap_bench_program_runs(
     assert "CPU per operation: post" in done.stdout
 
 
-def test_breakdown_of_the_c_driver_names_every_process(build: Path) -> None:
-    """python -m bench.breakdown --driver c: post_reap's figures at window 64 and 1, each
-    followed by what the C program and both daemons spent per operation of its timed loop."""
+@pytest.mark.parametrize(("op", "line"), [("write", "RDMA Write"), ("send", "Send")])
+def test_breakdown_of_the_c_driver_names_every_process(build: Path, op: str, line: str) -> None:
+    """python -m bench.breakdown --driver c [--op send]: post_reap's figures at window 64 and
+    1, each followed by what the C program and both daemons spent per operation of its timed
+    loop."""
     assert (build / "post_reap").exists()
     done = subprocess.run(
-        [sys.executable, "-m", "bench.breakdown", "--driver", "c", "--iters", "100"],
+        [sys.executable, "-m", "bench.breakdown", "--driver", "c", "--op", op, "--iters", "100"],
         capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert done.returncode == 0 and not done.stderr, done.stdout + done.stderr
     out = done.stdout.splitlines()
-    heads = [i for i, line in enumerate(out) if " B RDMA Write, window " in line]
+    heads = [i for i, text in enumerate(out) if f" B {line}, window " in text]
     assert [out[i].split(",")[1] for i in heads] == [" window 64", " window 1"], out
     for i in heads:
-        names = [line.split(" per operation:")[0].strip() for line in out[i + 3 : i + 6]]
+        names = [text.split(" per operation:")[0].strip() for text in out[i + 3 : i + 6]]
         assert names == ["C consumer", "its daemon", "peer daemon"], out
-        cpu = [float(line.split("CPU")[1].split("us")[0]) for line in out[i + 3 : i + 6]]
-        assert all(us > 0 for us in cpu), out  # every process worked for every Write
+        cpu = [float(text.split("CPU")[1].split("us")[0]) for text in out[i + 3 : i + 6]]
+        assert all(us > 0 for us in cpu), out  # every process worked for every operation
