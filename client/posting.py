@@ -206,7 +206,7 @@ class Posting:
             write_wqe(rq, rule.opcode, flags, cookie, local_iov)
             rq.publish()
             return self._doorbell(ep)
-        self.check_request(ep, flags, rule.flags_arg, rule.opcode.name)
+        self.check_request(ep, flags, rule.flags_arg, rule.opcode)
         used = check_local_iov(
             local_iov, self.regions.get, ep.pz, rule.need, getattr(attr, rule.max_iov)
         )
@@ -231,13 +231,15 @@ class Posting:
         sq.publish()
         return self._doorbell(ep)
 
-    def check_request(self, ep: EpMirror, flags: int, flags_arg: Sub, what: str) -> None:
+    def check_request(self, ep: EpMirror, flags: int, flags_arg: Sub, what: str | Opcode) -> None:
         """What every request (a post to the send queue, dat_rmr_bind) must pass: the EP's
         state as the daemon published it, UNSIGNALLED only where the EP's attributes allow it,
-        room in the request queue."""
+        room in the request queue. ``what`` (an opcode: its name, only for the error) names
+        the request."""
         sq, _ = self.queues(ep)
         if sq.word(_STATE) not in _POSTABLE:
-            raise ep_states.state_error(ep.state, f"posting {what}")
+            name = what if isinstance(what, str) else what.name
+            raise ep_states.state_error(ep.state, f"posting {name}")
         if flags & _UNSIGNALLED and not ep.attr.request_completion_flags & _UNSIGNALLED:
             raise DatInvalidParameter(
                 flags_arg, "UNSIGNALLED needs the EP's request_completion_flags to allow it"

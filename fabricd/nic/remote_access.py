@@ -82,9 +82,14 @@ def direct_writes(
 
 def stored(memory: MemoryRegistry, rmr_context: object, address: object, length: int) -> bool:
     """An RDMA Write that landed in a process's mirror reaches the process (before its ACK);
-    False if the process's memory could not be written."""
+    False if the process's memory could not be written, or if its key was revoked (an LMR
+    freed, an RMR unbound) while its bytes came: a NIC whose key is gone fails the Write, as
+    the straight path does (MemoryRegistry.store_payload)."""
     if type(rmr_context) is not int or type(address) is not int:
         return True  # refused at landing already
+    if rmr_context not in memory.by_rmr_context:
+        log.info("RDMA Write to %#x+%d: its key was revoked while its bytes came", address, length)
+        return False
     spans = memory.remote_spans(rmr_context, address, length)
     if spans and not memory.store(spans):
         log.info("RDMA Write to %#x+%d: the buffer is gone from its process", address, length)
@@ -95,19 +100,24 @@ def stored(memory: MemoryRegistry, rmr_context: object, address: object, length:
 def stored_writes(memory: MemoryRegistry, link: PeerLink, seq: int, ops: list[WriteOp]) -> None:
     """A WRITES batch landed: the Writes that executed (new, before any that failed) reach
     their processes together, one transfer per process; if that fails, one by one, and the
-    first that cannot be written is the batch's fault (``link.fault``)."""
+    first that cannot be written is the batch's fault (``link.fault``). A Write whose key was
+    revoked while the batch's bytes came is the fault too (``stored``)."""
     first = max(seq, link.acked + 1)
     last = link.fault[0] if link.fault is not None else seq + len(ops)
     fresh = ops[first - seq : max(last - seq, 0)]
     spans: list[Span] = []
     key, lmr = None, None  # the last key's LMR, if it is a process's
-    for address, rmr_context, length in fresh:
+    for i, (address, rmr_context, length) in enumerate(fresh):
         if rmr_context != key:
+            if rmr_context not in memory.by_rmr_context:
+                fresh = fresh[: i + 1]  # this one fails (below), none after it executes
+                break
             key, lmr = rmr_context, memory.process_lmr(rmr_context)
         if lmr is not None and length:
             spans.append((lmr, address, length))
-    if not spans or memory.store(spans):
-        return
+    else:
+        if not spans or memory.store(spans):
+            return
     for i, (address, rmr_context, length) in enumerate(fresh):
         if not stored(memory, rmr_context, address, length):
             link.fault = (first + i, St.DTO_ERR_REMOTE_ACCESS)

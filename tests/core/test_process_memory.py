@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from client.core import Call
+from fabricd.nic.remote_access import DIRECT_MAX
 from proto import calls
+from proto.batch import MAX_OP_BYTES
 from proto.checks import Region
 from proto.constants import (
     CompletionFlags,
@@ -203,6 +205,44 @@ def test_a_batch_whose_key_is_revoked_while_its_bytes_arrive_writes_nothing_ther
     ]
     held = fabric.processes.buffers[b.c.pid][BASE]
     assert held[:8] == b"\x01" * 8 and held[8:] == bytes(56), "the lone Write's bytes alone"
+
+
+@pytest.mark.parametrize(
+    ("count", "size"),
+    [(1, MAX_OP_BYTES + 8), (4, DIRECT_MAX // 3)],
+    ids=["a lone WRITE", "a WRITES batch past DIRECT_MAX"],
+)
+def test_writes_revoked_while_their_bytes_arrive_into_the_mirror_fail_there(
+    count: int, size: int
+) -> None:
+    """Writes too large for the straight path land in the LMR's mirror first: the LMR is
+    freed while their bytes arrive (after an 8-byte Write that went before them): none of
+    them reaches the process, and the first fails with a remote access error, as on the
+    straight path."""
+    fabric, a, b = pair(size=count * size)
+    fabric.processes.place(b.c.pid, BASE, bytes(64 + count * size))
+    handle, _, rmr_context = own_lmr_handle(b, BASE, 64 + count * size)
+    link = fabric.pipe(a.c.node, b.c.node)
+    link.held = True
+    a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(0, 8)], 0, [BASE, 8, rmr_context], 0)
+    for i in range(count):
+        remote = [BASE + 64 + size * i, size, rmr_context]
+        a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(size * i, size)], 1 + i, remote, 0)
+    fabric.run()
+    data = b"".join(link.chunks)
+    link.chunks.clear()
+    link.deliver(data[:-4])  # the first Write, then the rest but their last 4 bytes
+    b.c.call(b.c.core.lmr_free(handle))
+    link.deliver(data[-4:])
+    link.release()
+    fabric.run()
+    statuses = [e.status for e in a.events() if e.event_number == EventNumber.DTO_COMPLETION_EVENT]
+    assert statuses[:2] == [
+        DtoCompletionStatus.DTO_SUCCESS,
+        DtoCompletionStatus.DTO_ERR_REMOTE_ACCESS,
+    ]
+    held = fabric.processes.buffers[b.c.pid][BASE]
+    assert held[64:] == bytes(count * size), "nothing of the revoked Writes"
 
 
 def test_the_writes_of_a_batch_before_one_that_fails_its_key_reach_the_process() -> None:
