@@ -25,6 +25,7 @@ from proto.constants import (
 from proto.constants import DatReturnSubtype as Sub
 from proto.errors import DatInvalidParameter
 from tests.core.flows import Side, pair
+from tests.core.harness import Fabric
 
 BASE = 0x7F00_0000_0000
 
@@ -180,6 +181,25 @@ def test_writes_of_a_batch_onto_bytes_written_before_leave_the_later_ones_bytes(
     assert fabric.processes.writes == [1, pieces]
 
 
+def _free_mid_payload(fabric: Fabric, a: Side, b: Side, handle: int) -> list[int]:
+    """Hold what ``a`` posted on its way to ``b``, deliver all of it but its last 4 bytes,
+    free LMR ``handle`` of ``b``, deliver the rest: the completion statuses ``a`` then gets."""
+    link = fabric.pipe(a.c.node, b.c.node)
+    link.held = True
+    fabric.run()
+    data = b"".join(link.chunks)
+    link.chunks.clear()
+    link.deliver(data[:-4])
+    b.c.call(b.c.core.lmr_free(handle))
+    link.deliver(data[-4:])
+    link.release()
+    fabric.run()
+    return [e.status for e in a.events() if e.event_number == EventNumber.DTO_COMPLETION_EVENT]
+
+
+_FIRST_THEN_REVOKED = [DtoCompletionStatus.DTO_SUCCESS, DtoCompletionStatus.DTO_ERR_REMOTE_ACCESS]
+
+
 def test_a_batch_whose_key_is_revoked_while_its_bytes_arrive_writes_nothing_there() -> None:
     """The LMR under a batch of Writes is freed while the batch's payload is still arriving
     (its header passed the key checks): none of its bytes reach the process; the batch lands
@@ -187,22 +207,8 @@ def test_a_batch_whose_key_is_revoked_while_its_bytes_arrive_writes_nothing_ther
     fabric, a, b = pair()
     fabric.processes.place(b.c.pid, BASE, bytes(64))
     handle, _, rmr_context = own_lmr_handle(b, BASE, 64)
-    link = fabric.pipe(a.c.node, b.c.node)
-    link.held = True
-    _batch_to_process(a, 5, lambda _: rmr_context)
-    fabric.run()
-    data = b"".join(link.chunks)
-    link.chunks.clear()
-    link.deliver(data[:-4])  # the lone Write, then the batch but its last 4 bytes
-    b.c.call(b.c.core.lmr_free(handle))
-    link.deliver(data[-4:])
-    link.release()
-    fabric.run()
-    statuses = [e.status for e in a.events() if e.event_number == EventNumber.DTO_COMPLETION_EVENT]
-    assert statuses[:2] == [
-        DtoCompletionStatus.DTO_SUCCESS,
-        DtoCompletionStatus.DTO_ERR_REMOTE_ACCESS,
-    ]
+    _batch_to_process(a, 5, lambda _: rmr_context)  # the lone Write, then the batch
+    assert _free_mid_payload(fabric, a, b, handle)[:2] == _FIRST_THEN_REVOKED
     held = fabric.processes.buffers[b.c.pid][BASE]
     assert held[:8] == b"\x01" * 8 and held[8:] == bytes(56), "the lone Write's bytes alone"
 
@@ -222,25 +228,11 @@ def test_writes_revoked_while_their_bytes_arrive_into_the_mirror_fail_there(
     fabric, a, b = pair(size=count * size)
     fabric.processes.place(b.c.pid, BASE, bytes(64 + count * size))
     handle, _, rmr_context = own_lmr_handle(b, BASE, 64 + count * size)
-    link = fabric.pipe(a.c.node, b.c.node)
-    link.held = True
     a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(0, 8)], 0, [BASE, 8, rmr_context], 0)
     for i in range(count):
         remote = [BASE + 64 + size * i, size, rmr_context]
         a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(size * i, size)], 1 + i, remote, 0)
-    fabric.run()
-    data = b"".join(link.chunks)
-    link.chunks.clear()
-    link.deliver(data[:-4])  # the first Write, then the rest but their last 4 bytes
-    b.c.call(b.c.core.lmr_free(handle))
-    link.deliver(data[-4:])
-    link.release()
-    fabric.run()
-    statuses = [e.status for e in a.events() if e.event_number == EventNumber.DTO_COMPLETION_EVENT]
-    assert statuses[:2] == [
-        DtoCompletionStatus.DTO_SUCCESS,
-        DtoCompletionStatus.DTO_ERR_REMOTE_ACCESS,
-    ]
+    assert _free_mid_payload(fabric, a, b, handle)[:2] == _FIRST_THEN_REVOKED
     held = fabric.processes.buffers[b.c.pid][BASE]
     assert held[64:] == bytes(count * size), "nothing of the revoked Writes"
 
