@@ -14,7 +14,7 @@ import os
 import struct
 from collections.abc import Sequence
 
-from fabricd.memory import Piece, Scatter
+from fabricd.procmem import Piece, Scatter
 
 
 class _Iovec(ctypes.Structure):

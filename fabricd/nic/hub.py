@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from fabricd.faults import FaultEngine
-from fabricd.memory import MemoryRegistry, ProcessMemory, SegmentMapper
+from fabricd.memory import MemoryRegistry, SegmentMapper
 from fabricd.nic.admin import Admin
 from fabricd.nic.cm import ConnectionManager
 from fabricd.nic.ep import Endpoints
@@ -38,6 +38,7 @@ from fabricd.nic.routes import Route, route, within_quota
 from fabricd.nic.srq import Srqs
 from fabricd.nic.target import Target
 from fabricd.nic.wire import Wire
+from fabricd.procmem import ProcessMemory
 from proto import calls
 from proto.codec import DISCARD, Frame, Sink, encode, hello
 from proto.errors import (

@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from fabricd.memory import Lmr, MemoryRegistry, PlannedWrites, Span
+from fabricd.memory import Lmr, MemoryRegistry, Span
+from fabricd.procmem import PlannedWrites
 from proto.attrs import EpAttr
 from proto.batch import last_seq
 from proto.checks import Region

@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from fabricd.memory import MemoryRegistry, PlannedWrites, Reach, Scatter, Span
+from fabricd.memory import MemoryRegistry, Reach, Span
 from fabricd.nic.objects import Ep, PeerLink
 from fabricd.nic.views import scratch
+from fabricd.procmem import PlannedWrites, Scatter
 from proto.batch import WriteOp
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import MemPriv

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fabricd.memory import Scatter
 from fabricd.nic.objects import Received, Recv
 from fabricd.nic.views import scatter, truncate, truncate_spans
+from fabricd.procmem import Scatter
 
 
 @dataclass(eq=False, slots=True)

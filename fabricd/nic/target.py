@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
-from fabricd.memory import MemoryRegistry, PlannedWrites
+from fabricd.memory import MemoryRegistry
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.events import Events
 from fabricd.nic.objects import Ep, PeerLink, Recv
@@ -24,6 +24,7 @@ from fabricd.nic.responder import Responder
 from fabricd.nic.send_run import SendRun
 from fabricd.nic.views import local_views, one_segment, scatter, truncate, truncate_spans
 from fabricd.nic.wire import Wire
+from fabricd.procmem import PlannedWrites
 from proto.batch import parse_sends, parse_writes
 from proto.codec import DISCARD, Frame, Sink, encode
 from proto.constants import DtoCompletionStatus as St

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fabricd.memory import Piece, Scatter
+from fabricd.procmem import Piece, Scatter
 
 
 class Processes:
