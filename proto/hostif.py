@@ -13,6 +13,7 @@ so garbage written by one side is found, never followed. Pure: no I/O.
 
 from __future__ import annotations
 
+import functools
 import struct
 import sys
 from collections.abc import Sequence
@@ -340,30 +341,53 @@ def read_wqe(ring: Ring, index: int, max_iov: int) -> Wqe:
 
 
 PlainWqe = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int]
-"""A plain WQE's fields as ``read_plain`` gives them, in the slot's order: opcode, WQE flags,
+"""A plain WQE's fields as ``plain_run`` gives them, in the slot's order: opcode, WQE flags,
 num_segments (1), completion_flags, cookie, the remote triplet, stage offset, operand and
 compare (both 0), then its one segment (virtual_address, length, lmr_context)."""
 PLAIN_REQUESTS: Final = frozenset({int(Opcode.SEND), int(Opcode.RDMA_WRITE)})
-"""The opcodes of the send queue's common WQE (read_plain)."""
+"""The opcodes of the send queue's common WQE (plain_run)."""
 PLAIN_RECEIVES: Final = frozenset({int(Opcode.RECEIVE)})
-"""The receive queue's (read_plain): a receive of one segment."""
+"""The receive queue's (plain_run): a receive of one segment."""
 
 
-def read_plain(ring: Ring, index: int, opcodes: frozenset[int] = PLAIN_REQUESTS) -> PlainWqe | None:
-    """Consumer: the common WQE, as its fields (no Wqe to build): one of ``opcodes`` (a SEND or
-    RDMA_WRITE, or a RECEIVE) with one segment and no operands, a request's bytes in that
-    segment or staged inside the area (unfenced). None for any other WQE: read_wqe reads that
-    one, and tells what is wrong with it. Every rule read_wqe checks holds for a WQE this
-    returns."""
-    fields: PlainWqe = _WQE_ONE.unpack_from(ring.view, ring.slot(index))
+def plain_run(ring: Ring, opcodes: frozenset[int] = PLAIN_REQUESTS) -> list[PlainWqe]:
+    """Consumer: the common WQEs from the ring's index on, as their fields (no Wqe to build),
+    up to the first that is not one, the last published or the ring's end (the rest is the
+    next run); none taken: the caller publishes those it takes. A common WQE is one of
+    ``opcodes`` (a SEND or RDMA_WRITE, or a RECEIVE) with one segment and no operands, a
+    request's bytes in that segment or staged inside the area (unfenced); read_wqe reads any
+    other, and tells what is wrong with it. Every rule read_wqe checks holds for a WQE this
+    returns. One unpack for the run."""
+    count = ring.available()
+    if not count:
+        return []
+    first = ring.mine & ring.mask
+    n, size = min(count, ring.entries - first), ring.entry_size
+    at = SLOTS + first * size
+    run = []
+    for fields in _slots(size).iter_unpack(ring.view[at : at + n * size]):
+        if not _is_plain(fields, opcodes):
+            break
+        run.append(fields)
+    return run
+
+
+@functools.cache
+def _slots(size: int) -> struct.Struct:
+    """A slot of ``size`` bytes as plain_run reads it (the rest of the slot skipped)."""
+    return struct.Struct(_WQE_ONE.format + f"{size - _WQE_ONE.size}x")
+
+
+def _is_plain(fields: PlainWqe, opcodes: frozenset[int]) -> bool:
+    """plain_run's rule, on a slot's fields."""
     raw_op, wqe_flags, count, flags, _, _, _, _, offset, operand, compare, _, length, _ = fields
     if raw_op not in opcodes or count != 1 or operand or compare:
-        return None
+        return False
     if not wqe_flags:
-        return None if offset else fields
+        return not offset
     if raw_op not in PLAIN_REQUESTS or wqe_flags != STAGED or flags & _FENCE:
-        return None
-    return None if offset + length > STAGE_BYTES else fields
+        return False
+    return offset + length <= STAGE_BYTES
 
 
 def _operands_fit(opcode: Opcode, operand: int, compare: int) -> bool:

@@ -27,7 +27,7 @@ from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatError, DatInvalidParameter, MalformedFrame
 from proto.frames import FrameType
-from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, Opcode, Ring, Wqe, read_plain
+from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, Opcode, Ring, Wqe, plain_run
 
 log = logging.getLogger("fabricd")
 _FENCE = int(CompletionFlags.BARRIER_FENCE)
@@ -107,28 +107,25 @@ class Initiator:
         self.enqueue(ep, op, start=False)
 
     def post_plain(self, consumer: Consumer, ep: Ep, sq: Ring, stage: memoryview) -> int:
-        """``post`` for a run of the common WQE (hostif.read_plain) at the head of the EP's
-        send queue, each taken off it in turn, its one segment checked in place and its Op
+        """``post`` for a run of the common WQE (hostif.plain_run) at the head of the EP's
+        send queue, taken off it together, each one's segment checked in place and its Op
         made directly; how many. The run ends before the first WQE that is not one, whose
         segment fails a check (``post`` gives the error) or whose bytes are a process's own
         memory to fetch; nothing in it can break the EP."""
-        taken, count = 0, sq.available()
-        while count:
-            wqe = read_plain(sq, sq.mine)
-            if wqe is None:
-                break
-            raw_op, staged, _, flags, cookie, r_addr, r_len, r_ctx, offset, _, _, addr, n, ctx = wqe
-            lmr = one_segment(self.memory, consumer.id, ep.pz, _LOCAL_READ, addr, n, ctx)
-            if lmr is None or (lmr.pid and not staged):
-                break
-            sq.publish()
-            views = [stage[offset : offset + n]] if staged else [lmr.local(addr, n)]
-            op = Op(
-                _PLAIN_DTOS[raw_op], cookie, flags, 0, n, views, False, [], (r_addr, r_len, r_ctx)
-            )
-            self.enqueue(ep, op, start=False)
-            taken += 1
-            count = count - 1 or sq.available()
+        taken = 0
+        while run := plain_run(sq):
+            for i, wqe in enumerate(run):
+                raw_op, staged, _, flags, cookie, r_addr, r_len, r_ctx, at, _, _, addr, n, ctx = wqe
+                lmr = one_segment(self.memory, consumer.id, ep.pz, _LOCAL_READ, addr, n, ctx)
+                if lmr is None or (lmr.pid and not staged):
+                    sq.publish(i)
+                    return taken + i
+                views = [stage[at : at + n]] if staged else [lmr.local(addr, n)]
+                remote = (r_addr, r_len, r_ctx)
+                op = Op(_PLAIN_DTOS[raw_op], cookie, flags, 0, n, views, False, [], remote)
+                self.enqueue(ep, op, start=False)
+            sq.publish(len(run))
+            taken += len(run)
         return taken
 
     def enqueue(self, ep: Ep, op: Op, start: bool = True) -> None:

@@ -32,7 +32,7 @@ from proto.constants import EpState as S
 from proto.constants import MemPriv
 from proto.errors import DatError, MalformedFrame
 from proto.frames import FrameType
-from proto.hostif import PLAIN_RECEIVES, Ring, read_plain
+from proto.hostif import PLAIN_RECEIVES, Ring, plain_run
 
 log = logging.getLogger("fabricd")
 _CONSUMES_RECEIVE: Final = frozenset({FrameType.SEND, FrameType.WRITE_IMM})
@@ -336,27 +336,27 @@ class Target:
             self.unstall(ep.link)
 
     def post_recv_plain(self, ep: Ep, rq: Ring) -> int:
-        """``post_recv`` for a run of plain receives (hostif.read_plain: one segment) at the
-        head of the EP's receive queue, each taken off it in turn, its segment checked in
+        """``post_recv`` for a run of plain receives (hostif.plain_run: one segment) at the
+        head of the EP's receive queue, taken off it together, each one's segment checked in
         place; how many. The run ends before the first receive that is not one or whose
         segment fails a check (``post_recv`` gives the error); none is taken by an EP of an
         SRQ or a DISCONNECTED one (``post_recv`` and the intake say what happens to those)."""
         if ep.srq is not None or ep.state == S.DISCONNECTED:
             return 0
-        taken, count, owner = 0, rq.available(), ep.consumer.id
-        while count:
-            wqe = read_plain(rq, rq.mine, PLAIN_RECEIVES)
-            if wqe is None:
-                break
-            _, _, _, flags, cookie, _, _, _, _, _, _, address, n, context = wqe
-            lmr = one_segment(self.memory, owner, ep.pz, _LOCAL_WRITE, address, n, context)
+        taken, owner = 0, ep.consumer.id
+        while run := plain_run(rq, PLAIN_RECEIVES):
+            for i, wqe in enumerate(run):
+                _, _, _, flags, cookie, _, _, _, _, _, _, address, n, context = wqe
+                lmr = one_segment(self.memory, owner, ep.pz, _LOCAL_WRITE, address, n, context)
+                if lmr is None:
+                    run = run[:i]
+                    break
+                spans = [(lmr, address, n)] if lmr.pid else []
+                ep.recvs.append(Recv(cookie, flags, [lmr.local(address, n)], n, spans))
+            rq.publish(len(run))
+            taken += len(run)
             if lmr is None:
                 break
-            rq.publish()
-            spans = [(lmr, address, n)] if lmr.pid else []
-            ep.recvs.append(Recv(cookie, flags, [lmr.local(address, n)], n, spans))
-            taken += 1
-            count = count - 1 or rq.available()
         if taken and ep.link is not None and ep.link.stalled:
             self.unstall(ep.link)
         return taken

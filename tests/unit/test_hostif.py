@@ -23,7 +23,7 @@ from proto.hostif import (
     RingKind,
     check_descriptor,
     format_ring,
-    read_plain,
+    plain_run,
     read_wqe,
     ring_bytes,
     ring_entries,
@@ -175,7 +175,7 @@ _PLAIN_CASES = list(
 def test_a_plain_wqe_is_one_read_wqe_accepts_as_the_common_post(
     opcodes: frozenset[int], common: set[Opcode]
 ) -> None:
-    """read_plain (the daemon's path for the common post, and receive) answers exactly the
+    """plain_run (the daemon's path for the common post, and receive) answers exactly the
     one-segment WQEs of ``opcodes`` without operands that read_wqe accepts, with the same
     fields, and nothing read_wqe refuses: every combination of the fields either reader
     looks at."""
@@ -188,7 +188,9 @@ def test_a_plain_wqe_is_one_read_wqe_accepts_as_the_common_post(
         SEGMENT.pack_into(producer.view, at + WQE.size, *segment)
         producer.publish()
         case = f"{head} {segment}"
-        plain = read_plain(consumer, 0, opcodes)
+        run = plain_run(consumer, opcodes)
+        assert consumer.mine == 0, "plain_run takes nothing"
+        plain = run[0] if run else None
         try:
             wqe = read_wqe(consumer, 0, MAX_IOV)
         except RingError:
@@ -206,6 +208,30 @@ def test_a_plain_wqe_is_one_read_wqe_accepts_as_the_common_post(
                 stage,
             )
             assert wqe.segments == (segment,), case
+
+
+def test_a_plain_run_stops_at_the_first_other_wqe_and_at_the_rings_end() -> None:
+    """plain_run gives the plain WQEs from the index on, in order: up to the first that is not
+    one (not past it), and up to the ring's last slot, whatever the bytes after the ring
+    hold (the slots after the wrap are the next run)."""
+    view = memoryview(bytearray(ring_bytes(ENTRIES, SIZE) + SIZE))
+    format_ring(view, RingKind.SQ, ENTRIES, SIZE)
+    for line in (PRODUCER_LINE, CONSUMER_LINE):
+        set_u32(view, line, ENTRIES - 2)
+    producer, consumer = Ring(view, ENTRIES, SIZE, True), Ring(view, ENTRIES, SIZE, False)
+    for cookie in range(3):  # the third wraps to slot 0
+        write_wqe(producer, Opcode.SEND, 0, cookie, [(4096, 8, 7)])
+        producer.publish()
+    view[-SIZE:] = view[producer.slot(0) : producer.slot(0) + SIZE]  # a Send past the ring
+    assert [wqe[4] for wqe in plain_run(consumer)] == [0, 1], "to the ring's end"
+    consumer.publish(2)
+    assert [wqe[4] for wqe in plain_run(consumer)] == [2]
+    consumer.publish()
+    for opcode, cookie in ((Opcode.RDMA_WRITE, 3), (Opcode.RDMA_READ, 4), (Opcode.SEND, 5)):
+        write_wqe(producer, opcode, 0, cookie, [(4096, 8, 7)], (8192, 8, 9))
+        producer.publish()
+    assert [wqe[4] for wqe in plain_run(consumer)] == [3], "up to the Read"
+    assert plain_run(consumer, PLAIN_RECEIVES) == [], "a Write is no plain receive"
 
 
 def test_a_descriptor_names_its_kind_and_geometry() -> None:
