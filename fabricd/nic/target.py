@@ -184,7 +184,7 @@ class Target:
         ep = link.ep
         if not run.done or ep is None:
             return
-        plan = PlannedWrites(run.pid, run.pieces, self.memory.revoked)
+        plan = PlannedWrites(run.pid, run.pieces, self.memory.revoked)  # planned just now
         if run.pieces and not self.memory.store_payload(plan, payload):
             ep.recvs.extendleft(reversed(run.recvs))
             for i, body in enumerate(run.bodies):

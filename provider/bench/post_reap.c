@@ -83,7 +83,6 @@ struct run {
 
 static double clock_cost;
 
-/* ``iters`` Writes of ``iov`` to ``remote``, at most ``window`` in flight. */
 /* The receiving side of Sends: its EP, the EVD its receives complete on, the buffer they
  * share, and how many of them completed (NULL ``ep``: the run is of RDMA Writes). */
 struct sink {
