@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from fabricd.procmem import NoProcessMemory, Piece, PlannedWrites, ProcessMemory
+from fabricd.procmem import NoProcessMemory, Piece, PlannedWrites, ProcessMemory, Scatter
 from proto.checks import Region
 from proto.constants import MemPriv
 
@@ -267,11 +267,17 @@ class MemoryRegistry:
         if a key was revoked since the plan was made (its payload may have been arriving
         meanwhile): the caller lands the batch through its checks again; False too if a piece
         could not be written (those before it may have been)."""
-        if plan.revoked != self.revoked:
-            return False
+        return plan.revoked == self.revoked and self.write_payload(plan.pid, plan.pieces, payload)
+
+    def write_payload(
+        self, pid: int, pieces: list[Scatter], payload: bytes | bytearray | memoryview
+    ) -> bool:
+        """Write the ``pieces`` of ``payload`` into process ``pid`` (checked just now: a run of
+        Sends into its receives); False if a piece could not be written (those before it may
+        have been)."""
         try:
             source = payload if type(payload) is bytearray else bytearray(payload)
-            self._process.scatter(plan.pid, source, plan.pieces)  # ctypes: writable buffers
+            self._process.scatter(pid, source, pieces)  # ctypes: writable buffers
         except OSError:
             return False
         return True

@@ -14,6 +14,21 @@ Scatter = tuple[int, int, int]
 """(address, offset, length): the bytes [offset, +length) of a buffer that go to ``address``."""
 
 
+def add_piece(pieces: list[Scatter], address: int, at: int, length: int) -> None:
+    """Plan the bytes [at, +length) of a payload for ``address``, after ``pieces``: onto
+    exactly the bytes of the piece before, they replace it (the later bytes win); right after
+    that piece, at its target and in the payload, they extend it; else a piece of their own."""
+    if pieces:
+        to, start, n = pieces[-1]
+        if to == address and n == length:
+            pieces[-1] = (address, at, length)
+            return
+        if to + n == address and start + n == at:
+            pieces[-1] = (to, start, n + length)
+            return
+    pieces.append((address, at, length))
+
+
 class PlannedWrites(NamedTuple):
     """Bytes to write into one process's memory, planned under the keys of that moment."""
 

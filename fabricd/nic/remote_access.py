@@ -9,7 +9,7 @@ from typing import Final
 from fabricd.memory import MemoryRegistry, Reach, Span
 from fabricd.nic.objects import Ep, PeerLink
 from fabricd.nic.views import scratch
-from fabricd.procmem import PlannedWrites, Scatter
+from fabricd.procmem import PlannedWrites, Scatter, add_piece
 from proto.batch import WriteOp
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import MemPriv
@@ -70,13 +70,7 @@ def direct_writes(
             pid = reach.lmr.pid
         if reach is None or not length or not reach.covers(address, length):
             return None
-        last = plan[-1] if plan else (-1, 0, 0)
-        if address == last[0] and length == last[2]:
-            plan[-1] = (address, offset, length)
-        elif address == last[0] + last[2] and offset == last[1] + last[2]:
-            plan[-1] = (last[0], last[1], last[2] + length)
-        else:
-            plan.append((address, offset, length))
+        add_piece(plan, address, offset, length)
         offset += length
     return PlannedWrites(pid, plan, memory.revoked)
 
@@ -107,22 +101,23 @@ def stored_writes(memory: MemoryRegistry, link: PeerLink, seq: int, ops: list[Wr
     last = link.fault[0] if link.fault is not None else seq + len(ops)
     fresh = ops[first - seq : max(last - seq, 0)]
     spans: list[Span] = []
-    key, lmr = None, None  # the last key's LMR, if it is a process's
+    key, lmr, end = None, None, len(fresh)  # end: the first Write whose key was revoked
     for i, (address, rmr_context, length) in enumerate(fresh):
         if rmr_context != key:
             if rmr_context not in memory.by_rmr_context:
-                fresh = fresh[: i + 1]  # this one fails (below), none after it executes
+                end = i
                 break
             key, lmr = rmr_context, memory.process_lmr(rmr_context)
         if lmr is not None and length:
             spans.append((lmr, address, length))
-    else:
-        if not spans or memory.store(spans):
-            return
-    for i, (address, rmr_context, length) in enumerate(fresh):
-        if not stored(memory, rmr_context, address, length):
-            link.fault = (first + i, St.DTO_ERR_REMOTE_ACCESS)
-            return
+    if spans and not memory.store(spans):
+        for i, (address, rmr_context, length) in enumerate(fresh[:end]):
+            if not stored(memory, rmr_context, address, length):
+                link.fault = (first + i, St.DTO_ERR_REMOTE_ACCESS)
+                return
+    if end < len(fresh):
+        log.info("a batch's Write %d: its key was revoked while its bytes came", first + end)
+        link.fault = (first + end, St.DTO_ERR_REMOTE_ACCESS)
 
 
 def atomic_target(

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from fabricd.nic.objects import Received, Recv
 from fabricd.nic.views import scatter, truncate, truncate_spans
-from fabricd.procmem import Scatter
+from fabricd.procmem import Scatter, add_piece
 
 
 @dataclass(eq=False, slots=True)
@@ -51,27 +51,16 @@ class SendRun:
                     return False
                 self.pid = lmr.pid
             if n:
-                self._piece(address, at, n)
+                add_piece(self.pieces, address, at, n)
         else:
             pid = spans[0][0].pid
             if self.pid not in (0, pid) or any(lmr.pid != pid or lmr.freed for lmr, _, _ in spans):
                 return False
             self.pid = pid
             for _, address, length in truncate_spans(spans, n):
-                self._piece(address, at, length)
+                add_piece(self.pieces, address, at, length)
                 at += length
         self.done.append(Received(recv.cookie, n))
         self.recvs.append(recv)
         self.bodies.append(body)
         return True
-
-    def _piece(self, address: int, at: int, length: int) -> None:
-        """The payload's bytes [at, +length) go to ``address``; onto exactly the bytes of the
-        piece before, they replace it (the later Send's bytes win)."""
-        pieces = self.pieces
-        if pieces:
-            last = pieces[-1]
-            if last[0] == address and last[2] == length:
-                pieces[-1] = (address, at, length)
-                return
-        pieces.append((address, at, length))

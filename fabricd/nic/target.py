@@ -24,7 +24,6 @@ from fabricd.nic.responder import Responder
 from fabricd.nic.send_run import SendRun
 from fabricd.nic.views import local_views, one_segment, scatter, truncate, truncate_spans
 from fabricd.nic.wire import Wire
-from fabricd.procmem import PlannedWrites
 from proto.batch import parse_sends, parse_writes
 from proto.codec import DISCARD, Frame, Sink, encode
 from proto.constants import DtoCompletionStatus as St
@@ -184,8 +183,7 @@ class Target:
         ep = link.ep
         if not run.done or ep is None:
             return
-        plan = PlannedWrites(run.pid, run.pieces, self.memory.revoked)  # planned just now
-        if run.pieces and not self.memory.store_payload(plan, payload):
+        if run.pieces and not self.memory.write_payload(run.pid, run.pieces, payload):
             ep.recvs.extendleft(reversed(run.recvs))
             for i, body in enumerate(run.bodies):
                 self.request(link, Frame(FrameType.SEND, [run.first + i], len(body), body))
@@ -345,17 +343,18 @@ class Target:
             return 0
         taken, owner = 0, ep.consumer.id
         while run := plain_run(rq, PLAIN_RECEIVES):
+            took = len(run)
             for i, wqe in enumerate(run):
                 _, _, _, flags, cookie, _, _, _, _, _, _, address, n, context = wqe
                 lmr = one_segment(self.memory, owner, ep.pz, _LOCAL_WRITE, address, n, context)
                 if lmr is None:
-                    run = run[:i]
+                    took = i
                     break
                 spans = [(lmr, address, n)] if lmr.pid else []
                 ep.recvs.append(Recv(cookie, flags, [lmr.local(address, n)], n, spans))
-            rq.publish(len(run))
-            taken += len(run)
-            if lmr is None:
+            rq.publish(took)
+            taken += took
+            if took < len(run):
                 break
         if taken and ep.link is not None and ep.link.stalled:
             self.unstall(ep.link)

@@ -33,18 +33,22 @@ def _sends(a: Side, count: int) -> None:
     a.c.fabric.run()
 
 
-def test_a_batch_of_sends_reaches_its_receives_in_one_transfer() -> None:
+@pytest.mark.parametrize(("step", "pieces"), [(16, 5), (8, 1)], ids=["apart", "adjacent"])
+def test_a_batch_of_sends_reaches_its_receives_in_one_transfer(step: int, pieces: int) -> None:
+    """The five Sends of a batch reach their receives in one call: a piece each when the
+    receives lie apart, one piece when they follow on (as their bytes do in the payload)."""
     fabric, a, b = pair()
     fabric.processes.place(b.c.pid, BASE, bytes(128))
     lmr_context, _ = own_lmr(b, BASE, 128)
-    _receives(b, [(lmr_context, BASE + 16 * i) for i in range(6)])
+    _receives(b, [(lmr_context, BASE + step * i) for i in range(6)])
     _sends(a, 5)
     assert a.log() == [(DTO, i, OK, 8) for i in range(6)]
     assert b.log() == [(DTO, 100 + i, OK, 8) for i in range(6)]
     held = fabric.processes.buffers[b.c.pid][BASE]
     for i in range(6):
-        assert held[16 * i : 16 * i + 16] == bytes([i + 1]) * 8 + bytes(8)
-    assert fabric.processes.writes == [1, 5], "the first Send, then the five in one call"
+        assert held[step * i : step * i + 8] == bytes([i + 1]) * 8
+        assert step == 8 or held[step * i + 8 : step * i + 16] == bytes(8), "the gaps untouched"
+    assert fabric.processes.writes == [1, pieces], "the first Send, then the five in one call"
 
 
 def test_sends_into_one_shared_receive_buffer_leave_the_last_ones_bytes() -> None:
