@@ -10,7 +10,7 @@ not look, and a kick makes good a doorbell skipped in a race of the two sides' s
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from client.records import EpMirror, QueueMapper
@@ -33,6 +33,7 @@ from proto.hostif import (
     RingKind,
     Word,
     check_descriptor,
+    write_plain_wqe,
     write_wqe,
 )
 from proto.workq import RQ_OFFSET, SQ_OFFSET, WQ_ENTRIES, WQ_ENTRY_SIZE, wq_rings, wq_segment
@@ -60,17 +61,32 @@ class _PostRule:
     into_local: bool = False  # an RDMA Read: the remote bytes land in the local iov
     atomic: bool = False  # 8 bytes at an aligned remote address; the original comes back
     shift: int = 0  # the call has this many arguments more before the iov (compare-and-swap)
+    plain: bool = False  # Posting._plain may take it
+    need_bits: int = field(init=False)  # ``need`` as a plain int: IntFlag operators are slow
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "need_bits", int(self.need))
 
 
 _POST_RULES: Final = {
     Dtos.SEND: _PostRule(
-        Opcode.SEND, MemPriv.LOCAL_READ, "max_request_iov", Sub.INVALID_ARG5, send=True
+        Opcode.SEND,
+        MemPriv.LOCAL_READ,
+        "max_request_iov",
+        Sub.INVALID_ARG5,
+        send=True,
+        plain=True,
     ),
     Dtos.RECEIVE: _PostRule(
-        Opcode.RECEIVE, MemPriv.LOCAL_WRITE, "max_recv_iov", Sub.INVALID_ARG5, receive=True
+        Opcode.RECEIVE,
+        MemPriv.LOCAL_WRITE,
+        "max_recv_iov",
+        Sub.INVALID_ARG5,
+        receive=True,
+        plain=True,
     ),
     Dtos.RDMA_WRITE: _PostRule(
-        Opcode.RDMA_WRITE, MemPriv.LOCAL_READ, "max_rdma_write_iov", Sub.INVALID_ARG6
+        Opcode.RDMA_WRITE, MemPriv.LOCAL_READ, "max_rdma_write_iov", Sub.INVALID_ARG6, plain=True
     ),
     Dtos.RDMA_READ: _PostRule(
         Opcode.RDMA_READ,
@@ -78,6 +94,7 @@ _POST_RULES: Final = {
         "max_rdma_read_iov",
         Sub.INVALID_ARG6,
         into_local=True,
+        plain=True,
     ),
     Dtos.IB_FETCH_ADD: _PostRule(
         Opcode.FETCH_ADD, MemPriv.LOCAL_WRITE, "max_rdma_read_iov", Sub.INVALID_ARG6, atomic=True
@@ -99,6 +116,9 @@ local_iov, cookie, remote_iov, flags), dat_ib_post_cmp_and_swap(ep, compare, swa
 cookie, remote_iov, flags), dat_ib_post_rdma_write_immed(ep, num_segments, local_iov, cookie,
 remote_iov, immed_data, flags)."""
 _U64: Final = (1 << 64) - 1
+_U32_MAX: Final = U32 - 1
+_SEQUENCES: Final = (list, tuple)  # what a triplet or an iov may be
+_NO_REMOTE: Final = (0, 0, 0)
 _IB_DTOS: Final = Dtos.IB_RDMA_WRITE_IMMED
 _OPERANDS: Final = {  # the argument and range of the WQE's operand, then of its compare
     Opcode.FETCH_ADD: ((Sub.INVALID_ARG2, _U64), (Sub.INVALID_ARG2, 0)),
@@ -187,6 +207,10 @@ class Posting:
         compared as plain ints (an IntFlag operator costs ~1 us) and the EP's state as the raw
         word the daemon published."""
         rule = _POST_RULES[kind]
+        if rule.plain:
+            doorbell = self._plain(rule, handle, local_iov, cookie, remote, flags)
+            if doorbell is not None:
+                return doorbell
         ep = self.ep_mirror(handle)
         attr = ep.attr
         if not is_int(cookie) or not 0 <= cookie < 1 << 64:
@@ -216,8 +240,7 @@ class Posting:
             if total > attr.max_message_size:
                 raise DatLengthError(message="message larger than max_message_size")
         else:
-            assert remote is not None
-            target = parse_triplet(remote, Sub.INVALID_ARG5)
+            target = parse_triplet(remote, Sub.INVALID_ARG5)  # None too: INVALID_ARG5
             r_len = target[1]
             if total > r_len and not rule.into_local:
                 raise DatLengthError(message="the remote buffer is smaller than the local data")
@@ -228,6 +251,81 @@ class Posting:
             if rule.atomic:
                 _check_atomic(used, target)
         write_wqe(sq, rule.opcode, flags, cookie, local_iov, target, operands=operands)
+        sq.publish()
+        return self._doorbell(ep)
+
+    def _plain(
+        self,
+        rule: _PostRule,
+        handle: Any,
+        local_iov: Any,
+        cookie: Any,
+        remote: Any,
+        flags: Any,
+    ) -> bytes | None:
+        """``post`` of the common shape with every check inline: a Send, Receive, RDMA Write or
+        Read of one segment that is not empty, on an EP whose queues are mapped. None, having
+        written nothing, for anything else or anything wrong: the general checks then take
+        it, and name what is wrong. bench.inmemory: ~1.6 us a post against ~4.4 us."""
+        ep = self.eps.get(handle) if type(handle) is int else None
+        if ep is None or type(local_iov) not in _SEQUENCES or len(local_iov) != 1:
+            return None
+        sq, rq, attr, segment = ep.sq, ep.rq, ep.attr, local_iov[0]
+        if sq is None or rq is None or type(segment) not in _SEQUENCES or len(segment) != 3:
+            return None
+        if type(flags) is not int:
+            if type(flags) is not CompletionFlags:
+                return None
+            flags = flags._value_
+        address, length, context = segment
+        region = self.regions.get(context) if type(context) is int else None
+        if (
+            type(cookie) is not int
+            or not 0 <= cookie <= _U64
+            or flags & ~0x3F
+            or region is None
+            or region.pz != ep.pz
+            or rule.need_bits & ~int(region.privileges)
+            or type(address) is not int
+            or type(length) is not int
+            or not 0 < length <= _U32_MAX
+            or not region.address <= address <= region.address + region.length - length
+            or getattr(attr, rule.max_iov) < 1
+        ):
+            return None
+        if rule.receive:
+            if ep.srq or flags & _SUPPRESS or ep.recvs >= attr.max_recv_dtos:
+                return None
+            write_plain_wqe(rq, rule.opcode, flags, cookie, segment)
+            rq.publish()
+            return self._doorbell(ep)
+        if (
+            sq.word(_STATE) not in _POSTABLE
+            or (flags & _UNSIGNALLED and not attr.request_completion_flags & _UNSIGNALLED)
+            or ep.requests >= attr.max_request_dtos
+        ):
+            return None
+        target: Sequence[int] = _NO_REMOTE
+        if rule.send:
+            if length > attr.max_message_size:
+                return None
+        else:
+            if type(remote) not in _SEQUENCES or len(remote) != 3:
+                return None
+            r_address, r_length, r_context = remote
+            if (
+                type(r_address) is not int
+                or type(r_length) is not int
+                or type(r_context) is not int
+                or not 0 <= r_address <= _U64
+                or not 0 <= r_length <= _U32_MAX
+                or not 0 <= r_context <= _U32_MAX
+                or (r_length > length if rule.into_local else length > r_length)
+                or max(length, r_length) > attr.max_rdma_size
+            ):
+                return None
+            target = remote
+        write_plain_wqe(sq, rule.opcode, flags, cookie, segment, target)
         sq.publish()
         return self._doorbell(ep)
 

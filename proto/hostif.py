@@ -297,6 +297,25 @@ def write_wqe(
         at += SEGMENT.size
 
 
+def write_plain_wqe(
+    ring: Ring,
+    opcode: Opcode,
+    flags: int,
+    cookie: int,
+    segment: Sequence[int],
+    remote: Sequence[int] = (0, 0, 0),
+) -> None:
+    """``write_wqe`` of the common WQE (plain_run's): one segment, not staged, no operands;
+    ~0.45 us against ~0.7 us."""
+    address, length, context = segment
+    r_address, r_length, r_context = remote
+    at = SLOTS + (ring.mine & ring.mask) * ring.entry_size
+    _WQE_ONE.pack_into(
+        ring.view, at, opcode, 0, 1, flags, cookie, r_address, r_length, r_context, 0, 0, 0,
+        address, length, context,
+    )  # fmt: skip
+
+
 def read_wqe(ring: Ring, index: int, max_iov: int) -> Wqe:
     """Consumer: the WQE in the slot of ``index``, checked for shape (RingError if garbage)."""
     at, view = ring.slot(index), ring.view
