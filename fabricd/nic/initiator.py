@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 
 from fabricd.faults import FaultEngine
-from fabricd.memory import MemoryRegistry, Window
+from fabricd.memory import Lmr, MemoryRegistry, Window
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.faultpath import decide_bind
 from fabricd.nic.objects import Consumer, Ep, Op, PeerLink
@@ -109,21 +109,36 @@ class Initiator:
     def post_plain(self, consumer: Consumer, ep: Ep, sq: Ring, stage: memoryview) -> int:
         """``post`` for a run of the common WQE (hostif.plain_run) at the head of the EP's
         send queue, taken off it together, each one's segment checked in place and its Op
-        made directly; how many. The run ends before the first WQE that is not one, whose
-        segment fails a check (``post`` gives the error) or whose bytes are a process's own
-        memory to fetch; nothing in it can break the EP."""
-        taken = 0
+        made and queued directly; how many. The run ends before the first WQE that is not one,
+        whose segment fails a check (``post`` gives the error) or whose bytes are a process's
+        own memory to fetch; nothing in it can break the EP or change its state. A segment in
+        the LMR of the one before is checked for its range only."""
+        if ep.state != S.CONNECTED or ep.link is None:
+            return 0  # ``post`` takes each: ``enqueue`` completes it alone
+        taken, ops, held = 0, ep.ops, ep.held
+        lmr: Lmr | None = None
         while run := plain_run(sq):
+            seq = ep.next_seq
             for i, wqe in enumerate(run):
                 raw_op, staged, _, flags, cookie, r_addr, r_len, r_ctx, at, _, _, addr, n, ctx = wqe
-                lmr = one_segment(self.memory, consumer.id, ep.pz, _LOCAL_READ, addr, n, ctx)
+                if (
+                    lmr is None
+                    or ctx != lmr.lmr_context
+                    or not n
+                    or not lmr.region.contains(addr, n)
+                ):
+                    lmr = one_segment(self.memory, consumer.id, ep.pz, _LOCAL_READ, addr, n, ctx)
                 if lmr is None or (lmr.pid and not staged):
+                    ep.next_seq = seq
                     sq.publish(i)
                     return taken + i
                 views = [stage[at : at + n]] if staged else [lmr.local(addr, n)]
                 remote = (r_addr, r_len, r_ctx)
-                op = Op(_PLAIN_DTOS[raw_op], cookie, flags, 0, n, views, False, [], remote)
-                self.enqueue(ep, op, start=False)
+                op = Op(_PLAIN_DTOS[raw_op], cookie, flags, seq, n, views, False, [], remote)
+                seq += 1
+                ops.append(op)
+                held.append(op)
+            ep.next_seq = seq
             sq.publish(len(run))
             taken += len(run)
         return taken
