@@ -121,7 +121,7 @@ class Initiator:
             seq = ep.next_seq
             for i, wqe in enumerate(run):
                 raw_op, staged, _, flags, cookie, r_addr, r_len, r_ctx, at, _, _, addr, n, ctx = wqe
-                if (
+                if (  # a segment in the LMR of the WQE before: its range is what is left
                     lmr is None
                     or ctx != lmr.lmr_context
                     or not n

@@ -338,15 +338,22 @@ class Target:
         head of the EP's receive queue, taken off it together, each one's segment checked in
         place; how many. The run ends before the first receive that is not one or whose
         segment fails a check (``post_recv`` gives the error); none is taken by an EP of an
-        SRQ or a DISCONNECTED one (``post_recv`` and the intake say what happens to those)."""
+        SRQ or a DISCONNECTED one (``post_recv`` and the intake say what happens to those). A
+        segment in the LMR of the receive before it is checked for its range only."""
         if ep.srq is not None or ep.state == S.DISCONNECTED:
             return 0
-        taken, owner = 0, ep.consumer.id
+        taken, owner, lmr = 0, ep.consumer.id, None
         while run := plain_run(rq, PLAIN_RECEIVES):
             took = len(run)
             for i, wqe in enumerate(run):
                 _, _, _, flags, cookie, _, _, _, _, _, _, address, n, context = wqe
-                lmr = one_segment(self.memory, owner, ep.pz, _LOCAL_WRITE, address, n, context)
+                if (  # a segment in the LMR of the receive before: its range is what is left
+                    lmr is None
+                    or context != lmr.lmr_context
+                    or not n
+                    or not lmr.region.contains(address, n)
+                ):
+                    lmr = one_segment(self.memory, owner, ep.pz, _LOCAL_WRITE, address, n, context)
                 if lmr is None:
                     took = i
                     break
