@@ -1,15 +1,17 @@
 """Batched RDMA Writes and Sends on the peer wire: many small requests to one peer in one frame.
 
-A WRITES frame is ``[WRITES, payload_len, seq, ops]``: ``ops`` lists ``[address, rmr_context,
-length]`` for the requests ``seq``, ``seq + 1``, ... in order, and the payload is their bytes one
-after the other (``payload_len`` is the sum of the lengths). A SENDS frame is ``[SENDS,
-payload_len, seq, lengths]``, the same for Sends. Each operation keeps its own sequence number,
-so ACKs, NAKs, duplicates and flush order mean what they mean for single frames: the target
-executes them one by one, as if they had come as WRITE or SEND frames.
+A WRITES frame is ``[WRITES, payload_len, seq, ops]``: ``ops`` is a msgpack bin of one 16-byte
+``WRITE_OP`` (address u64, rmr_context u32, length u32, little-endian) for each of the requests
+``seq``, ``seq + 1``, ... in order, and the payload is their bytes one after the other
+(``payload_len`` is the sum of the lengths). A SENDS frame is ``[SENDS, payload_len, seq,
+lengths]``, the same for Sends. Each operation keeps its own sequence number, so ACKs, NAKs,
+duplicates and flush order mean what they mean for single frames: the target executes them one
+by one, as if they had come as WRITE or SEND frames.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Final
 
 from proto.codec import Frame, encode
@@ -22,6 +24,10 @@ MAX_OP_BYTES: Final = 16 * 1024
 """A Write or Send larger than this goes alone: batching saves per-frame costs, not copies."""
 MAX_BATCH_BYTES: Final = 256 * 1024
 """Largest payload a sender puts in one WRITES or SENDS frame."""
+WRITE_OP: Final = struct.Struct("<QII")
+"""One Write of a WRITES frame's ``ops``: address, rmr_context, length. Fixed-size, so the
+target unpacks the list in one call, its fields unsigned by construction (a list of msgpack
+arrays cost the two daemons ~0.45 us more per Write: encode, decode, checks)."""
 
 WriteOp = tuple[int, int, int]
 """(address, rmr_context, length) of one Write in a batch."""
@@ -30,7 +36,9 @@ WriteOp = tuple[int, int, int]
 def encode_writes(seq: int, ops: list[WriteOp]) -> bytes:
     """The header of a WRITES frame for ``ops``, the first of which has sequence number
     ``seq`` (its payload, the ops' bytes in order, follows it on the stream)."""
-    return encode(FrameType.WRITES, seq, ops, payload_len=sum(op[2] for op in ops))
+    pack = WRITE_OP.pack
+    packed = b"".join([pack(address, rmr_context, n) for address, rmr_context, n in ops])
+    return encode(FrameType.WRITES, seq, packed, payload_len=sum(op[2] for op in ops))
 
 
 def parse_writes(frame: Frame) -> tuple[int, list[WriteOp]]:
@@ -41,18 +49,11 @@ def parse_writes(frame: Frame) -> tuple[int, list[WriteOp]]:
         return seq, list(ops)
     if type(seq) is not int or seq < 1:
         raise MalformedFrame("a WRITES frame's sequence number must be a positive integer")
-    if type(ops) is not list or not 0 < len(ops) <= MAX_OPS:
-        raise MalformedFrame(f"a WRITES frame carries 1..{MAX_OPS} operations")
-    parsed: list[WriteOp] = []
-    total = 0
-    for op in ops:
-        if type(op) is list and len(op) == 3:
-            address, rmr_context, length = op
-            if type(address) is type(rmr_context) is type(length) is int and min(op) >= 0:
-                parsed.append((address, rmr_context, length))
-                total += length
-                continue
-        raise MalformedFrame(f"a batched Write is [address, rmr_context, length], not {op!r}")
+    size = WRITE_OP.size
+    if type(ops) is not bytes or len(ops) % size or not 0 < len(ops) <= MAX_OPS * size:
+        raise MalformedFrame(f"a WRITES frame carries 1..{MAX_OPS} operations of {size} bytes")
+    parsed: list[WriteOp] = list(WRITE_OP.iter_unpack(ops))
+    total = sum([n for _, _, n in parsed])
     if total != frame.payload_len:
         raise MalformedFrame(f"Writes of {total} bytes in a {frame.payload_len}-byte payload")
     frame.fields[1] = tuple(parsed)
@@ -84,5 +85,7 @@ def last_seq(frame: Frame) -> int:
         raise MalformedFrame("a request's sequence number must be an integer")
     if frame.type in (FrameType.WRITES, FrameType.SENDS):
         ops = frame.fields[1]
+        if frame.type == FrameType.WRITES and type(ops) is bytes:  # unparsed: WRITE_OPs
+            return seq + max(len(ops) // WRITE_OP.size - 1, 0)
         return seq + (len(ops) - 1 if type(ops) in (list, tuple) and ops else 0)
     return seq

@@ -9,11 +9,11 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Final
 
-PROTOCOL_VERSION: Final = 5
-MAX_PROTOCOL_VERSION: Final = 5
+PROTOCOL_VERSION: Final = 6
+MAX_PROTOCOL_VERSION: Final = 6
 """The one wire version this build speaks; HELLO carries the range a peer accepts."""
 
-MIN_PROTOCOL_VERSION: Final = 5
+MIN_PROTOCOL_VERSION: Final = 6
 MAX_HEADER_LEN: Final = 64 * 1024
 """Largest msgpack header accepted; a longer length prefix closes the connection."""
 
@@ -82,7 +82,7 @@ FIELDS: Final[dict[FrameType, tuple[str, ...]]] = {
     FrameType.SEND: ("seq",),
     FrameType.ACK: ("seq",),
     FrameType.NAK: ("seq", "status"),
-    FrameType.WRITES: ("seq", "ops"),  # ops: [[address, rmr_context, length], ...] (proto.batch)
+    FrameType.WRITES: ("seq", "ops"),  # ops: bin of WRITE_OPs (address, rmr_context, length)
     # the IB extensions: an atomic is answered like an RDMA Read (and takes a read credit);
     # opcode is proto.hostif.Opcode FETCH_ADD or CMP_SWAP, compare 0 for fetch-and-add
     FrameType.ATOMIC: (

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from proto.attrs import EpAttr
-from proto.batch import MAX_OP_BYTES, MAX_OPS
+from proto.batch import MAX_OP_BYTES, MAX_OPS, WRITE_OP
 from proto.constants import CompletionFlags, Dtos
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
@@ -25,6 +25,19 @@ BROKEN = (E.CONNECTION_EVENT_BROKEN, b"")
 
 def _sent(fabric: Fabric, kind: FrameType) -> list[list[Any]]:
     return [fields for _, _, fields in fabric.frames(kind)]
+
+
+def _batches(fabric: Fabric) -> list[tuple[int, list[list[int]]]]:
+    """(first seq, [[address, rmr_context, length], ...]) of every WRITES frame sent."""
+    return [
+        (seq, [list(op) for op in WRITE_OP.iter_unpack(ops)])
+        for seq, ops in _sent(fabric, FrameType.WRITES)
+    ]
+
+
+def _ops(*writes: tuple[int, int, int]) -> bytes:
+    """A WRITES frame's ``ops`` field for these (address, rmr_context, length)."""
+    return b"".join(WRITE_OP.pack(*w) for w in writes)
 
 
 def _write(a: Side, b: Side, cookie: int, n: int = 16, at: int = 0, src: int = 0) -> None:
@@ -46,7 +59,7 @@ def test_writes_posted_in_one_turn_leave_as_one_frame_and_land_exactly() -> None
     _burst(fabric, a, b, 5)
     assert _sent(fabric, FrameType.WRITE) == [[1, b.address, b.lmr.rmr_context]]
     ops = [[b.address + 16 * i, b.lmr.rmr_context, 16] for i in range(1, 6)]
-    assert _sent(fabric, FrameType.WRITES) == [[2, ops]]
+    assert _batches(fabric) == [(2, ops)]
     [(_, _, _, _, payload_len)] = [t for t in fabric.trace if t[2] == "WRITES"]
     assert payload_len == 5 * 16
     for i in range(1, 6):
@@ -65,7 +78,7 @@ def test_a_batch_holds_at_most_max_ops_writes() -> None:
     for i in range(MAX_OPS + 2):
         _write(a, b, i, 1, at=i)
     fabric.run()
-    assert [len(ops) for _, ops in _sent(fabric, FrameType.WRITES)] == [MAX_OPS]
+    assert [len(ops) for _, ops in _batches(fabric)] == [MAX_OPS]
     assert [seq for seq, _, _ in _sent(fabric, FrameType.WRITE)] == [1, MAX_OPS + 2]
     assert [c for _, c, _, _ in a.log()] == list(range(MAX_OPS + 2))
 
@@ -89,7 +102,7 @@ def test_large_writes_reads_sends_and_fences_end_a_batch() -> None:
     i = kinds.index("WRITE")
     # the fenced Write waits for the read, then goes alone, as a WRITE
     assert kinds[i:] == ["WRITE", "WRITES", "WRITE", "READ_REQ", "WRITES", "WRITE", "SENDS"]
-    assert [ops for _, ops in _sent(fabric, FrameType.WRITES)] == [
+    assert [ops for _, ops in _batches(fabric)] == [
         [[b.address + 16 * c, b.lmr.rmr_context, 16] for c in pair_] for pair_ in ((1, 2), (5, 6))
     ]
     assert [c for _, c, _, _ in a.log()] == list(range(9))
@@ -107,7 +120,7 @@ def test_a_write_that_fails_in_a_batch_completes_what_precedes_it_and_lands_noth
         key = b.lmr.rmr_context + 1 if i == bad else b.lmr.rmr_context
         a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(0, 16)], i, [b.address + 16 * i, 16, key], 0)
     fabric.run()
-    [(seq, ops)] = _sent(fabric, FrameType.WRITES)
+    [(seq, ops)] = _batches(fabric)
     assert (seq, len(ops)) == (2, 5)
     assert a.log() == [
         (DTO, 0, OK, 16),
@@ -138,7 +151,7 @@ def test_a_duplicated_batch_executes_nothing_again_and_a_partly_seen_one_lands_o
         pipe,
         FrameType.WRITES,
         2,
-        [[b.address + 16, key, 16], [b.address + 32, key, 16]],
+        _ops((b.address + 16, key, 16), (b.address + 32, key, 16)),
         payload=b"C" * 32,
     )
     fabric.run()
@@ -151,7 +164,7 @@ def test_a_duplicated_batch_executes_nothing_again_and_a_partly_seen_one_lands_o
         pipe,
         FrameType.WRITES,
         3,
-        [[b.address + 32, key, 16], [b.address + 48, key, 16]],
+        _ops((b.address + 32, key, 16), (b.address + 48, key, 16)),
         payload=b"D" * 16 + b"E" * 16,
     )
     fabric.run()
@@ -160,16 +173,16 @@ def test_a_duplicated_batch_executes_nothing_again_and_a_partly_seen_one_lands_o
 
 
 BAD_BATCHES: dict[str, tuple[list[Any], bytes]] = {
-    "payload longer than the Writes": ([2, [[0, 1, 16]]], b"x" * 17),
-    "payload shorter than the Writes": ([2, [[0, 1, 16], [0, 1, 16]]], b"x" * 16),
-    "no Writes": ([2, []], b""),
-    "a Write of two fields": ([2, [[0, 16]]], b"x" * 16),
-    "a negative length": ([2, [[0, 1, -1]]], b""),
-    "a string address": ([2, [["0", 1, 16]]], b"x" * 16),
-    "ops not a list": ([2, {"a": 1}], b""),
-    "seq not an int": (["2", [[0, 1, 16]]], b"x" * 16),
-    "seq zero": ([0, [[0, 1, 16]]], b"x" * 16),
-    "too many Writes": ([2, [[0, 1, 0]] * (MAX_OPS + 1)], b""),
+    "payload longer than the Writes": ([2, _ops((0, 1, 16))], b"x" * 17),
+    "payload shorter than the Writes": ([2, _ops((0, 1, 16), (0, 1, 16))], b"x" * 16),
+    "no Writes": ([2, b""], b""),
+    "a Write cut short": ([2, _ops((0, 1, 16))[:-1]], b"x" * 16),
+    "Writes as msgpack arrays (protocol 5)": ([2, [[0, 1, 16]]], b"x" * 16),
+    "ops a string": ([2, "x" * WRITE_OP.size], b"x" * 16),
+    "ops a map": ([2, {"a": 1}], b""),
+    "seq not an int": (["2", _ops((0, 1, 16))], b"x" * 16),
+    "seq zero": ([0, _ops((0, 1, 16))], b"x" * 16),
+    "too many Writes": ([2, _ops(*[(0, 1, 0)] * (MAX_OPS + 1))], b""),
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fabricd.nic.initiator import CORK_INFLIGHT, CORK_MIN
 from proto.attrs import EpAttr
+from proto.batch import WRITE_OP
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos
 from proto.constants import EventNumber as E
@@ -37,7 +38,7 @@ def _batches(fabric: Fabric) -> list[list[int]]:
         if src == "n1" and name == "WRITE":
             out.append([fields[0], 1])
         elif src == "n1" and name == "WRITES":
-            out.append([fields[0], len(fields[1])])
+            out.append([fields[0], len(fields[1]) // WRITE_OP.size])
     return out
 
 
