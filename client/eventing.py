@@ -34,8 +34,8 @@ from proto.errors import (
     DatQueueEmpty,
     DatTimeoutExpired,
 )
-from proto.eventq import EQ_ENTRY_SIZE, NOTIFIES, SRQ_RECEIVE, eq_ring, eq_segment, read_eqe
-from proto.events import decode_event, srq_tail
+from proto.eventq import EQ_ENTRY_SIZE, EQE, NOTIFIES, SRQ_RECEIVE, eq_ring, eq_segment, read_eqe
+from proto.events import decode_event
 from proto.hostif import ASYNC_EVD, RingKind, check_descriptor
 
 Sub = DatReturnSubtype
@@ -71,19 +71,22 @@ class EventPath:
         if ring is None or self.catastrophic:
             return
         ready = ring.available()
+        view, unpack_from, slot = ring.view, EQE.unpack_from, ring.slot
         while evd.from_ring < ready:
-            raw, flags, head, body = read_eqe(ring, ring.mine + evd.from_ring)
-            if raw == _DTO_COMPLETION:  # the common entry, made into its Event directly
-                ep, status, cookie, length, op = head  # proto.events.dto_entry's layout
+            index = ring.mine + evd.from_ring
+            raw, flags, reserved, size, ep, status, cookie, length, op = unpack_from(
+                view, slot(index)
+            )
+            if raw == _DTO_COMPLETION and not (reserved or size or flags & SRQ_RECEIVE):
+                # the common entry (proto.events.dto_entry's layout) made into its Event here
                 notify = bool(flags & NOTIFIES)
-                event = Event(
-                    _DTO_COMPLETION, evd.handle, ep, cookie, status, length, op, notify=notify
-                )
-                if flags & SRQ_RECEIVE:
-                    event.srq = srq_tail(flags, op, body)[0]
+                event = Event.completion(evd.handle, ep, cookie, status, length, op, notify)
                 evd.dto_bytes += (length - evd.dto_bytes) // 8
             else:
+                raw, flags, head, body = read_eqe(ring, index)  # checked: RingError if garbage
                 event = self._event(*decode_event(evd.handle, raw, flags, head, body))
+                if raw == _DTO_COMPLETION:  # of an SRQ's receive (decode_event reads which)
+                    evd.dto_bytes += (event.transfered_length - evd.dto_bytes) // 8
             evd.from_ring += 1
             evd.queue.append(event)
             evd.notifying += event.notify
