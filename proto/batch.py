@@ -73,7 +73,7 @@ def parse_sends(frame: Frame) -> tuple[int, list[int]]:
         raise MalformedFrame("a SENDS frame's sequence number must be a positive integer")
     if type(lengths) is not list or not 0 < len(lengths) <= MAX_OPS:
         raise MalformedFrame(f"a SENDS frame carries 1..{MAX_OPS} operations")
-    if any(type(n) is not int or n < 0 for n in lengths) or sum(lengths) != frame.payload_len:
+    if set(map(type, lengths)) != {int} or min(lengths) < 0 or sum(lengths) != frame.payload_len:
         raise MalformedFrame(f"Sends of {lengths!r} in a {frame.payload_len}-byte payload")
     return seq, lengths
 

@@ -16,7 +16,7 @@ from proto.codec import pack, unpack
 from proto.constants import CompletionFlags, DtoCompletionStatus, Dtos, EventNumber
 from proto.errors import DatError, MalformedFrame
 from proto.eventq import EQE, NOTIFIES, SRQ_RECEIVE, SRQ_TAIL
-from proto.hostif import Ring
+from proto.hostif import SLOTS, Ring
 from proto.schema import parse
 
 
@@ -156,7 +156,8 @@ def write_dtos(ring: Ring, room: int, ep: int, dtos: Sequence[Done]) -> tuple[in
     (at most ``room``; the caller publishes): SUPPRESS gives none, UNSIGNALLED an entry that
     wakes nobody. How many were written, and whether one found no room. dto_entry's layout,
     without its tuples: once per completed operation, so one loop for a run."""
-    view, pack_into, slot, mine, written = ring.view, EQE.pack_into, ring.slot, ring.mine, 0
+    view, pack_into, mine, written = ring.view, EQE.pack_into, ring.mine, 0
+    mask, size = ring.mask, ring.entry_size
     ok = int(DtoCompletionStatus.DTO_SUCCESS)
     for dto in dtos:
         flags = dto.flags
@@ -167,7 +168,7 @@ def write_dtos(ring: Ring, room: int, ep: int, dtos: Sequence[Done]) -> tuple[in
         kind = dto.kind
         number = _IB_DTO_EVENT if kind >= _IB_DTOS else _DTO_EVENT
         notify = 0 if flags & _UNSIGNALLED else NOTIFIES
-        at = slot(mine + written)
+        at = SLOTS + ((mine + written) & mask) * size  # Ring.slot, inline
         pack_into(view, at, number, notify, 0, 0, ep, ok, dto.cookie, dto.length, kind)
         written += 1
     return written, False

@@ -165,7 +165,7 @@ class Target:
         ep = link.ep
         if ep is None or link.fault is not None or seq <= link.acked or ep.taking is not None:
             return False
-        if ep.srq is not None or not self._has_receive(link, ep):
+        if ep.srq is not None or not (ep.recvs or self._has_receive(link, ep)):
             return False
         recv = ep.recvs[0]
         if len(body) > recv.capacity or not run.take(recv, body, at):
