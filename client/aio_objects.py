@@ -4,7 +4,7 @@ windows; what asks the daemon is a coroutine, what never waits (dequeue, posts) 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, Final, NoReturn
 
 from client.common import decline
 from client.core import Event, LmrInfo, Triplet
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 def _seconds(timeout: int) -> float | None:
     return None if timeout == TIMEOUT_INFINITE else timeout / 1e6
+
+
+_EXTENDED: Final = Dtos.IB_RDMA_WRITE_IMMED  # (a module constant: enum attributes are slow)
 
 
 class TypedHandle(int):
@@ -217,7 +220,7 @@ class AsyncEp:
         _cmp_and_swap / _rdma_write_immed, by ``kind``; ``operands``: (add_value, 0),
         (swap, compare) or (immediate, 0) of the IB ones."""
         core = self.ia.core
-        post = core.post_extended if kind >= Dtos.IB_RDMA_WRITE_IMMED else core.post
+        post = core.post_extended if kind >= _EXTENDED else core.post
         doorbell = post(kind, self.handle, local_iov, cookie, remote, flags, operands)
         if doorbell:
             self.ia.send(doorbell)
