@@ -18,7 +18,7 @@ from fabricd.memory import Lmr, MemoryRegistry, Window
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.faultpath import decide_bind
 from fabricd.nic.objects import Consumer, Ep, Op, PeerLink
-from fabricd.nic.views import local_views, one_segment, truncate, truncate_spans
+from fabricd.nic.views import local_views, next_segment, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_sends, encode_writes
 from proto.codec import DISCARD, Frame, Sink, encode
@@ -111,8 +111,7 @@ class Initiator:
         send queue, taken off it together, each one's segment checked in place and its Op
         made and queued directly; how many. The run ends before the first WQE that is not one,
         whose segment fails a check (``post`` gives the error) or whose bytes are a process's
-        own memory to fetch; nothing in it can break the EP or change its state. A segment in
-        the LMR of the one before is checked for its range only."""
+        own memory to fetch; nothing in it can break the EP or change its state."""
         if ep.state != S.CONNECTED or ep.link is None:
             return 0  # ``post`` takes each: ``enqueue`` completes it alone
         taken, ops, held = 0, ep.ops, ep.held
@@ -121,13 +120,7 @@ class Initiator:
             seq = ep.next_seq
             for i, wqe in enumerate(run):
                 raw_op, staged, _, flags, cookie, r_addr, r_len, r_ctx, at, _, _, addr, n, ctx = wqe
-                if (  # a segment in the LMR of the WQE before: its range is what is left
-                    lmr is None
-                    or ctx != lmr.lmr_context
-                    or not n
-                    or not lmr.region.contains(addr, n)
-                ):
-                    lmr = one_segment(self.memory, consumer.id, ep.pz, _LOCAL_READ, addr, n, ctx)
+                lmr = next_segment(lmr, self.memory, consumer.id, ep.pz, _LOCAL_READ, addr, n, ctx)
                 if lmr is None or (lmr.pid and not staged):
                     ep.next_seq = seq
                     sq.publish(i)

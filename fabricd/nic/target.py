@@ -22,7 +22,7 @@ from fabricd.nic.objects import Ep, PeerLink, Recv
 from fabricd.nic.remote_access import direct_writes, stored, stored_writes, write_targets
 from fabricd.nic.responder import Responder
 from fabricd.nic.send_run import SendRun
-from fabricd.nic.views import local_views, one_segment, scatter, truncate, truncate_spans
+from fabricd.nic.views import local_views, next_segment, scatter, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import parse_sends, parse_writes
 from proto.codec import DISCARD, Frame, Sink, encode
@@ -338,22 +338,15 @@ class Target:
         head of the EP's receive queue, taken off it together, each one's segment checked in
         place; how many. The run ends before the first receive that is not one or whose
         segment fails a check (``post_recv`` gives the error); none is taken by an EP of an
-        SRQ or a DISCONNECTED one (``post_recv`` and the intake say what happens to those). A
-        segment in the LMR of the receive before it is checked for its range only."""
+        SRQ or a DISCONNECTED one (``post_recv`` and the intake say what happens to those)."""
         if ep.srq is not None or ep.state == S.DISCONNECTED:
             return 0
         taken, owner, lmr = 0, ep.consumer.id, None
         while run := plain_run(rq, PLAIN_RECEIVES):
             took = len(run)
             for i, wqe in enumerate(run):
-                _, _, _, flags, cookie, _, _, _, _, _, _, address, n, context = wqe
-                if (  # a segment in the LMR of the receive before: its range is what is left
-                    lmr is None
-                    or context != lmr.lmr_context
-                    or not n
-                    or not lmr.region.contains(address, n)
-                ):
-                    lmr = one_segment(self.memory, owner, ep.pz, _LOCAL_WRITE, address, n, context)
+                _, _, _, flags, cookie, _, _, _, _, _, _, address, n, ctx = wqe
+                lmr = next_segment(lmr, self.memory, owner, ep.pz, _LOCAL_WRITE, address, n, ctx)
                 if lmr is None:
                     took = i
                     break
