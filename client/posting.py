@@ -33,9 +33,9 @@ from proto.hostif import (
     RingKind,
     Word,
     check_descriptor,
-    write_plain_wqe,
     write_wqe,
 )
+from proto.plainwqe import write_plain_wqe
 from proto.workq import RQ_OFFSET, SQ_OFFSET, WQ_ENTRIES, WQ_ENTRY_SIZE, wq_rings, wq_segment
 
 Sub = DatReturnSubtype

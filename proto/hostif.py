@@ -13,7 +13,6 @@ so garbage written by one side is found, never followed. Pure: no I/O.
 
 from __future__ import annotations
 
-import functools
 import struct
 import sys
 from collections.abc import Sequence
@@ -245,7 +244,8 @@ _STAGEABLE: Final = frozenset({Opcode.SEND, Opcode.RDMA_WRITE, Opcode.RDMA_WRITE
 _FENCE: Final = int(CompletionFlags.BARRIER_FENCE)  # a plain int: IntFlag operators are slow
 SEGMENT: Final = struct.Struct("<QQI4x")
 """A local segment: virtual_address, length, lmr_context, reserved (0); 24 bytes."""
-_WQE_ONE: Final = struct.Struct(WQE.format + SEGMENT.format[1:])  # a WQE and its first segment
+WQE_ONE: Final = struct.Struct(WQE.format + SEGMENT.format[1:])
+"""A WQE and its first segment, read or written in one call (every slot has room for both)."""
 
 
 def wqe_size(max_iov: int) -> int:
@@ -286,7 +286,7 @@ def write_wqe(
     wqe_flags, offset = (0, 0) if stage is None else (STAGED, stage)
     n = len(segments)
     if n == 1:  # the common post: header and segment in one pack
-        _WQE_ONE.pack_into(
+        WQE_ONE.pack_into(
             view, at, opcode, wqe_flags, 1, flags, cookie, *remote, offset, *operands, *segments[0]
         )
         return
@@ -295,25 +295,6 @@ def write_wqe(
     for address, length, context in segments:
         SEGMENT.pack_into(view, at, address, length, context)
         at += SEGMENT.size
-
-
-def write_plain_wqe(
-    ring: Ring,
-    opcode: Opcode,
-    flags: int,
-    cookie: int,
-    segment: Sequence[int],
-    remote: Sequence[int] = (0, 0, 0),
-) -> None:
-    """``write_wqe`` of the common WQE (plain_run's): one segment, not staged, no operands;
-    ~0.45 us against ~0.7 us."""
-    address, length, context = segment
-    r_address, r_length, r_context = remote
-    at = SLOTS + (ring.mine & ring.mask) * ring.entry_size
-    _WQE_ONE.pack_into(
-        ring.view, at, opcode, 0, 1, flags, cookie, r_address, r_length, r_context, 0, 0, 0,
-        address, length, context,
-    )  # fmt: skip
 
 
 def read_wqe(ring: Ring, index: int, max_iov: int) -> Wqe:
@@ -335,7 +316,7 @@ def read_wqe(ring: Ring, index: int, max_iov: int) -> Wqe:
         address,
         length,
         context,
-    ) = _WQE_ONE.unpack_from(view, at)
+    ) = WQE_ONE.unpack_from(view, at)
     opcode = _OPCODES.get(raw_op)
     if opcode is None or wqe_flags & ~STAGED or (offset and not wqe_flags):
         raise RingError(f"WQE {index}: opcode {raw_op} or reserved bytes are not valid")
@@ -357,56 +338,6 @@ def read_wqe(ring: Ring, index: int, max_iov: int) -> Wqe:
     if offset + staged > STAGE_BYTES:
         raise RingError(f"WQE {index}: its staged bytes run past the staging area")
     return Wqe(opcode, flags, cookie, segments, (r_addr, r_len, r_ctx), offset, (operand, 0))
-
-
-PlainWqe = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int]
-"""A plain WQE's fields as ``plain_run`` gives them, in the slot's order: opcode, WQE flags,
-num_segments (1), completion_flags, cookie, the remote triplet, stage offset, operand and
-compare (both 0), then its one segment (virtual_address, length, lmr_context)."""
-PLAIN_REQUESTS: Final = frozenset({int(Opcode.SEND), int(Opcode.RDMA_WRITE)})
-"""The opcodes of the send queue's common WQE (plain_run)."""
-PLAIN_RECEIVES: Final = frozenset({int(Opcode.RECEIVE)})
-"""The receive queue's (plain_run): a receive of one segment."""
-
-
-def plain_run(ring: Ring, opcodes: frozenset[int] = PLAIN_REQUESTS) -> list[PlainWqe]:
-    """Consumer: the common WQEs from the ring's index on, as their fields (no Wqe to build),
-    up to the first that is not one, the last published or the ring's end (the rest is the
-    next run); none taken: the caller publishes those it takes. A common WQE is one of
-    ``opcodes`` (a SEND or RDMA_WRITE, or a RECEIVE) with one segment and no operands, a
-    request's bytes in that segment or staged inside the area (unfenced); read_wqe reads any
-    other, and tells what is wrong with it. Every rule read_wqe checks holds for a WQE this
-    returns. One unpack for the run."""
-    count = ring.available()
-    if not count:
-        return []
-    first = ring.mine & ring.mask
-    n, size = min(count, ring.entries - first), ring.entry_size
-    at = SLOTS + first * size
-    run = []
-    for fields in _slots(size).iter_unpack(ring.view[at : at + n * size]):
-        if not _is_plain(fields, opcodes):
-            break
-        run.append(fields)
-    return run
-
-
-@functools.cache
-def _slots(size: int) -> struct.Struct:
-    """A slot of ``size`` bytes as plain_run reads it (the rest of the slot skipped)."""
-    return struct.Struct(_WQE_ONE.format + f"{size - _WQE_ONE.size}x")
-
-
-def _is_plain(fields: PlainWqe, opcodes: frozenset[int]) -> bool:
-    """plain_run's rule, on a slot's fields."""
-    raw_op, wqe_flags, count, flags, _, _, _, _, offset, operand, compare, _, length, _ = fields
-    if raw_op not in opcodes or count != 1 or operand or compare:
-        return False
-    if not wqe_flags:
-        return not offset
-    if raw_op not in PLAIN_REQUESTS or wqe_flags != STAGED or flags & _FENCE:
-        return False
-    return offset + length <= STAGE_BYTES
 
 
 def _operands_fit(opcode: Opcode, operand: int, compare: int) -> bool:

@@ -27,7 +27,8 @@ from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatError, DatInvalidParameter, MalformedFrame
 from proto.frames import FrameType
-from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, Opcode, Ring, Wqe, plain_run
+from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, Opcode, Ring, Wqe
+from proto.plainwqe import plain_run
 
 log = logging.getLogger("fabricd")
 _FENCE = int(CompletionFlags.BARRIER_FENCE)
@@ -107,7 +108,7 @@ class Initiator:
         self.enqueue(ep, op, start=False)
 
     def post_plain(self, consumer: Consumer, ep: Ep, sq: Ring, stage: memoryview) -> int:
-        """``post`` for a run of the common WQE (hostif.plain_run) at the head of the EP's
+        """``post`` for a run of the common WQE (plainwqe.plain_run) at the head of the EP's
         send queue, taken off it together, each one's segment checked in place and its Op
         made and queued directly; how many. The run ends before the first WQE that is not one,
         whose segment fails a check (``post`` gives the error) or whose bytes are a process's

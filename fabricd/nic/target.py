@@ -31,7 +31,8 @@ from proto.constants import EpState as S
 from proto.constants import MemPriv
 from proto.errors import DatError, MalformedFrame
 from proto.frames import FrameType
-from proto.hostif import PLAIN_RECEIVES, Ring, plain_run
+from proto.hostif import Ring
+from proto.plainwqe import PLAIN_RECEIVES, plain_run
 
 log = logging.getLogger("fabricd")
 _CONSUMES_RECEIVE: Final = frozenset({FrameType.SEND, FrameType.WRITE_IMM})
@@ -334,7 +335,7 @@ class Target:
             self.unstall(ep.link)
 
     def post_recv_plain(self, ep: Ep, rq: Ring) -> int:
-        """``post_recv`` for a run of plain receives (hostif.plain_run: one segment) at the
+        """``post_recv`` for a run of plain receives (plainwqe.plain_run: one segment) at the
         head of the EP's receive queue, taken off it together, each one's segment checked in
         place; how many. The run ends before the first receive that is not one or whose
         segment fails a check (``post_recv`` gives the error); none is taken by an EP of an

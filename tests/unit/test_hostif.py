@@ -10,8 +10,6 @@ import pytest
 
 from proto.hostif import (
     CONSUMER_LINE,
-    PLAIN_RECEIVES,
-    PLAIN_REQUESTS,
     PRODUCER_LINE,
     SEGMENT,
     STAGE_BYTES,
@@ -23,7 +21,6 @@ from proto.hostif import (
     RingKind,
     check_descriptor,
     format_ring,
-    plain_run,
     read_wqe,
     ring_bytes,
     ring_entries,
@@ -31,6 +28,7 @@ from proto.hostif import (
     wqe_size,
     write_wqe,
 )
+from proto.plainwqe import PLAIN_RECEIVES, PLAIN_REQUESTS, plain_run
 
 ENTRIES, SIZE, MAX_IOV = 4, wqe_size(2), 2
 
