@@ -2,7 +2,8 @@
 
 ``python -m bench.compare [--sizes 4096,65536,1048576] [--iters N] [--window 16] [--json]``
 
-At each size it runs ``fabricctl bench`` (write bw, read bw at ``--window``; write lat at window 1),
+At each size it runs ``fabricctl bench`` (write, send and read bw at ``--window``; write lat at
+window 1; its Sends, into receives its target reposts, are compared with ucp_put_bw),
 the C driver's write and send bw at ``--window`` (provider/bench/post_reap through
 libdatfabric: a C program beside a C program, as users of the provider run; its Sends are
 compared with ucp_put_bw too)
@@ -37,7 +38,7 @@ from bench.ucx import RunError, run_ucx
 DEFAULT_SIZES = (4096, 65536, 1048576)
 DEFAULT_ITERS = 1000  # perftest's default; about 20 s for the default sizes here
 RUN_TIMEOUT = 30.0  # seconds for any one command
-BUDGET = 150.0  # seconds for the whole comparison; later runs are skipped past it
+BUDGET = 180.0  # seconds for the whole comparison; later runs are skipped past it
 BW_WINDOW = 16
 C_ITERS = 20000  # post_reap's runs are this long at least: a few ms would say little
 LAT_WINDOW = 1
@@ -46,6 +47,8 @@ COLUMNS = (
     ("size", 8),
     ("ours write MB/s", 15),
     ("ucx put_bw MB/s", 15),
+    ("ratio", 6),
+    ("ours send MB/s", 14),
     ("ratio", 6),
     ("ours C write MB/s", 17),
     ("ratio", 6),
@@ -59,7 +62,8 @@ COLUMNS = (
 )
 LEGEND = (
     "# MB = 10^6 B (ucx_perftest's 2^20-byte MB converted); ratio = ours / ucx",
-    "# ours: fabricctl bench, two fabricd nodes on loopback; bw at window {window}; "
+    "# ours: fabricctl bench, two fabricd nodes on loopback; bw at window {window} (send: "
+    "into receives its target reposts); "
     "write lat = median post-to-completion at window 1 (a FULL round trip); ours C: "
     "provider/bench/post_reap, a C program writing (sending, into receives it reposts) through "
     "libdatfabric (polling, as ucx_perftest does) at the same window",
@@ -153,12 +157,13 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 @dataclass
 class Row:
-    """One size: our five figures and UCX's three."""
+    """One size: our six figures and UCX's three."""
 
     size: int
     iters: int
     ours_write_MBps: float | None = None
     ucx_put_bw_MBps: float | None = None
+    ours_send_MBps: float | None = None  # the Python client's Sends
     ours_c_write_MBps: float | None = None  # the C driver (provider/bench/post_reap)
     ours_c_send_MBps: float | None = None
     ours_read_MBps: float | None = None
@@ -178,6 +183,8 @@ class Row:
             "ours_write_MBps": r(self.ours_write_MBps),
             "ucx_put_bw_MBps": r(self.ucx_put_bw_MBps),
             "write_ratio": r(_ratio(self.ours_write_MBps, self.ucx_put_bw_MBps)),
+            "ours_send_MBps": r(self.ours_send_MBps),
+            "send_ratio": r(_ratio(self.ours_send_MBps, self.ucx_put_bw_MBps)),
             "ours_c_write_MBps": r(self.ours_c_write_MBps),
             "c_write_ratio": r(_ratio(self.ours_c_write_MBps, self.ucx_put_bw_MBps)),
             "ours_c_send_MBps": r(self.ours_c_send_MBps),
@@ -200,6 +207,8 @@ class Row:
             f(self.ours_write_MBps, ".1f"),
             f(self.ucx_put_bw_MBps, ".1f"),
             f(_ratio(self.ours_write_MBps, self.ucx_put_bw_MBps), ".2f"),
+            f(self.ours_send_MBps, ".1f"),
+            f(_ratio(self.ours_send_MBps, self.ucx_put_bw_MBps), ".2f"),
             f(self.ours_c_write_MBps, ".1f"),
             f(_ratio(self.ours_c_write_MBps, self.ucx_put_bw_MBps), ".2f"),
             f(self.ours_c_send_MBps, ".1f"),
@@ -218,7 +227,7 @@ def format_line(cells: list[str]) -> str:
 
 
 def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
-    """Run the eight measurements at one size; failures leave None and go to stderr."""
+    """Run the nine measurements at one size; failures leave None and go to stderr."""
     row = Row(size, iters)
 
     def attempt(what: str, fn: Callable[[float], float | None]) -> float | None:
@@ -244,6 +253,9 @@ def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
     row.ours_c_send_MBps = attempt(
         "ours C send bw",
         lambda t: cdriver.rate(size, ours.window, max(iters, C_ITERS), t, "send") * size / 1e6,
+    )
+    row.ours_send_MBps = attempt(
+        "ours send bw", lambda t: _num(ours.run("send", "bw", size, iters, t), "bw_MBps")
     )
     row.ours_read_MBps = attempt(
         "ours read bw", lambda t: _num(ours.run("read", "bw", size, iters, t), "bw_MBps")
