@@ -266,7 +266,7 @@ class Posting:
         """``post`` of the common shape with every check inline: a Send, Receive, RDMA Write or
         Read of one segment that is not empty, on an EP whose queues are mapped. None, having
         written nothing, for anything else or anything wrong: the general checks then take
-        it, and name what is wrong. bench.inmemory's post: ~3.4 us against ~5 us before."""
+        it, and name what is wrong. bench.inmemory's post: ~3.6 us against ~5.3 us before."""
         ep = self.eps.get(handle) if type(handle) is int else None
         if ep is None or type(local_iov) not in _SEQUENCES or len(local_iov) != 1:
             return None
