@@ -17,6 +17,7 @@ from proto.constants import CompletionFlags, DtoCompletionStatus, Dtos, EventNum
 from proto.errors import DatError, MalformedFrame
 from proto.eventq import EQE, NOTIFIES, SRQ_RECEIVE, SRQ_TAIL
 from proto.hostif import SLOTS, Ring
+from proto.plainwqe import PlainWqe
 from proto.schema import parse
 
 
@@ -170,6 +171,27 @@ def write_dtos(ring: Ring, room: int, ep: int, dtos: Sequence[Done]) -> tuple[in
         notify = 0 if flags & _UNSIGNALLED else NOTIFIES
         at = SLOTS + ((mine + written) & mask) * size  # Ring.slot, inline
         pack_into(view, at, number, notify, 0, 0, ep, ok, dto.cookie, dto.length, kind)
+        written += 1
+    return written, False
+
+
+def write_plain_dtos(
+    ring: Ring, room: int, ep: int, kind: int, wqes: Sequence[PlainWqe]
+) -> tuple[int, bool]:
+    """write_dtos of plain requests of one ``kind`` (RDMA_WRITE or SEND), as their WQEs'
+    fields (plainwqe.plain_run): what an Op would take of each, read in place."""
+    view, pack_into, mine, written = ring.view, EQE.pack_into, ring.mine, 0
+    mask, size = ring.mask, ring.entry_size
+    ok = int(DtoCompletionStatus.DTO_SUCCESS)
+    for wqe in wqes:
+        flags = wqe[3]
+        if flags & _SUPPRESS:
+            continue
+        if written == room:
+            return written, True
+        notify = 0 if flags & _UNSIGNALLED else NOTIFIES
+        at = SLOTS + ((mine + written) & mask) * size  # Ring.slot, inline
+        pack_into(view, at, _DTO_EVENT, notify, 0, 0, ep, ok, wqe[4], wqe[12], kind)
         written += 1
     return written, False
 

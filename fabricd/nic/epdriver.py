@@ -10,6 +10,7 @@ from fabricd.memory import MemoryRegistry
 from fabricd.nic.events import Events
 from fabricd.nic.objects import Consumer, Ep, Listeners, Op
 from fabricd.nic.queues import Queues, publish_state
+from fabricd.nic.runs import expand
 from fabricd.nic.wire import Wire
 from proto import ep_states
 from proto.attrs import EpAttr
@@ -91,17 +92,19 @@ class EpDriver:
                 self.wire.send(link, DISCONNECT)
             link.ep = None
             self.wire.drop(link, what.name.lower())
-        if first_status is not None and ep.ops:
-            self.complete(ep, ep.ops.popleft(), first_status)
+        ops = expand(ep)
+        if first_status is not None and ops:
+            self.complete(ep, ops.popleft(), first_status)
 
     def flush(self, ep: Ep, first_status: St | None = None) -> None:
         """Complete every outstanding DTO: the failed one with its error (the first, or one
         done with an error it has not reported), the rest FLUSHED, those still in the work
         queues too (posted last, so flushed last), as a NIC does."""
+        ops = expand(ep)
         ep.held.clear()
         ep.reads_out = 0
-        while ep.ops:
-            op = ep.ops.popleft()
+        while ops:
+            op = ops.popleft()
             status = first_status if first_status is not None else St.DTO_ERR_FLUSHED
             first_status = None
             self.complete(ep, op, op.status if op.done and op.status != St.DTO_SUCCESS else status)

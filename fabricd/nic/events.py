@@ -51,6 +51,7 @@ from proto.events import (
     encode_event,
     srq_marked,
     write_dtos,
+    write_plain_dtos,
 )
 from proto.frames import FrameType
 from proto.hostif import (
@@ -59,12 +60,14 @@ from proto.hostif import (
     MAX_ENTRIES,
     PRODUCER_LINE,
     U32,
+    Ring,
     RingError,
     RingKind,
     format_ring,
     ring_bytes,
     ring_entries,
 )
+from proto.plainwqe import PlainWqe
 
 log = logging.getLogger("fabricd")
 _SUPPRESS: Final = int(CompletionFlags.SUPPRESS)  # plain ints: IntFlag operators are slow
@@ -197,13 +200,17 @@ class Events:
 
     def push(self, consumer: Consumer, number: E, record: Event) -> None:
         """Write one event into its EVD's queue (``evd`` 0 or a freed EVD: nowhere)."""
-        eq = consumer.evds.get(record.evd) if not consumer.closed else None
+        eq = self._evd(consumer, record.evd)
         if eq is None:
             return
         flags, fields, body = encode_event(number, record)
         if len(body) > EQE_BODY_MAX:
             raise MalformedFrame(f"{number.name} of {len(body)} bytes does not fit an entry")
         self._write(consumer, eq, number, flags, fields, body)
+
+    def _evd(self, consumer: Consumer, evd: int) -> EventQueue | None:
+        """The consumer's EVD ``evd`` (None: 0, freed, or its IA closed: events go nowhere)."""
+        return consumer.evds.get(evd) if not consumer.closed else None
 
     def _queued(self, eq: EventQueue) -> int:
         """Events in the queue the driver has not taken (its index is checked)."""
@@ -218,17 +225,30 @@ class Events:
         fields: tuple[int, int, int, int, int],
         body: bytes = b"",
     ) -> None:
+        def one(ring: Ring, room: int) -> tuple[int, bool]:
+            if room <= 0:
+                return 0, True
+            write_eqe(ring, number, flags, fields, body)
+            return 1, False
+
+        self._fill(consumer, eq, one)
+
+    def _fill(
+        self, consumer: Consumer, eq: EventQueue, write: Callable[[Ring, int], tuple[int, bool]]
+    ) -> None:
+        """Entries into the EVD's queue by ``write`` (given the ring and the room left: how
+        many it wrote, and whether one found no room: the EVD overflowed), then published."""
         try:
-            queued = self._queued(eq)
+            room = eq.qlen - self._queued(eq)
         except RingError as err:  # the driver broke its own queue: that IA closes
             consumer.channel.close(f"EVD {eq.handle}: {err}")
             return
-        if queued >= eq.qlen:
+        written, overflow = write(eq.ring, room)
+        if overflow:
             self._overflow(consumer, eq)
-            return
-        write_eqe(eq.ring, number, flags, fields, body)
-        eq.ring.publish()
-        self._written(consumer, eq)
+        if written:
+            eq.ring.publish(written)
+            self._written(consumer, eq)
 
     def _written(self, consumer: Consumer, eq: EventQueue) -> None:
         """The queue was written this turn: it is looked at for NOTIFY at the turn's end."""
@@ -307,7 +327,7 @@ class Events:
         the SRQ a receive came from. Written straight into the entry (proto.events.dto_entry):
         no record on the per-DTO path."""
         consumer = ep.consumer
-        eq = consumer.evds.get(evd) if not consumer.closed else None
+        eq = self._evd(consumer, evd)
         if eq is not None:
             flags, head = dto_entry(ep.handle, status, cookie, length, op, notify)
             if srq:
@@ -358,22 +378,18 @@ class Events:
         written and published together (SUPPRESS: no event; UNSIGNALLED: one that wakes
         nobody). What completed() and received() do for one, coalesced."""
         retired(ep, receive=receive, count=len(done))
-        consumer = ep.consumer
-        evd = ep.recv_evd if receive else ep.request_evd
-        eq = consumer.evds.get(evd) if not consumer.closed else None
-        if eq is None:
-            return
-        try:
-            free = eq.qlen - self._queued(eq)
-        except RingError as err:  # the driver broke its own queue: that IA closes
-            consumer.channel.close(f"EVD {eq.handle}: {err}")
-            return
-        written, overflow = write_dtos(eq.ring, free, ep.handle, done)
-        if overflow:
-            self._overflow(consumer, eq)
-        if written:
-            eq.ring.publish(written)
-            self._written(consumer, eq)
+        eq = self._evd(ep.consumer, ep.recv_evd if receive else ep.request_evd)
+        if eq is not None:
+            handle = ep.handle
+            self._fill(ep.consumer, eq, lambda ring, room: write_dtos(ring, room, handle, done))
+
+    def plain_done(self, ep: Ep, kind: Dtos, wqes: Sequence[PlainWqe]) -> None:
+        """dtos_done of plain requests of one kind, as their WQEs' fields (runs.Run)."""
+        retired(ep, receive=False, count=len(wqes))
+        eq = self._evd(ep.consumer, ep.request_evd)
+        if eq is not None:
+            handle, write = ep.handle, write_plain_dtos
+            self._fill(ep.consumer, eq, lambda ring, room: write(ring, room, handle, kind, wqes))
 
     def completed(self, ep: Ep, op: Op, status: St) -> None:
         """A request DTO or bind completes: SUPPRESS (success) gives no event, UNSIGNALLED

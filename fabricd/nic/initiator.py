@@ -18,6 +18,7 @@ from fabricd.memory import Lmr, MemoryRegistry, Window
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.faultpath import decide_bind
 from fabricd.nic.objects import Consumer, Ep, Op, PeerLink
+from fabricd.nic.runs import Run, expand, find, queue, take_batch
 from fabricd.nic.views import local_views, next_segment, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_sends, encode_writes
@@ -33,7 +34,6 @@ from proto.plainwqe import plain_run
 log = logging.getLogger("fabricd")
 _FENCE = int(CompletionFlags.BARRIER_FENCE)
 _LOCAL_READ = int(MemPriv.LOCAL_READ)  # what a Send or Write needs of its local segment
-_PLAIN_DTOS = {int(Opcode.SEND): Dtos.SEND, int(Opcode.RDMA_WRITE): Dtos.RDMA_WRITE}
 
 ATOMICS = {Dtos.IB_FETCH_ADD: Opcode.FETCH_ADD, Dtos.IB_CMP_SWAP: Opcode.CMP_SWAP}
 READ_LIKE = frozenset({Dtos.RDMA_READ, *ATOMICS})  # take a read credit; land bytes locally
@@ -109,32 +109,34 @@ class Initiator:
 
     def post_plain(self, consumer: Consumer, ep: Ep, sq: Ring, stage: memoryview) -> int:
         """``post`` for a run of the common WQE (plainwqe.plain_run) at the head of the EP's
-        send queue, taken off it together, each one's segment checked in place and its Op
-        made and queued directly; how many. The run ends before the first WQE that is not one,
-        whose segment fails a check (``post`` gives the error) or whose bytes are a process's
-        own memory to fetch; nothing in it can break the EP or change its state."""
+        send queue, taken off it together, each one's segment checked in place, and queued as
+        one runs.Run (or several: one per kind, and an Op for each Write or Send too large to
+        batch); how many. The run ends before the first WQE that is not one, whose segment
+        fails a check (``post`` gives the error) or whose bytes are a process's own memory to
+        fetch; nothing in it can break the EP or change its state."""
         if ep.state != S.CONNECTED or ep.link is None:
             return 0  # ``post`` takes each: ``enqueue`` completes it alone
-        taken, ops, held = 0, ep.ops, ep.held
+        taken = 0
         lmr: Lmr | None = None
-        while run := plain_run(sq):
-            seq = ep.next_seq
-            for i, wqe in enumerate(run):
-                raw_op, staged, _, flags, cookie, r_addr, r_len, r_ctx, at, _, _, addr, n, ctx = wqe
+        while wqes := plain_run(sq):
+            views: list[memoryview] = []
+            kind, total, mixed = wqes[0][0], 0, False
+            for wqe in wqes:
+                raw_op, staged, _, flags, _, _, _, _, at, _, _, addr, n, ctx = wqe
                 lmr = next_segment(lmr, self.memory, consumer.id, ep.pz, _LOCAL_READ, addr, n, ctx)
                 if lmr is None or (lmr.pid and not staged):
-                    ep.next_seq = seq
-                    sq.publish(i)
-                    return taken + i
-                views = [stage[at : at + n]] if staged else [lmr.local(addr, n)]
-                remote = (r_addr, r_len, r_ctx)
-                op = Op(_PLAIN_DTOS[raw_op], cookie, flags, seq, n, views, False, [], remote)
-                seq += 1
-                ops.append(op)
-                held.append(op)
-            ep.next_seq = seq
-            sq.publish(len(run))
-            taken += len(run)
+                    break
+                views.append(stage[at : at + n] if staged else lmr.local(addr, n))
+                total += n
+                # runs.batchable, inline (a call per WQE costs ~60 ns)
+                mixed = mixed or raw_op != kind or n > MAX_OP_BYTES or bool(flags & _FENCE)
+            took = len(views)
+            if took:
+                queue(ep, wqes[:took], views, total, mixed)
+                sq.publish(took)
+                taken += took
+            if took < len(wqes):
+                break
         return taken
 
     def enqueue(self, ep: Ep, op: Op, start: bool = True) -> None:
@@ -162,19 +164,23 @@ class Initiator:
             or (op.kind in READ_LIKE and ep.reads_out >= ep.attr.max_rdma_read_out)
         )
 
-    def _corked(self, ep: Ep, op: Op) -> bool:
-        """Hold a few small Writes or Sends back while many are on the wire and an ACK is
-        coming (TCP's autocork): that ACK sends them, with whatever was posted meanwhile, as
-        one batch. A driver that posts one WQE at a time otherwise has its daemon send a
-        frame for every few. bench.ab, 64 B Writes at window 64 through the Python driver,
-        (CORK_INFLIGHT, CORK_MIN):
+    def _corked(self, ep: Ep, seq: int) -> bool:
+        """Hold a few small Writes or Sends (the first of them: ``seq``) back while many are
+        on the wire and an ACK is coming (TCP's autocork): that ACK sends them, with whatever
+        was posted meanwhile, as one batch. A driver that posts one WQE at a time otherwise
+        has its daemon send a frame for every few. bench.ab, 64 B Writes at window 64 through
+        the Python driver, (CORK_INFLIGHT, CORK_MIN):
         none -> (32, 16) 1.21, (32, 16) -> (16, 32) 1.18, 4 KiB 1.14 and 1.21; 64 B Sends and
         window 16 within noise. Latency is untouched: with fewer than CORK_INFLIGHT requests
         unacknowledged nothing waits."""
-        held = len(ep.held)
-        if held >= CORK_MIN or op.seq - 1 - ep.acked < CORK_INFLIGHT:
+        if seq - 1 - ep.acked < CORK_INFLIGHT or ep.next_seq - seq >= CORK_MIN:
             return False
-        newest = ep.ops[-held - 1]  # the newest request on the wire: its ACK will come
+        head = ep.held[0]
+        if isinstance(head, Run) and head.sent:
+            return True  # its first requests are on the wire, unacknowledged
+        newest = ep.ops[-len(ep.held) - 1]  # the newest request on the wire: its ACK will come
+        if isinstance(newest, Run):
+            return newest.last > ep.acked
         return newest.kind in BATCHED and newest.seq > ep.acked
 
     def _refresh(self, op: Op) -> None:
@@ -190,11 +196,20 @@ class Initiator:
         link = ep.link
         while ep.held and link is not None and ep.link is link:
             op = ep.held[0]
+            if isinstance(op, Run):  # small, unfenced: never blocked
+                if self.faults.active:
+                    expand(ep)  # the fault rules see single frames
+                elif not self._corked(ep, op.first + op.sent):
+                    self.wire.send(link, *take_batch(ep))
+                    continue
+                else:
+                    break
+                continue
             if self._blocked(ep, op):
                 break
             self._refresh(op)
             if op.kind in BATCHED and op.length <= MAX_OP_BYTES and not self.faults.active:
-                if self._corked(ep, op):
+                if self._corked(ep, op.seq):
                     break
                 self._start_batch(ep, link)
                 continue
@@ -214,13 +229,15 @@ class Initiator:
         rules see single frames: no batching while rules are installed."""
         held = ep.held
         first = held.popleft()
+        assert not isinstance(first, Run)  # transmit's word
         batch, kind, total, seq = [first], first.kind, first.length, first.seq
         reads = ep.reads_out  # none in flight: nothing can be blocked (the common batch)
         while held and len(batch) < MAX_OPS:
             op = held[0]
             seq += 1
             if (
-                op.kind != kind
+                isinstance(op, Run)
+                or op.kind != kind
                 or op.length > MAX_OP_BYTES
                 or total + op.length > MAX_BATCH_BYTES
                 or op.seq != seq
@@ -229,7 +246,8 @@ class Initiator:
                 break
             if op.flags & _FENCE:
                 self._refresh(op)
-            batch.append(held.popleft())
+            held.popleft()
+            batch.append(op)
             total += op.length
         if len(batch) == 1 and kind != Dtos.SEND:
             self._start(ep, link, first)
@@ -294,27 +312,41 @@ class Initiator:
     def retire(self, ep: Ep) -> None:
         """Complete, in posting order, every request at the head of the queue that is done
         (runs of successful DTOs together: their completions are written at once)."""
-        ops, run = ep.ops, []
+        ops, succeeded = ep.ops, list[Op]()
         while ops:
             op = ops[0]
+            if isinstance(op, Run):  # a Run's requests are done as the ACK covers them
+                lo, end = op.done, len(op.wqes)
+                hi = min(end, ep.acked - op.first + 1)
+                if hi <= lo:
+                    break
+                self.eps.complete_run(ep, succeeded)  # what finished before it, first
+                succeeded = []
+                op.done = hi
+                self.eps.events.plain_done(ep, op.kind, op.wqes[lo:hi])
+                if hi < end:
+                    break
+                ops.popleft()
+                continue
             if not op.done and (op.kind in ANSWERED or op.seq > ep.acked):
                 break
             if op.status == St.DTO_SUCCESS and op.kind != Dtos.BIND_MW:
-                run.append(ops.popleft())
+                ops.popleft()
+                succeeded.append(op)
                 continue
-            self.eps.complete_run(ep, run)  # what finished before it, first
-            run = []
+            self.eps.complete_run(ep, succeeded)  # what finished before it, first
+            succeeded = []
             if op.status != St.DTO_SUCCESS:
                 self.eps.broken(ep, first_status=op.status, notify_peer=True)
                 return
             ops.popleft()
             self.eps.complete(ep, op, St.DTO_SUCCESS)
-        self.eps.complete_run(ep, run)
+        self.eps.complete_run(ep, succeeded)
         self.eps.drained(ep)
 
     def fail(self, link: PeerLink, seq: int | None, status: St) -> None:
         """The request ``seq`` is done, with an error: it breaks the EP when it retires."""
-        op = link.ep.op(seq) if link.ep is not None else None
+        op = find(link.ep, seq) if link.ep is not None else None
         if op is not None:
             op.done, op.status = True, status
 
@@ -336,7 +368,7 @@ class Initiator:
         ep, seq = link.ep, frame.fields[0]
         if ep is None:
             return DISCARD
-        op = ep.op(seq)
+        op = find(ep, seq)
         if op is None and type(seq) is int and seq < ep.next_seq:
             return DISCARD  # a duplicate of a response already landed
         if op is None or op.kind != Dtos.RDMA_READ or frame.payload_len > op.length:
@@ -346,7 +378,7 @@ class Initiator:
     def read_landed(self, link: PeerLink, frame: Frame) -> None:
         """READ_RESP: its payload has landed in the RDMA Read's local buffers."""
         ep = link.ep
-        op = ep.op(frame.fields[0]) if ep is not None else None
+        op = find(ep, frame.fields[0]) if ep is not None else None
         if ep is None or op is None or op.done:
             return  # a duplicate (its sink was DISCARD)
         op.length = frame.payload_len
@@ -357,7 +389,7 @@ class Initiator:
         ep, (seq, original) = link.ep, frame.fields
         if ep is None:
             return
-        op = ep.op(seq)
+        op = find(ep, seq)
         if op is None and type(seq) is int and seq < ep.next_seq:
             return  # a duplicate of an answer already taken
         if op is None or op.kind not in ATOMICS or type(original) is not int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from fabricd.memory import Lmr, MemoryRegistry, Span
 from fabricd.procmem import PlannedWrites
@@ -24,6 +24,9 @@ from proto.constants import EpState as S
 from proto.errors import DatInvalidHandle
 from proto.frames import FrameType
 from proto.hostif import Ring
+
+if TYPE_CHECKING:
+    from fabricd.nic.runs import Run
 
 
 class Channel(Protocol):
@@ -185,8 +188,8 @@ class Ep:
     attr: EpAttr
     state: S = S.UNCONNECTED
     link: PeerLink | None = None
-    ops: deque[Op] = field(default_factory=deque)  # every outstanding request DTO
-    held: deque[Op] = field(default_factory=deque)  # posted, not started yet (fence, credits)
+    ops: deque[Op | Run] = field(default_factory=deque)  # every outstanding request DTO
+    held: deque[Op | Run] = field(default_factory=deque)  # posted, not started (fence, credits)
     recvs: deque[Recv] = field(default_factory=deque)
     reads_out: int = 0  # RDMA Read requests sent and not answered
     reads_done: int = 0  # RDMA Read responses received (tells the target its load)
@@ -200,17 +203,6 @@ class Ep:
     remote: tuple[str, int, int] | None = None  # host, port, conn_qual of its last connect
     soft_hw: int = -1  # dat_ep_set_watermark (-1: DAT_WATERMARK_INFINITE); armed once
     hard_hw: int = -1
-
-    def op(self, seq: object) -> Op | None:
-        """The outstanding request with sequence number ``seq`` (ops are in seq order)."""
-        if type(seq) is not int:
-            return None
-        for op in self.ops:
-            if op.seq == seq:
-                return op
-            if op.seq > seq:
-                break
-        return None
 
 
 @dataclass(eq=False)
