@@ -2,8 +2,8 @@
 (docs/host-interface.md), in the order the NIC produced it, whatever its kind; a driver that
 armed a queue before sleeping gets one NOTIFY frame per loop turn.
 
-The queues are created and freed by dat_evd_create / dat_evd_free (calls), and
-dat_evd_post_se's software events are written here too, so one writer fills each ring.
+The queues are created and freed by the EVD calls (evds.py); dat_evd_post_se's software
+events are written here too, so one writer fills each ring.
 """
 
 from __future__ import annotations
@@ -16,26 +16,16 @@ from typing import Final
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.objects import Consumer, Ep, EventQueue, Op, Received, Srq
 from fabricd.nic.queues import bound, retired
-from proto import calls
 from proto.codec import encode
 from proto.constants import CompletionFlags, Dtos, EpAsyncErrorReason, SrqAsyncErrorReason
-from proto.constants import DatReturnSubtype as Sub
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
 from proto.errors import (
-    DatInsufficientResources,
-    DatInvalidHandle,
-    DatInvalidParameter,
-    DatInvalidState,
-    DatQueueFull,
     MalformedFrame,
 )
 from proto.eventq import (
-    EQ_ENTRY_SIZE,
     EQE_BODY_MAX,
     EqWord,
-    eq_ring,
-    eq_segment,
     newest_length,
     write_eqe,
 )
@@ -45,7 +35,6 @@ from proto.events import (
     ConnectionEvent,
     Event,
     RmrBindCompletion,
-    SoftwareEvent,
     dto_entry,
     dto_number,
     encode_event,
@@ -56,16 +45,8 @@ from proto.events import (
 from proto.frames import FrameType
 from proto.hostif import (
     ASYNC_EVD,
-    CONSUMER_LINE,
-    MAX_ENTRIES,
-    PRODUCER_LINE,
-    U32,
     Ring,
     RingError,
-    RingKind,
-    format_ring,
-    ring_bytes,
-    ring_entries,
 )
 from proto.plainwqe import PlainWqe
 
@@ -75,6 +56,11 @@ _UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
 MODERATED_BYTES: Final = 16 * 1024  # a bulk completion: its driver sleeps, its NOTIFY waits
 _SRQ_EVENT: Final = E.ASYNC_ERROR_PROVIDER_INTERNAL_ERROR
 """The async event number of an SRQ's events (the reason says which)."""
+
+
+def queued_events(eq: EventQueue) -> int:
+    """Events in the queue the driver has not taken (its index is checked)."""
+    return eq.ring.entries - eq.ring.space()
 
 
 class Events:
@@ -91,111 +77,6 @@ class Events:
         self.memory = memory
         self._due: list[tuple[Consumer, EventQueue]] = []
 
-    # -- calls ---------------------------------------------------------------------------------
-
-    def evd_create(self, consumer: Consumer, args: calls.EvdCreate) -> Sequence[object]:
-        """dat_evd_create: the EVD's event queue, ``qlen`` events long (the driver names it)."""
-        if args.evd in consumer.evds or args.evd <= 0:
-            raise DatInvalidParameter(Sub.INVALID_ARG1, f"EVD handle {args.evd} is taken")
-        if not 0 < args.qlen <= MAX_ENTRIES:
-            raise DatInvalidParameter(Sub.INVALID_ARG2, f"min_qlen {args.qlen} exceeds the max")
-        entries = ring_entries(args.qlen)
-        name, view = self._place(consumer, args.evd, entries)
-        ring = eq_ring(view, entries, producer=True)
-        consumer.evds[args.evd] = EventQueue(args.evd, name, ring, args.qlen)
-        return (entries,)
-
-    def _place(self, consumer: Consumer, evd: int, entries: int) -> tuple[str, memoryview]:
-        """A new, formatted event queue segment of ``entries`` slots for EVD ``evd``."""
-        name = eq_segment(consumer.name, evd)
-        self.memory.create_segment(name, ring_bytes(entries, EQ_ENTRY_SIZE), consumer.id)
-        view = self.memory.map_segment(name)
-        format_ring(view, RingKind.EQ, entries, EQ_ENTRY_SIZE)
-        return name, view
-
-    def evd_resize(self, consumer: Consumer, args: calls.EvdResize) -> Sequence[object]:
-        """dat_evd_resize: the EVD holds ``qlen`` events from now on (an event past them
-        overflows it); DAT_INVALID_STATE while more are queued. A ring too small for ``qlen``
-        is replaced by a larger one under the same name (docs/host-interface.md section 6);
-        a PSP whose CR EVD this is takes ``qlen`` as its backlog."""
-        eq = consumer.evds.get(args.evd)
-        if eq is None:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_EVD_REQUEST, f"no EVD {args.evd}")
-        if not 0 < args.qlen <= MAX_ENTRIES:
-            raise DatInvalidParameter(Sub.INVALID_ARG2, f"evd_min_qlen {args.qlen} is not 1..max")
-        try:
-            queued = self._queued(eq)
-        except RingError as err:  # the driver broke its own queue: that IA closes
-            consumer.channel.close(f"EVD {eq.handle}: {err}")
-            raise DatInvalidState(message=f"EVD {eq.handle}: {err}") from None
-        if queued > args.qlen:
-            raise DatInvalidState(message=f"{queued} events are queued, more than {args.qlen}")
-        if ring_entries(args.qlen) > eq.ring.entries:
-            self._grow(consumer, eq, ring_entries(args.qlen), queued)
-        eq.qlen = args.qlen
-        for listener in consumer.psps.values():
-            if listener.evd == eq.handle and listener.ep is None:
-                listener.backlog = args.qlen
-        return (eq.ring.entries,)
-
-    def _grow(self, consumer: Consumer, eq: EventQueue, entries: int, queued: int) -> None:
-        """Move the queue to a new ring of ``entries`` slots: the entries not yet taken keep
-        their indices (so the driver's own index stays right), the words carry over."""
-        old, size = eq.ring, EQ_ENTRY_SIZE
-        prod = old.mine
-        cons = (prod - queued) % U32
-        held = [
-            bytes(old.view[old.slot(i) : old.slot(i) + size]) for i in range(cons, cons + queued)
-        ]
-        words = [
-            (w, old.get(w)) for w in (EqWord.OVERFLOW, EqWord.NOTIFIED, EqWord.ARM, EqWord.WANT)
-        ]
-        self._drop(eq)
-        try:
-            _, view = self._place(consumer, eq.handle, entries)
-        except (OSError, ValueError) as err:  # no memory for the ring: the EVD is lost
-            del consumer.evds[eq.handle]
-            consumer.channel.close(f"EVD {eq.handle} could not grow: {err}")
-            raise DatInsufficientResources(Sub.RESOURCE_MEMORY, str(err)) from None
-        ring = eq_ring(view, entries, producer=True)
-        for k, entry in enumerate(held):
-            at = ring.slot(cons + k)
-            view[at : at + size] = entry
-        for at, value in [*words, (PRODUCER_LINE, prod), (CONSUMER_LINE, cons)]:
-            ring.put(at, value)
-        ring.mine = prod
-        eq.ring = ring
-
-    def evd_free(self, consumer: Consumer, args: calls.EvdHandle) -> Sequence[object]:
-        """dat_evd_free: the queue and its segment go."""
-        eq = consumer.evds.pop(args.evd, None)
-        if eq is None:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_EVD_REQUEST, f"no EVD {args.evd}")
-        self._drop(eq)
-        return ()
-
-    def evd_post_se(self, consumer: Consumer, args: calls.EvdPostSe) -> Sequence[object]:
-        """dat_evd_post_se: a software event carrying the consumer's pointer value."""
-        eq = consumer.evds.get(args.evd)
-        if eq is None:
-            raise DatInvalidHandle(Sub.INVALID_HANDLE_EVD_REQUEST, f"no EVD {args.evd}")
-        if self._queued(eq) >= eq.qlen:
-            raise DatQueueFull(message="the EVD is full")
-        self.push(consumer, E.SOFTWARE_EVENT, SoftwareEvent(args.evd, args.pointer))
-        return ()
-
-    def abandon(self, consumer: Consumer) -> None:
-        """The IA is gone: every queue and segment of it."""
-        for eq in consumer.evds.values():
-            self._drop(eq)
-        consumer.evds.clear()
-
-    def _drop(self, eq: EventQueue) -> None:
-        eq.ring.view.release()
-        eq.ring.words.release()
-        self.memory.unmap_segment(eq.segment)
-        self.memory.remove_segment(eq.segment)
-
     # -- producing -----------------------------------------------------------------------------
 
     def push(self, consumer: Consumer, number: E, record: Event) -> None:
@@ -211,10 +92,6 @@ class Events:
     def _evd(self, consumer: Consumer, evd: int) -> EventQueue | None:
         """The consumer's EVD ``evd`` (None: 0, freed, or its IA closed: events go nowhere)."""
         return consumer.evds.get(evd) if not consumer.closed else None
-
-    def _queued(self, eq: EventQueue) -> int:
-        """Events in the queue the driver has not taken (its index is checked)."""
-        return eq.ring.entries - eq.ring.space()
 
     def _write(
         self,
@@ -239,7 +116,7 @@ class Events:
         """Entries into the EVD's queue by ``write`` (given the ring and the room left: how
         many it wrote, and whether one found no room: the EVD overflowed), then published."""
         try:
-            room = eq.qlen - self._queued(eq)
+            room = eq.qlen - queued_events(eq)
         except RingError as err:  # the driver broke its own queue: that IA closes
             consumer.channel.close(f"EVD {eq.handle}: {err}")
             return
@@ -299,7 +176,7 @@ class Events:
         if arm == eq.notified:
             return False
         try:
-            queued = self._queued(eq)
+            queued = queued_events(eq)
         except RingError as err:
             consumer.channel.close(f"EVD {eq.handle}: {err}")
             return False

@@ -17,6 +17,7 @@ from fabricd.nic.admin import Admin
 from fabricd.nic.cm import ConnectionManager
 from fabricd.nic.ep import Endpoints
 from fabricd.nic.epdriver import EpDriver
+from fabricd.nic.evds import EventQueues
 from fabricd.nic.events import Events
 from fabricd.nic.initiator import Initiator
 from fabricd.nic.intake import Intake
@@ -90,6 +91,7 @@ class Nic:
         handles, peer_names = Handles(), dict[str, str]()
         self.memory = MemoryRegistry(mapper, random_u32, coherent, process)
         self.events = Events(shell.call_soon, shell.call_idle, self.memory)
+        self.evds = EventQueues(self.memory, self.events)
         self.wire = Wire(name, shell, self.faults)
         self.listeners = Listeners()
         self.eps = EpDriver(
@@ -131,7 +133,7 @@ class Nic:
             self.windows,
             self.endpoints,
             self.connections,
-            self.events,
+            self.evds,
             self.srqs,
         )
         return {
@@ -307,7 +309,7 @@ class Nic:
         self.connections.abandon(consumer)
         self.windows.abandon(consumer)
         self.regs.abandon(consumer)
-        self.events.abandon(consumer)
+        self.evds.abandon(consumer)
         self.memory.remove_owned(consumer.id)
         log.info("consumer %s closed IA %d", consumer.name, consumer.id)
 
