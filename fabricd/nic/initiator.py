@@ -18,34 +18,28 @@ from fabricd.memory import Lmr, MemoryRegistry, Window
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.faultpath import decide_bind
 from fabricd.nic.objects import Consumer, Ep, Op, PeerLink
+from fabricd.nic.requests import ATOMICS, atomic_fits, request_frame
 from fabricd.nic.runs import Run, expand, find, queue, take_batch
 from fabricd.nic.views import local_views, next_segment, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_sends, encode_writes
-from proto.codec import DISCARD, Frame, Sink, encode
+from proto.codec import DISCARD, Frame, Sink
 from proto.constants import CompletionFlags, Dtos, MemPriv
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatError, DatInvalidParameter, MalformedFrame
-from proto.frames import FrameType
-from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, Opcode, Ring, Wqe
+from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, Ring, Wqe
 from proto.plainwqe import plain_run
 
 log = logging.getLogger("fabricd")
 _FENCE = int(CompletionFlags.BARRIER_FENCE)
 _LOCAL_READ = int(MemPriv.LOCAL_READ)  # what a Send or Write needs of its local segment
 
-ATOMICS = {Dtos.IB_FETCH_ADD: Opcode.FETCH_ADD, Dtos.IB_CMP_SWAP: Opcode.CMP_SWAP}
 READ_LIKE = frozenset({Dtos.RDMA_READ, *ATOMICS})  # take a read credit; land bytes locally
 ANSWERED = READ_LIKE | {Dtos.BIND_MW}  # done by an answer, not by an ACK
 BATCHED = frozenset({Dtos.RDMA_WRITE, Dtos.SEND})  # small ones leave as WRITES / SENDS frames
 CORK_INFLIGHT = 16  # unacknowledged requests past which a few small ones wait for an ACK
 CORK_MIN = 32  # ...unless this many are waiting: they leave at once
-
-
-def _atomic_fits(op: Op) -> bool:
-    """An atomic's local buffer is one segment of 8 bytes; the remote triplet holds 8."""
-    return len(op.views) == 1 and op.length == ATOMIC_BYTES and op.remote[1] >= ATOMIC_BYTES
 
 
 class Initiator:
@@ -82,7 +76,7 @@ class Initiator:
             op = Op(
                 dto, cookie, flags, 0, length, views, False, spans, wqe.remote, operands=operands
             )
-            if dto in ATOMICS and not _atomic_fits(op):
+            if dto in ATOMICS and not atomic_fits(op):
                 status = St.DTO_ERR_LOCAL_LENGTH
                 raise DatInvalidParameter(message="an atomic takes 8 bytes at both ends")
             if wqe.stage is not None:
@@ -261,31 +255,10 @@ class Initiator:
         self.wire.send(link, hdr, [view for op in batch for view in op.views])
 
     def _start(self, ep: Ep, link: PeerLink, op: Op) -> None:
-        """Put one request on the wire."""
-        address, length, rmr_context = op.remote
-        if op.kind == Dtos.RDMA_WRITE:
-            hdr = encode(FrameType.WRITE, op.seq, address, rmr_context, payload_len=op.length)
-            self.wire.send(link, hdr, op.views)
-        elif op.kind == Dtos.SEND:
-            self.wire.send(link, encode(FrameType.SEND, op.seq, payload_len=op.length), op.views)
-        elif op.kind == Dtos.IB_RDMA_WRITE_IMMED:
-            immediate = op.operands[0]
-            hdr = encode(
-                FrameType.WRITE_IMM, op.seq, address, rmr_context, immediate, payload_len=op.length
-            )
-            self.wire.send(link, hdr, op.views)
-        elif op.kind == Dtos.RDMA_READ:
+        """Put one request on the wire (a Read or atomic takes a read credit)."""
+        if op.kind in READ_LIKE:
             ep.reads_out += 1
-            hdr = encode(FrameType.READ_REQ, op.seq, address, rmr_context, length, ep.reads_done)
-            self.wire.send(link, hdr)
-        else:
-            ep.reads_out += 1
-            opcode, (operand, compare) = ATOMICS[op.kind], op.operands
-            hdr = encode(
-                FrameType.ATOMIC,
-                *(op.seq, address, rmr_context, opcode, operand, compare, ep.reads_done),
-            )
-            self.wire.send(link, hdr)
+        self.wire.send(link, *request_frame(op, ep.reads_done))
 
     def _bind(self, ep: Ep, op: Op) -> None:
         """Execute a bind: the window's previous key dies, the promised one starts to work."""

@@ -1,0 +1,39 @@
+"""One request DTO as its frame on the wire (WRITE, SEND, WRITE_IMM, READ_REQ, ATOMIC), when
+it is not part of a batch (runs.take_batch and Initiator._start_batch make those)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from fabricd.nic.objects import Op
+from proto.codec import encode
+from proto.constants import Dtos
+from proto.frames import FrameType
+from proto.hostif import ATOMIC_BYTES, Opcode
+
+ATOMICS: Final = {Dtos.IB_FETCH_ADD: Opcode.FETCH_ADD, Dtos.IB_CMP_SWAP: Opcode.CMP_SWAP}
+
+
+def atomic_fits(op: Op) -> bool:
+    """An atomic's local buffer is one segment of 8 bytes; the remote triplet holds 8."""
+    return len(op.views) == 1 and op.length == ATOMIC_BYTES and op.remote[1] >= ATOMIC_BYTES
+
+
+def request_frame(op: Op, reads_done: int) -> tuple[bytes, Sequence[memoryview]]:
+    """The frame of ``op`` alone: its header and payload (a Read or atomic tells the target
+    how many read responses have come back: ``reads_done``)."""
+    seq, (address, length, rmr_context), n = op.seq, op.remote, op.length
+    if op.kind == Dtos.RDMA_WRITE:
+        return encode(FrameType.WRITE, seq, address, rmr_context, payload_len=n), op.views
+    if op.kind == Dtos.SEND:
+        return encode(FrameType.SEND, seq, payload_len=n), op.views
+    if op.kind == Dtos.IB_RDMA_WRITE_IMMED:
+        immediate = op.operands[0]
+        hdr = encode(FrameType.WRITE_IMM, seq, address, rmr_context, immediate, payload_len=n)
+        return hdr, op.views
+    if op.kind == Dtos.RDMA_READ:
+        return encode(FrameType.READ_REQ, seq, address, rmr_context, length, reads_done), ()
+    opcode, (operand, compare) = ATOMICS[op.kind], op.operands
+    hdr = encode(FrameType.ATOMIC, seq, address, rmr_context, opcode, operand, compare, reads_done)
+    return hdr, ()
