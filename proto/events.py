@@ -17,7 +17,6 @@ from proto.constants import CompletionFlags, DtoCompletionStatus, Dtos, EventNum
 from proto.errors import DatError, MalformedFrame
 from proto.eventq import EQE, NOTIFIES, SRQ_RECEIVE, SRQ_TAIL
 from proto.hostif import SLOTS, Ring
-from proto.plainwqe import PlainWqe
 from proto.schema import parse
 
 
@@ -175,23 +174,33 @@ def write_dtos(ring: Ring, room: int, ep: int, dtos: Sequence[Done]) -> tuple[in
     return written, False
 
 
-def write_plain_dtos(
-    ring: Ring, room: int, ep: int, kind: int, wqes: Sequence[PlainWqe]
+Row = tuple[int, ...]
+"""A successful completion as a tuple holding its completion flags, cookie and length (at
+indices write_rows is told): a plain WQE's fields (plainwqe.PlainWqe: PLAIN_AT), or a
+received Send's (flags, cookie, length) (RECEIVED_AT)."""
+PLAIN_AT: Final = (3, 4, 12)
+RECEIVED_AT: Final = (0, 1, 2)
+
+
+def write_rows(
+    ring: Ring, room: int, ep: int, kind: int, rows: Sequence[Row], at: tuple[int, int, int]
 ) -> tuple[int, bool]:
-    """write_dtos of plain requests of one ``kind`` (RDMA_WRITE or SEND), as their WQEs'
-    fields (plainwqe.plain_run): what an Op would take of each, read in place."""
+    """write_dtos of completions of one ``kind`` (a base DTO: a Send, RDMA Write or receive)
+    given as rows (each's flags, cookie and length at the indices ``at``), read in place: no
+    object per completion."""
     view, pack_into, mine, written = ring.view, EQE.pack_into, ring.mine, 0
     mask, size = ring.mask, ring.entry_size
     ok = int(DtoCompletionStatus.DTO_SUCCESS)
-    for wqe in wqes:
-        flags = wqe[3]
+    flags_at, cookie_at, length_at = at
+    for row in rows:
+        flags = row[flags_at]
         if flags & _SUPPRESS:
             continue
         if written == room:
             return written, True
         notify = 0 if flags & _UNSIGNALLED else NOTIFIES
-        at = SLOTS + ((mine + written) & mask) * size  # Ring.slot, inline
-        pack_into(view, at, _DTO_EVENT, notify, 0, 0, ep, ok, wqe[4], wqe[12], kind)
+        at_ = SLOTS + ((mine + written) & mask) * size  # Ring.slot, inline
+        pack_into(view, at_, _DTO_EVENT, notify, 0, 0, ep, ok, row[cookie_at], row[length_at], kind)
         written += 1
     return written, False
 

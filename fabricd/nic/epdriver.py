@@ -131,7 +131,7 @@ class EpDriver:
     def complete_run(self, ep: Ep, ops: list[Op]) -> None:
         """Successful request DTOs (no binds) complete, in posting order, together."""
         if ops:
-            self.events.dtos_done(ep, False, ops)
+            self.events.dtos_done(ep, ops)
 
     def cancel_timer(self, ep: Ep) -> None:
         """Stop the connect timeout."""

@@ -14,7 +14,7 @@ from functools import partial
 from typing import Final
 
 from fabricd.memory import MemoryRegistry
-from fabricd.nic.objects import Consumer, Ep, EventQueue, Op, Received, Srq
+from fabricd.nic.objects import Consumer, Ep, EventQueue, Op, Srq
 from fabricd.nic.queues import bound, retired
 from proto.codec import encode
 from proto.constants import CompletionFlags, Dtos, EpAsyncErrorReason, SrqAsyncErrorReason
@@ -35,12 +35,13 @@ from proto.events import (
     ConnectionEvent,
     Event,
     RmrBindCompletion,
+    Row,
     dto_entry,
     dto_number,
     encode_event,
     srq_marked,
     write_dtos,
-    write_plain_dtos,
+    write_rows,
 )
 from proto.frames import FrameType
 from proto.hostif import (
@@ -48,7 +49,6 @@ from proto.hostif import (
     Ring,
     RingError,
 )
-from proto.plainwqe import PlainWqe
 
 log = logging.getLogger("fabricd")
 _SUPPRESS: Final = int(CompletionFlags.SUPPRESS)  # plain ints: IntFlag operators are slow
@@ -249,24 +249,27 @@ class Events:
         record = ConnectionEvent(ep.connect_evd, ep.handle, private_data, ep.state)
         self.push(ep.consumer, number, record)
 
-    def dtos_done(self, ep: Ep, receive: bool, done: Sequence[Op | Received]) -> None:
-        """Request DTOs (no binds) or receives (no SRQ) of the EP that completed successfully,
-        in order: the driver's DONE moves once for all of them, then their completions are
-        written and published together (SUPPRESS: no event; UNSIGNALLED: one that wakes
-        nobody). What completed() and received() do for one, coalesced."""
-        retired(ep, receive=receive, count=len(done))
-        eq = self._evd(ep.consumer, ep.recv_evd if receive else ep.request_evd)
-        if eq is not None:
-            handle = ep.handle
-            self._fill(ep.consumer, eq, lambda ring, room: write_dtos(ring, room, handle, done))
-
-    def plain_done(self, ep: Ep, kind: Dtos, wqes: Sequence[PlainWqe]) -> None:
-        """dtos_done of plain requests of one kind, as their WQEs' fields (runs.Run)."""
-        retired(ep, receive=False, count=len(wqes))
+    def dtos_done(self, ep: Ep, ops: Sequence[Op]) -> None:
+        """Request DTOs (no binds) of the EP that completed successfully, in order: the
+        driver's DONE moves once for all of them, then their completions are written and
+        published together (SUPPRESS: no event; UNSIGNALLED: one that wakes nobody). What
+        completed() does for one, coalesced."""
+        retired(ep, receive=False, count=len(ops))
         eq = self._evd(ep.consumer, ep.request_evd)
         if eq is not None:
-            handle, write = ep.handle, write_plain_dtos
-            self._fill(ep.consumer, eq, lambda ring, room: write(ring, room, handle, kind, wqes))
+            handle = ep.handle
+            self._fill(ep.consumer, eq, lambda ring, room: write_dtos(ring, room, handle, ops))
+
+    def rows_done(self, ep: Ep, kind: Dtos, rows: Sequence[Row], at: tuple[int, int, int]) -> None:
+        """dtos_done of DTOs of one kind given as rows (proto.events.write_rows): a run's plain
+        Writes or Sends (runs.Run, PLAIN_AT), or receives (no SRQ) that Sends of a run filled
+        (send_run.SendRun, RECEIVED_AT; their completions always notify)."""
+        receive = kind == Dtos.RECEIVE
+        retired(ep, receive=receive, count=len(rows))
+        eq = self._evd(ep.consumer, ep.recv_evd if receive else ep.request_evd)
+        if eq is not None:
+            handle, write = ep.handle, write_rows
+            self._fill(ep.consumer, eq, lambda r, room: write(r, room, handle, kind, rows, at))
 
     def completed(self, ep: Ep, op: Op, status: St) -> None:
         """A request DTO or bind completes: SUPPRESS (success) gives no event, UNSIGNALLED

@@ -28,6 +28,7 @@ from proto.constants import CompletionFlags, Dtos, MemPriv
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatError, DatInvalidParameter, MalformedFrame
+from proto.events import PLAIN_AT
 from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, Ring, Wqe
 from proto.plainwqe import plain_run
 
@@ -296,7 +297,7 @@ class Initiator:
                 self.eps.complete_run(ep, succeeded)  # what finished before it, first
                 succeeded = []
                 op.done = hi
-                self.eps.events.plain_done(ep, op.kind, op.wqes[lo:hi])
+                self.eps.events.rows_done(ep, op.kind, op.wqes[lo:hi], PLAIN_AT)
                 if hi < end:
                     break
                 ops.popleft()

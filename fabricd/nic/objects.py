@@ -164,17 +164,6 @@ class Recv:
     spans: list[Span] = field(default_factory=list)  # process memory: stored when filled
 
 
-@dataclass(eq=False, slots=True)
-class Received:
-    """A receive that completed successfully, waiting to be written with others like it (what
-    Events.dtos_done needs of a completion, as an Op has it)."""
-
-    cookie: int
-    length: int
-    kind: Dtos = Dtos.RECEIVE
-    flags: int = 0  # a receive's completion always notifies
-
-
 @dataclass(eq=False)
 class Ep:
     """An endpoint with its queues and connection."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fabricd.nic.objects import Received, Recv
+from fabricd.nic.objects import Recv
 from fabricd.nic.views import scatter, truncate, truncate_spans
 from fabricd.procmem import Scatter, add_piece
 
@@ -19,7 +19,7 @@ class SendRun:
     bytes for process ``pid``'s memory."""
 
     first: int
-    done: list[Received] = field(default_factory=list)
+    done: list[tuple[int, int, int]] = field(default_factory=list)
     recvs: list[Recv] = field(default_factory=list)
     bodies: list[memoryview] = field(default_factory=list)
     pid: int = 0
@@ -60,7 +60,7 @@ class SendRun:
             for _, address, length in truncate_spans(spans, n):
                 add_piece(self.pieces, address, at, length)
                 at += length
-        self.done.append(Received(recv.cookie, n))
+        self.done.append((0, recv.cookie, n))  # proto.events.RECEIVED_AT
         self.recvs.append(recv)
         self.bodies.append(body)
         return True

@@ -27,9 +27,10 @@ from fabricd.nic.wire import Wire
 from proto.batch import parse_sends, parse_writes
 from proto.codec import DISCARD, Frame, Sink, encode
 from proto.constants import DtoCompletionStatus as St
+from proto.constants import Dtos, MemPriv
 from proto.constants import EpState as S
-from proto.constants import MemPriv
 from proto.errors import DatError, MalformedFrame
+from proto.events import RECEIVED_AT
 from proto.frames import FrameType
 from proto.hostif import Ring
 from proto.plainwqe import PLAIN_RECEIVES, plain_run
@@ -136,7 +137,7 @@ class Target:
     def _sends(self, link: PeerLink, frame: Frame) -> None:
         """A SENDS frame, its bytes collected: each Send in turn, as if it had come alone (a
         Send seen before is answered again, one without a receive stalls the rest). A run of
-        Sends that land at once completes together (SendRun, Events.dtos_done)."""
+        Sends that land at once completes together (SendRun, Events.rows_done)."""
         seq, lengths = parse_sends(frame)
         if frame.payload is None:
             return  # no endpoint: nothing to receive them
@@ -189,7 +190,7 @@ class Target:
             for i, body in enumerate(run.bodies):
                 self.request(link, Frame(FrameType.SEND, [run.first + i], len(body), body))
             return
-        self.events.dtos_done(ep, True, run.done)
+        self.events.rows_done(ep, Dtos.RECEIVE, run.done, RECEIVED_AT)
         link.acked, link.ack_due = run.last, True
 
     def _execute(self, link: PeerLink, frame: Frame) -> None:

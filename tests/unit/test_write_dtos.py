@@ -4,11 +4,20 @@ and the queue's room is never exceeded."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from proto.constants import CompletionFlags, DtoCompletionStatus, Dtos, EventNumber
 from proto.eventq import EQ_ENTRY_SIZE, eq_ring, read_eqe
-from proto.events import DtoCompletion, decode_event, encode_event, write_dtos
+from proto.events import (
+    PLAIN_AT,
+    RECEIVED_AT,
+    DtoCompletion,
+    decode_event,
+    encode_event,
+    write_dtos,
+    write_rows,
+)
 from proto.hostif import Ring, RingKind, format_ring, ring_bytes
 
 ENTRIES, EVD, EP = 8, 5, 3
@@ -62,3 +71,27 @@ def test_a_run_stops_at_the_queues_room() -> None:
     assert write_dtos(producer, 1, EP, dtos) == (1, True)
     assert write_dtos(producer, 2, EP, dtos) == (2, False)
     assert write_dtos(producer, 0, EP, dtos[:1]) == (0, False)  # a SUPPRESSed one takes no room
+
+
+def _entries(write: Callable[..., tuple[int, bool]], *args: object) -> tuple[object, bytes]:
+    """What ``write(queue, *args)`` returns on a fresh queue that wraps, and the queue's bytes
+    after it."""
+    producer, _ = _queue(start=ENTRIES - 2)
+    result = write(producer, *args)
+    return result, bytes(producer.view)
+
+
+def test_rows_give_the_entries_write_dtos_gives() -> None:
+    """A run's plain WQEs (PLAIN_AT: flags, cookie and length at 3, 4, 12) and a run of
+    receives (RECEIVED_AT) are written as their Ops / receives would be."""
+    flags = [0, SUPPRESS, UNSIGNALLED, 0, UNSIGNALLED | SUPPRESS, 0]
+    writes = [Dto(10 + i, 8 * i, Dtos.RDMA_WRITE, f) for i, f in enumerate(flags)]
+    wqes = [(1, 0, 1, d.flags, d.cookie, 7, 8, 9, 0, 0, 0, 4096, d.length, 5) for d in writes]
+    for room in (ENTRIES, 2):
+        expected = _entries(write_dtos, room, EP, writes)
+        assert _entries(write_rows, room, EP, Dtos.RDMA_WRITE, wqes, PLAIN_AT) == expected
+    receives = [Dto(20 + i, i, Dtos.RECEIVE) for i in range(5)]
+    rows = [(0, d.cookie, d.length) for d in receives]
+    expected = _entries(write_dtos, ENTRIES, EP, receives)
+    assert _entries(write_rows, ENTRIES, EP, Dtos.RECEIVE, rows, RECEIVED_AT) == expected
+    assert expected[0] == (5, False)
