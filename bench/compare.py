@@ -6,7 +6,7 @@ At each size it runs ``fabricctl bench`` (write, send and read bw at ``--window`
 window 1; its Sends, into receives its target reposts, are compared with ucp_put_bw),
 the C driver's write and send bw at ``--window`` (provider/bench/post_reap through
 libdatfabric: a C program beside a C program, as users of the provider run; its Sends are
-compared with ucp_put_bw too)
+compared with ucp_put_bw too; over C_ITERS operations at least, C_BYTES at most)
 and ``ucx_perftest`` over TCP on loopback (``ucp_put_bw``, ``ucp_get``, ``ucp_put_lat``), each
 client against its own server, every process under a timeout. A run that fails shows ``n/a``
 and says why on stderr.
@@ -40,7 +40,11 @@ DEFAULT_ITERS = 1000  # perftest's default; about 20 s for the default sizes her
 RUN_TIMEOUT = 30.0  # seconds for any one command
 BUDGET = 180.0  # seconds for the whole comparison; later runs are skipped past it
 BW_WINDOW = 16
-C_ITERS = 20000  # post_reap's runs are this long at least: a few ms would say little
+C_ITERS = 100_000
+"""post_reap's runs are this long at least: its first tens of ms move most (64 B Writes, three
+interleaved rounds: 137k-225k/s over 20,000, 217k-237k/s over 100,000; ucx_perftest's put_bw
+~300k/s over either, in the rounds where it ran at its usual speed); and at most C_BYTES."""
+C_BYTES = 1 << 29
 LAT_WINDOW = 1
 
 COLUMNS = (
@@ -66,7 +70,8 @@ LEGEND = (
     "into receives its target reposts); "
     "write lat = median post-to-completion at window 1 (a FULL round trip); ours C: "
     "provider/bench/post_reap, a C program writing (sending, into receives it reposts) through "
-    "libdatfabric (polling, as ucx_perftest does) at the same window",
+    "libdatfabric (polling, as ucx_perftest does) at the same window, over --iters "
+    "operations or {c_ops}, whichever is more (at most {c_mib} MiB)",
     "# ucx: ucx_perftest UCX_TLS=tcp UCX_NET_DEVICES=lo, 'overall' bandwidth; ucp_get is "
     "emulated over active messages on tcp; put_lat = median of HALF a round trip (RTT/2)",
 )
@@ -229,6 +234,7 @@ def format_line(cells: list[str]) -> str:
 def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
     """Run the nine measurements at one size; failures leave None and go to stderr."""
     row = Row(size, iters)
+    c_iters = max(iters, min(C_ITERS, C_BYTES // size))
 
     def attempt(what: str, fn: Callable[[float], float | None]) -> float | None:
         left = deadline - time.monotonic()
@@ -248,11 +254,11 @@ def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
     )
     row.ours_c_write_MBps = attempt(
         "ours C write bw",
-        lambda t: cdriver.rate(size, ours.window, max(iters, C_ITERS), t) * size / 1e6,
+        lambda t: cdriver.rate(size, ours.window, c_iters, t) * size / 1e6,
     )
     row.ours_c_send_MBps = attempt(
         "ours C send bw",
-        lambda t: cdriver.rate(size, ours.window, max(iters, C_ITERS), t, "send") * size / 1e6,
+        lambda t: cdriver.rate(size, ours.window, c_iters, t, "send") * size / 1e6,
     )
     row.ours_send_MBps = attempt(
         "ours send bw", lambda t: _num(ours.run("send", "bw", size, iters, t), "bw_MBps")
@@ -328,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.json:
         now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
         print(f"# {now}  {platform.machine()}  nproc {_nproc()}  iters {args.iters}")
-        print("\n".join(LEGEND).format(window=args.window))
+        legend = "\n".join(LEGEND)
+        print(legend.format(window=args.window, c_ops=f"{C_ITERS:,}", c_mib=C_BYTES >> 20))
         print(format_line([name for name, _ in COLUMNS]), flush=True)
     complete = True
     for size in args.sizes:
