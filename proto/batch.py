@@ -12,6 +12,7 @@ by one, as if they had come as WRITE or SEND frames.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Final
 
 from proto.codec import Frame, encode
@@ -60,21 +61,24 @@ def parse_writes(frame: Frame) -> tuple[int, list[WriteOp]]:
     return seq, parsed
 
 
-def encode_sends(seq: int, lengths: list[int]) -> bytes:
+def encode_sends(seq: int, lengths: Sequence[int]) -> bytes:
     """The header of a SENDS frame: Sends of ``lengths`` bytes from sequence number ``seq``."""
     return encode(FrameType.SENDS, seq, lengths, payload_len=sum(lengths))
 
 
-def parse_sends(frame: Frame) -> tuple[int, list[int]]:
+def parse_sends(frame: Frame) -> tuple[int, Sequence[int]]:
     """The first sequence number and the lengths of a SENDS frame (MalformedFrame if the
-    header is not that)."""
+    header is not that); validated once, the lengths replace the raw field."""
     seq, lengths = frame.fields
+    if type(lengths) is tuple:  # parsed already
+        return seq, lengths
     if type(seq) is not int or seq < 1:
         raise MalformedFrame("a SENDS frame's sequence number must be a positive integer")
     if type(lengths) is not list or not 0 < len(lengths) <= MAX_OPS:
         raise MalformedFrame(f"a SENDS frame carries 1..{MAX_OPS} operations")
     if set(map(type, lengths)) != {int} or min(lengths) < 0 or sum(lengths) != frame.payload_len:
         raise MalformedFrame(f"Sends of {lengths!r} in a {frame.payload_len}-byte payload")
+    frame.fields[1] = tuple(lengths)
     return seq, lengths
 
 
