@@ -20,9 +20,7 @@ from proto.codec import encode
 from proto.constants import CompletionFlags, Dtos, EpAsyncErrorReason, SrqAsyncErrorReason
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
-from proto.errors import (
-    MalformedFrame,
-)
+from proto.errors import MalformedFrame
 from proto.eventq import (
     EQE_BODY_MAX,
     EqWord,
@@ -64,7 +62,7 @@ def queued_events(eq: EventQueue) -> int:
 
 
 class Events:
-    """The consumers' event queues: their calls, their writes, their notifications."""
+    """The consumers' event queues as the NIC fills them: their entries, overflow, NOTIFY."""
 
     def __init__(
         self,
