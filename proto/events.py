@@ -176,22 +176,21 @@ def write_dtos(ring: Ring, room: int, ep: int, dtos: Sequence[Done]) -> tuple[in
 
 Row = tuple[int, ...]
 """A successful completion as a tuple holding its completion flags, cookie and length (at
-indices write_rows is told): a plain WQE's fields (plainwqe.PlainWqe: PLAIN_AT), or a
-received Send's (flags, cookie, length) (RECEIVED_AT)."""
-PLAIN_AT: Final = (3, 4, 12)
+indices write_rows is told): a plain WQE's fields (plainwqe.PLAIN_AT), or a received Send's
+(flags, cookie, length) (RECEIVED_AT)."""
 RECEIVED_AT: Final = (0, 1, 2)
 
 
 def write_rows(
-    ring: Ring, room: int, ep: int, kind: int, rows: Sequence[Row], at: tuple[int, int, int]
+    ring: Ring, room: int, ep: int, kind: int, rows: Sequence[Row], fields: tuple[int, int, int]
 ) -> tuple[int, bool]:
     """write_dtos of completions of one ``kind`` (a base DTO: a Send, RDMA Write or receive)
-    given as rows (each's flags, cookie and length at the indices ``at``), read in place: no
-    object per completion."""
+    given as rows (each's flags, cookie and length at the indices ``fields``), read in place:
+    no object per completion."""
     view, pack_into, mine, written = ring.view, EQE.pack_into, ring.mine, 0
     mask, size = ring.mask, ring.entry_size
     ok = int(DtoCompletionStatus.DTO_SUCCESS)
-    flags_at, cookie_at, length_at = at
+    flags_at, cookie_at, length_at = fields
     for row in rows:
         flags = row[flags_at]
         if flags & _SUPPRESS:
@@ -199,8 +198,8 @@ def write_rows(
         if written == room:
             return written, True
         notify = 0 if flags & _UNSIGNALLED else NOTIFIES
-        at_ = SLOTS + ((mine + written) & mask) * size  # Ring.slot, inline
-        pack_into(view, at_, _DTO_EVENT, notify, 0, 0, ep, ok, row[cookie_at], row[length_at], kind)
+        at = SLOTS + ((mine + written) & mask) * size  # Ring.slot, inline
+        pack_into(view, at, _DTO_EVENT, notify, 0, 0, ep, ok, row[cookie_at], row[length_at], kind)
         written += 1
     return written, False
 

@@ -40,6 +40,10 @@ PlainWqe = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int
 """A plain WQE's fields as ``plain_run`` gives them, in the slot's order: opcode, WQE flags,
 num_segments (1), completion_flags, cookie, the remote triplet, stage offset, operand and
 compare (both 0), then its one segment (virtual_address, length, lmr_context)."""
+FLAGS, COOKIE, R_ADDRESS, R_LENGTH, R_CONTEXT, LENGTH = 3, 4, 5, 6, 7, 12
+"""Indices of a PlainWqe's fields: its completion flags, cookie, remote triplet and length."""
+PLAIN_AT: Final = (FLAGS, COOKIE, LENGTH)
+"""Where proto.events.write_rows finds a completion's flags, cookie and length in a PlainWqe."""
 PLAIN_REQUESTS: Final = frozenset({int(Opcode.SEND), int(Opcode.RDMA_WRITE)})
 """The opcodes of the send queue's common WQE (plain_run)."""
 PLAIN_RECEIVES: Final = frozenset({int(Opcode.RECEIVE)})

@@ -258,16 +258,18 @@ class Events:
             handle = ep.handle
             self._fill(ep.consumer, eq, lambda ring, room: write_dtos(ring, room, handle, ops))
 
-    def rows_done(self, ep: Ep, kind: Dtos, rows: Sequence[Row], at: tuple[int, int, int]) -> None:
+    def rows_done(
+        self, ep: Ep, kind: Dtos, rows: Sequence[Row], fields: tuple[int, int, int]
+    ) -> None:
         """dtos_done of DTOs of one kind given as rows (proto.events.write_rows): a run's plain
-        Writes or Sends (runs.Run, PLAIN_AT), or receives (no SRQ) that Sends of a run filled
-        (send_run.SendRun, RECEIVED_AT; their completions always notify)."""
+        Writes or Sends (runs.Run, plainwqe.PLAIN_AT), or receives (no SRQ) that Sends of a run
+        filled (send_run.SendRun, RECEIVED_AT; their completions always notify)."""
         receive = kind == Dtos.RECEIVE
         retired(ep, receive=receive, count=len(rows))
         eq = self._evd(ep.consumer, ep.recv_evd if receive else ep.request_evd)
         if eq is not None:
             handle, write = ep.handle, write_rows
-            self._fill(ep.consumer, eq, lambda r, room: write(r, room, handle, kind, rows, at))
+            self._fill(ep.consumer, eq, lambda r, room: write(r, room, handle, kind, rows, fields))
 
     def completed(self, ep: Ep, op: Op, status: St) -> None:
         """A request DTO or bind completes: SUPPRESS (success) gives no event, UNSIGNALLED

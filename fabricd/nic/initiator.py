@@ -28,9 +28,8 @@ from proto.constants import CompletionFlags, Dtos, MemPriv
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatError, DatInvalidParameter, MalformedFrame
-from proto.events import PLAIN_AT
 from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, Ring, Wqe
-from proto.plainwqe import plain_run
+from proto.plainwqe import PLAIN_AT, plain_run
 
 log = logging.getLogger("fabricd")
 _FENCE = int(CompletionFlags.BARRIER_FENCE)
@@ -123,7 +122,8 @@ class Initiator:
                     break
                 views.append(stage[at : at + n] if staged else lmr.local(addr, n))
                 total += n
-                # runs.batchable, inline (a call per WQE costs ~60 ns)
+                # runs.group's rule, with one kind for the whole run, inline (a call per
+                # WQE costs ~60 ns)
                 mixed = mixed or raw_op != kind or n > MAX_OP_BYTES or bool(flags & _FENCE)
             took = len(views)
             if took:

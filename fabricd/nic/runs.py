@@ -9,6 +9,7 @@ number. So every rule of the RC initiator is still written once, for Ops."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from typing import Final, cast
@@ -19,13 +20,11 @@ from proto.codec import encode
 from proto.constants import CompletionFlags, Dtos
 from proto.frames import FrameType
 from proto.hostif import Opcode
-from proto.plainwqe import PlainWqe
+from proto.plainwqe import COOKIE, FLAGS, LENGTH, R_ADDRESS, R_CONTEXT, R_LENGTH, PlainWqe
 
-# a PlainWqe's fields that an Op takes (proto.plainwqe: the slot's order)
-FLAGS, COOKIE, R_ADDRESS, R_LENGTH, R_CONTEXT, LENGTH = 3, 4, 5, 6, 7, 12
 _KINDS: Final = {int(Opcode.SEND): Dtos.SEND, int(Opcode.RDMA_WRITE): Dtos.RDMA_WRITE}
 _FENCE: Final = int(CompletionFlags.BARRIER_FENCE)
-_ALONE: Final = -1  # queue's group of a WQE that is an Op
+ALONE: Final = -1  # the group of a plain WQE that is an Op (``group``)
 
 
 @dataclass(eq=False, slots=True)
@@ -91,7 +90,8 @@ def find(ep: Ep, seq: object) -> Op | None:
     for item in ep.ops:
         if isinstance(item, Run):
             if item.first + item.done <= seq <= item.last:
-                return find_op(expand(ep), seq)
+                expand(ep)
+                return find(ep, seq)  # once: no run is left
             if item.first > seq:
                 break
         elif item.seq == seq:
@@ -101,26 +101,16 @@ def find(ep: Ep, seq: object) -> Op | None:
     return None
 
 
-def find_op(ops: deque[Op], seq: int) -> Op | None:
-    """``find`` among Ops."""
-    for op in ops:
-        if op.seq == seq:
-            return op
-        if op.seq > seq:
-            break
-    return None
-
-
-def batchable(opcode: int, flags: int, length: int, first: int) -> bool:
-    """Can a plain WQE join a run whose first WQE has opcode ``first``? (One kind, unfenced,
-    small enough to batch.)"""
-    return opcode == first and not flags & _FENCE and length <= MAX_OP_BYTES
+def group(wqe: PlainWqe) -> int:
+    """A plain WQE's group for ``queue``: its opcode when it may join a run of that kind
+    (unfenced, at most MAX_OP_BYTES), else ALONE."""
+    return ALONE if wqe[FLAGS] & _FENCE or wqe[LENGTH] > MAX_OP_BYTES else wqe[0]
 
 
 def queue(ep: Ep, wqes: list[PlainWqe], views: list[memoryview], total: int, mixed: bool) -> None:
     """Queue checked plain WQEs (their bytes: ``views``, ``total`` in all) in posting order:
-    as one Run when every one is batchable with the first (``mixed`` False), else a Run for
-    each stretch of batchable ones and an Op for each other one (a fenced or large Write or
+    as one Run when every one is in the first one's ``group`` (``mixed`` False), else a Run
+    for each stretch of one group and an Op for each ALONE one (a fenced or large Write or
     Send: the initiator's Op rules hold it)."""
     seq = ep.next_seq
     ep.next_seq = seq + len(wqes)
@@ -129,23 +119,18 @@ def queue(ep: Ep, wqes: list[PlainWqe], views: list[memoryview], total: int, mix
         ep.ops.append(run)
         ep.held.append(run)
         return
-    for key, group in groupby(range(len(wqes)), lambda i: _group(wqes[i])):
-        at = list(group)
+    for key, stretch_at in groupby(range(len(wqes)), lambda i: group(wqes[i])):
+        at = list(stretch_at)
         lo, hi = at[0], at[-1] + 1
         stretch = wqes[lo:hi]
         run = Run(_KINDS[stretch[0][0]], seq + lo, stretch, views[lo:hi], 0)
-        items: list[Op | Run] = [run]
-        if key == _ALONE:
-            items = list(run.ops())
+        items: Sequence[Op | Run] = (run,)
+        if key == ALONE:
+            items = run.ops()  # made as a run's, with their numbers
         else:
             run.nbytes = sum(w[LENGTH] for w in stretch)
         ep.ops.extend(items)
         ep.held.extend(items)
-
-
-def _group(wqe: PlainWqe) -> int:
-    """queue's grouping: the opcode of a batchable WQE, _ALONE for another."""
-    return wqe[0] if batchable(wqe[0], wqe[FLAGS], wqe[LENGTH], wqe[0]) else _ALONE
 
 
 def take_batch(ep: Ep) -> tuple[bytes, list[memoryview]]:

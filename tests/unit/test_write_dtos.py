@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from proto.constants import CompletionFlags, DtoCompletionStatus, Dtos, EventNumber
 from proto.eventq import EQ_ENTRY_SIZE, eq_ring, read_eqe
 from proto.events import (
-    PLAIN_AT,
     RECEIVED_AT,
     DtoCompletion,
     decode_event,
@@ -19,6 +18,7 @@ from proto.events import (
     write_rows,
 )
 from proto.hostif import Ring, RingKind, format_ring, ring_bytes
+from proto.plainwqe import PLAIN_AT
 
 ENTRIES, EVD, EP = 8, 5, 3
 SUPPRESS, UNSIGNALLED = int(CompletionFlags.SUPPRESS), int(CompletionFlags.UNSIGNALLED)
