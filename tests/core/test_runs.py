@@ -13,7 +13,7 @@ from proto.constants import CompletionFlags, Dtos
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
 from proto.frames import FrameType
-from tests.core.flows import Side, add_rule, connect, side
+from tests.core.flows import Brief, Side, add_rule, connect, side
 from tests.core.harness import Fabric, Pipe, inject
 
 DTO = E.DTO_COMPLETION_EVENT
@@ -58,6 +58,22 @@ def _hold(fabric: Fabric, a: Side, b: Side) -> Pipe:
     pipe = fabric.pipe(a.c.node, b.c.node)
     pipe.held = True
     return pipe
+
+
+def _completions(s: Side) -> list[Brief]:
+    """The DTO completions queued on a side's EVD, taken off it (connection events left out)."""
+    return [event for event in s.log() if event[0] == DTO]
+
+
+def _broken_at(cookie: int, status: St, last: int) -> list[Brief]:
+    """Completions of 16-byte Writes 0..``last`` when the one of ``cookie`` failed with
+    ``status``: those before it successful, it with its error, the rest flushed; each once, in
+    posting order."""
+    return [
+        *[(DTO, c, OK, 16) for c in range(cookie)],
+        (DTO, cookie, status, 0),
+        *[(DTO, c, St.DTO_ERR_FLUSHED, 0) for c in range(cookie + 1, last + 1)],
+    ]
 
 
 def test_a_turn_of_plain_writes_is_one_run_completed_in_order() -> None:
@@ -126,12 +142,7 @@ def test_a_nak_inside_a_run_completes_each_request_once_in_order() -> None:
     # the target refused the Write of sequence number 9 (cookie 8): 2..8 executed
     inject(fabric.pipe(b.c.node, a.c.node), FrameType.NAK, 9, St.DTO_ERR_REMOTE_ACCESS)
     fabric.run()
-    log = [event for event in a.log() if event[0] == DTO]
-    assert log == [
-        *[(DTO, c, OK, 16) for c in range(8)],
-        (DTO, 8, St.DTO_ERR_REMOTE_ACCESS, 0),
-        *[(DTO, c, St.DTO_ERR_FLUSHED, 0) for c in range(9, 21)],
-    ]
+    assert _completions(a) == _broken_at(8, St.DTO_ERR_REMOTE_ACCESS, 20)
 
 
 def test_a_peer_crash_inside_a_run_flushes_each_request_once_in_order() -> None:
@@ -144,12 +155,7 @@ def test_a_peer_crash_inside_a_run_flushes_each_request_once_in_order() -> None:
     fabric.run()
     b.c.node.crash()
     fabric.run()
-    log = [event for event in a.log() if event[0] == DTO]
-    assert log == [
-        *[(DTO, c, OK, 16) for c in range(11)],
-        (DTO, 11, St.DTO_ERR_TRANSPORT, 0),
-        *[(DTO, c, St.DTO_ERR_FLUSHED, 0) for c in range(12, 31)],
-    ]
+    assert _completions(a) == _broken_at(11, St.DTO_ERR_TRANSPORT, 30)
 
 
 def test_a_fault_rule_sends_a_held_run_as_single_frames() -> None:

@@ -22,12 +22,15 @@ def test_a_sends_header_is_checked_once_then_its_lengths_are_taken_as_they_are()
     frame = _decoded(encode_sends(7, [16, 0, 64]))
     assert parse_sends(frame) == (7, [16, 0, 64])
     assert frame.fields[1] == (16, 0, 64), "parsed: the checked lengths replace the raw list"
+    frame.payload_len = 1  # checked again, the lengths would not add up
     assert parse_sends(frame) == (7, (16, 0, 64))
 
 
 def test_a_writes_header_is_checked_once_too() -> None:
     frame = _decoded(encode_writes(3, [(4096, 9, 16), (4112, 9, 8)]))
     assert parse_writes(frame) == (3, [(4096, 9, 16), (4112, 9, 8)])
+    assert type(frame.fields[1]) is tuple
+    frame.payload_len = 1
     assert parse_writes(frame) == (3, [(4096, 9, 16), (4112, 9, 8)])
 
 
