@@ -60,6 +60,17 @@ def _hold(fabric: Fabric, a: Side, b: Side) -> Pipe:
     return pipe
 
 
+def _held_writes(last: int) -> tuple[Fabric, Side, Side, Pipe]:
+    """Two sides, a's Writes of cookies 1..``last`` posted in one turn and held on their way
+    to b (after the one ``_hold`` sends), and the pipe that holds them."""
+    fabric, a, b = _setup()
+    requests = _hold(fabric, a, b)
+    for cookie in range(1, last + 1):
+        _write(a, b, cookie)
+    fabric.run()
+    return fabric, a, b, requests
+
+
 def _completions(s: Side) -> list[Brief]:
     """The DTO completions queued on a side's EVD, taken off it (connection events left out)."""
     return [event for event in s.log() if event[0] == DTO]
@@ -77,11 +88,7 @@ def _broken_at(cookie: int, status: St, last: int) -> list[Brief]:
 
 
 def test_a_turn_of_plain_writes_is_one_run_completed_in_order() -> None:
-    fabric, a, b = _setup()
-    requests = _hold(fabric, a, b)
-    for cookie in range(1, 41):
-        _write(a, b, cookie)
-    fabric.run()
+    fabric, a, _, requests = _held_writes(40)
     assert _items(_ep(a)) == [("Run", 2, 2), ("Run", 3, 41)]
     requests.release()
     fabric.run()
@@ -114,11 +121,7 @@ def test_fenced_and_large_requests_are_ops_between_runs() -> None:
 
 
 def test_a_run_longer_than_a_batch_goes_in_two_and_its_acks_complete_its_head() -> None:
-    fabric, a, b = _setup()
-    requests = _hold(fabric, a, b)
-    for cookie in range(1, MAX_OPS + 12):
-        _write(a, b, cookie)
-    fabric.run()
+    fabric, a, b, requests = _held_writes(MAX_OPS + 11)
     writes = fabric.frames(FrameType.WRITES)
     assert [fields[0] for _, _, fields in writes] == [3], "a batch; the rest wait for its ACK"
     inject(fabric.pipe(b.c.node, a.c.node), FrameType.ACK, 6)  # as if 2..6 executed
@@ -134,11 +137,7 @@ def test_a_run_longer_than_a_batch_goes_in_two_and_its_acks_complete_its_head() 
 
 
 def test_a_nak_inside_a_run_completes_each_request_once_in_order() -> None:
-    fabric, a, b = _setup()
-    _hold(fabric, a, b)
-    for cookie in range(1, 21):
-        _write(a, b, cookie)
-    fabric.run()
+    fabric, a, b, _ = _held_writes(20)
     # the target refused the Write of sequence number 9 (cookie 8): 2..8 executed
     inject(fabric.pipe(b.c.node, a.c.node), FrameType.NAK, 9, St.DTO_ERR_REMOTE_ACCESS)
     fabric.run()
@@ -146,11 +145,7 @@ def test_a_nak_inside_a_run_completes_each_request_once_in_order() -> None:
 
 
 def test_a_peer_crash_inside_a_run_flushes_each_request_once_in_order() -> None:
-    fabric, a, b = _setup()
-    _hold(fabric, a, b)
-    for cookie in range(1, 31):
-        _write(a, b, cookie)
-    fabric.run()
+    fabric, a, b, _ = _held_writes(30)
     inject(fabric.pipe(b.c.node, a.c.node), FrameType.ACK, 11)
     fabric.run()
     b.c.node.crash()
@@ -175,11 +170,7 @@ def test_a_fault_rule_sends_a_held_run_as_single_frames() -> None:
 def test_expand_and_find_keep_each_request_and_what_is_still_held() -> None:
     """A Run partly completed and partly sent becomes the Ops of what is outstanding; the held
     queue gets the same Op objects for what was not sent."""
-    fabric, a, b = _setup()
-    _hold(fabric, a, b)
-    for cookie in range(1, 11):
-        _write(a, b, cookie)
-    fabric.run()
+    _, a, _, _ = _held_writes(10)
     ep = _ep(a)
     [_alone, run] = ep.ops
     assert isinstance(run, Run) and (run.first, run.last, run.sent) == (3, 11, 9)
