@@ -34,9 +34,17 @@ from proto.errors import (
     DatQueueEmpty,
     DatTimeoutExpired,
 )
-from proto.eventq import EQ_ENTRY_SIZE, EQE, NOTIFIES, SRQ_RECEIVE, eq_ring, eq_segment, read_eqe
+from proto.eventq import (
+    EQ_ENTRY_SIZE,
+    EQE_SLOTS,
+    NOTIFIES,
+    SRQ_RECEIVE,
+    eq_ring,
+    eq_segment,
+    read_eqe,
+)
 from proto.events import decode_event
-from proto.hostif import ASYNC_EVD, RingKind, check_descriptor
+from proto.hostif import ASYNC_EVD, SLOTS, RingKind, check_descriptor
 
 Sub = DatReturnSubtype
 Triplet = Sequence[int]
@@ -66,30 +74,46 @@ class EventPath:
 
     def refill(self, evd: EvdState) -> None:
         """Read the entries the daemon added to ``evd``'s queue since the last look (they keep
-        their slots until handed out)."""
+        their slots until handed out): each run of slots up to the ring's end with one
+        iter_unpack, the EVD's counts kept in locals and stored once (an entry that is garbage
+        raises RingError with those before it queued and counted)."""
         ring = evd.ring
         if ring is None or self.catastrophic:
             return
-        ready = ring.available()
-        view, unpack_from, slot = ring.view, EQE.unpack_from, ring.slot
-        while evd.from_ring < ready:
-            index = ring.mine + evd.from_ring
-            raw, flags, reserved, size, ep, status, cookie, length, op = unpack_from(
-                view, slot(index)
-            )
-            if raw == _DTO_COMPLETION and not (reserved or size or flags & SRQ_RECEIVE):
-                # the common entry (proto.events.dto_entry's layout) made into its Event here
-                notify = bool(flags & NOTIFIES)
-                event = Event.completion(evd.handle, ep, cookie, status, length, op, notify)
-                evd.dto_bytes += (length - evd.dto_bytes) // 8
-            else:
-                raw, flags, head, body = read_eqe(ring, index)  # checked: RingError if garbage
-                event = self._event(*decode_event(evd.handle, raw, flags, head, body))
-                if raw == _DTO_COMPLETION:  # of an SRQ's receive (decode_event reads which)
-                    evd.dto_bytes += (event.transfered_length - evd.dto_bytes) // 8
-            evd.from_ring += 1
-            evd.queue.append(event)
-            evd.notifying += event.notify
+        ready, taken = ring.available(), evd.from_ring
+        queue, handle, completion = evd.queue, evd.handle, Event.completion
+        dto_bytes, notifying = evd.dto_bytes, evd.notifying
+        try:
+            while taken < ready:
+                first = (ring.mine + taken) & ring.mask
+                at = SLOTS + first * EQ_ENTRY_SIZE
+                run = ring.view[at : at + min(ready - taken, ring.entries - first) * EQ_ENTRY_SIZE]
+                for (
+                    raw,
+                    flags,
+                    reserved,
+                    size,
+                    ep,
+                    status,
+                    cookie,
+                    length,
+                    op,
+                ) in EQE_SLOTS.iter_unpack(run):
+                    if raw == _DTO_COMPLETION and not (reserved or size or flags & SRQ_RECEIVE):
+                        # the common entry (proto.events.dto_entry's layout), made here
+                        notify = bool(flags & NOTIFIES)
+                        event = completion(handle, ep, cookie, status, length, op, notify)
+                        dto_bytes += (length - dto_bytes) // 8
+                    else:  # checked: RingError if garbage
+                        raw, flags, head, body = read_eqe(ring, ring.mine + taken)
+                        event = self._event(*decode_event(handle, raw, flags, head, body))
+                        if raw == _DTO_COMPLETION:  # an SRQ's receive (decode_event reads it)
+                            dto_bytes += (event.transfered_length - dto_bytes) // 8
+                    taken += 1
+                    queue.append(event)
+                    notifying += event.notify
+        finally:
+            evd.from_ring, evd.dto_bytes, evd.notifying = taken, dto_bytes, notifying
 
     def _event(self, number: EventNumber, ev: events.Event) -> Event:
         """One event of the daemon as the API hands it out, updating the mirrors it concerns."""

@@ -9,6 +9,7 @@ not look, and a kick makes good a doorbell skipped in a race of the two sides' s
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -27,15 +28,17 @@ from proto.errors import (
 from proto.frames import FrameType
 from proto.hostif import (
     ATOMIC_BYTES,
+    SLOTS,
     U32,
+    WQE_ONE,
     Opcode,
     Ring,
     RingKind,
     Word,
     check_descriptor,
+    word_at,
     write_wqe,
 )
-from proto.plainwqe import write_plain_wqe
 from proto.workq import RQ_OFFSET, SQ_OFFSET, WQ_ENTRIES, WQ_ENTRY_SIZE, wq_rings, wq_segment
 
 Sub = DatReturnSubtype
@@ -44,7 +47,8 @@ Triplet = Sequence[int]
 _SUPPRESS: Final = int(CompletionFlags.SUPPRESS)
 _UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
 _STATE: Final = Word.STATE
-_POSTABLE: Final = ep_states.REQUEST_POST_STATES
+_POSTABLE: Final = frozenset(map(int, ep_states.REQUEST_POST_STATES))
+_STATE_AT, _POLL_AT, _HEARD_AT = word_at(_STATE), word_at(Word.POLL), word_at(Word.HEARD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +66,12 @@ class _PostRule:
     atomic: bool = False  # 8 bytes at an aligned remote address; the original comes back
     shift: int = 0  # the call has this many arguments more before the iov (compare-and-swap)
     plain: bool = False  # Posting._plain may take it
+    opcode_bits: int = field(init=False)
     need_bits: int = field(init=False)  # ``need`` as a plain int: IntFlag operators are slow
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "need_bits", int(self.need))
+        object.__setattr__(self, "opcode_bits", int(self.opcode))
 
 
 _POST_RULES: Final = {
@@ -265,8 +271,10 @@ class Posting:
     ) -> bytes | None:
         """``post`` of the common shape with every check inline: a Send, Receive, RDMA Write or
         Read of one segment that is not empty, on an EP whose queues are mapped. None, having
-        written nothing, for anything else or anything wrong: the general checks then take
-        it, and name what is wrong. bench.inmemory's post: ~3.6 us against ~5.3 us before."""
+        published nothing, for anything else or anything wrong: the general checks then take
+        it, and name what is wrong. The ranges of the fields the slot holds as u64 or u32
+        (the cookie, the remote address and key) are the pack's to check: it raises before
+        the index moves. bench.breakdown's post: 3.29 -> 1.9 us."""
         ep = self.eps.get(handle) if type(handle) is int else None
         if ep is None or type(local_iov) not in _SEQUENCES or len(local_iov) != 1:
             return None
@@ -280,54 +288,75 @@ class Posting:
         address, length, context = segment
         region = self.regions.get(context) if type(context) is int else None
         if (
-            type(cookie) is not int
-            or not 0 <= cookie <= _U64
-            or flags & ~0x3F
-            or region is None
-            or region.pz != ep.pz
-            or rule.need_bits & ~int(region.privileges)
+            region is None
+            or type(cookie) is not int
             or type(address) is not int
             or type(length) is not int
+            or flags & ~0x3F
+            or region.pz != ep.pz
+            or rule.need_bits & ~region.privilege_bits
             or not 0 < length <= _U32_MAX
-            or not region.address <= address <= region.address + region.length - length
+            or not region.address <= address <= region.end - length
             or getattr(attr, rule.max_iov) < 1
         ):
             return None
         if rule.receive:
             if ep.srq or flags & _SUPPRESS or ep.recvs >= attr.max_recv_dtos:
                 return None
-            write_plain_wqe(rq, rule.opcode, flags, cookie, segment)
-            rq.publish()
-            return self._doorbell(ep)
+            return self._put(ep, rq, rule, flags, cookie, segment, _NO_REMOTE)
         if (
-            sq.word(_STATE) not in _POSTABLE
+            sq.words[_STATE_AT] not in _POSTABLE
             or (flags & _UNSIGNALLED and not attr.request_completion_flags & _UNSIGNALLED)
             or ep.requests >= attr.max_request_dtos
         ):
             return None
-        target: Sequence[int] = _NO_REMOTE
         if rule.send:
             if length > attr.max_message_size:
                 return None
-        else:
-            if type(remote) not in _SEQUENCES or len(remote) != 3:
-                return None
-            r_address, r_length, r_context = remote
-            if (
-                type(r_address) is not int
-                or type(r_length) is not int
-                or type(r_context) is not int
-                or not 0 <= r_address <= _U64
-                or not 0 <= r_length <= _U32_MAX
-                or not 0 <= r_context <= _U32_MAX
-                or (r_length > length if rule.into_local else length > r_length)
-                or max(length, r_length) > attr.max_rdma_size
-            ):
-                return None
-            target = remote
-        write_plain_wqe(sq, rule.opcode, flags, cookie, segment, target)
-        sq.publish()
-        return self._doorbell(ep)
+            return self._put(ep, sq, rule, flags, cookie, segment, _NO_REMOTE)
+        if type(remote) not in _SEQUENCES or len(remote) != 3:
+            return None
+        r_length = remote[1]
+        if (
+            type(remote[0]) is not int
+            or type(r_length) is not int
+            or type(remote[2]) is not int
+            or (r_length > length if rule.into_local else length > r_length)
+            or max(length, r_length) > attr.max_rdma_size
+            or r_length > _U32_MAX
+        ):
+            return None
+        return self._put(ep, sq, rule, flags, cookie, segment, remote)
+
+    def _put(
+        self,
+        ep: EpMirror,
+        ring: Ring,
+        rule: _PostRule,
+        flags: int,
+        cookie: int,
+        segment: Sequence[int],
+        remote: Sequence[int],
+    ) -> bytes | None:
+        """``_plain``'s WQE written and published (None if a field is out of its range:
+        nothing is published), then the doorbell (``_doorbell``, inline)."""
+        mine = ring.mine
+        try:
+            WQE_ONE.pack_into(
+                ring.view, SLOTS + (mine & ring.mask) * ring.entry_size,
+                rule.opcode_bits, 0, 1, flags, cookie, *remote, 0, 0, 0, *segment,
+            )  # fmt: skip
+        except struct.error:
+            return None
+        ring.mine = mine = (mine + 1) % U32
+        ring.words[ring.mine_at] = mine  # the release of the slot (hostif.Ring.publish)
+        self.mapper.fence()
+        assert ep.sq is not None
+        words = ep.sq.words
+        if words[_POLL_AT] or ep.rung % U32 != words[_HEARD_AT]:
+            return b""
+        ep.rung += 1
+        return encode(FrameType.DOORBELL, ep.handle)
 
     def check_request(self, ep: EpMirror, flags: int, flags_arg: Sub, what: str | Opcode) -> None:
         """What every request (a post to the send queue, dat_rmr_bind) must pass: the EP's

@@ -12,11 +12,14 @@ from proto.attrs import EpAttr
 from proto.calls import METHODS
 from proto.constants import EpState, EvdFlags, EventNumber, IbExtType, MemPriv, RmrScope
 from proto.eventq import EqWord
-from proto.hostif import U32, Ring, Word
+from proto.hostif import U32, Ring, Word, word_at
 from proto.schema import Empty
 
 POLL_SPIN_US = 1000  # dat_evd_wait polls this long before sleeping (the C driver's DF_POLL_SPIN_US)
 POLL_BULK = 16384  # ...unless the EVD's DTO completions average this many bytes (DF_POLL_BULK)
+
+_DONE_AT: Final = word_at(Word.DONE)  # where EpMirror reads the daemon's counts
+_BOUND_AT: Final = word_at(Word.BOUND)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,15 +172,18 @@ class EpMirror:
     @property
     def requests(self) -> int:
         """Outstanding request DTOs: WQEs not yet completed, and binds."""
-        if self.sq is None:
+        sq = self.sq
+        if sq is None:
             return 0
-        binds = (self.binds - self.sq.word(Word.BOUND)) % U32
-        return (self.sq.mine - self.sq.word(Word.DONE)) % U32 + (binds if binds < U32 // 2 else 0)
+        words = sq.words
+        binds = (self.binds - words[_BOUND_AT]) % U32
+        return (sq.mine - words[_DONE_AT]) % U32 + (binds if binds < U32 // 2 else 0)
 
     @property
     def recvs(self) -> int:
         """Outstanding receives."""
-        return 0 if self.rq is None else (self.rq.mine - self.rq.word(Word.DONE)) % U32
+        rq = self.rq
+        return 0 if rq is None else (rq.mine - rq.words[_DONE_AT]) % U32
 
     def param(self, ia: object) -> dict[str, Any]:
         """dat_ep_query's DAT_EP_PARAM: state, PZ, EVDs and the attributes (``ia``: the IA

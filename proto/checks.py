@@ -7,7 +7,7 @@ segment of length 0 is ignored whatever its other fields hold (DAT 2.0 triplet r
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from proto.constants import DatReturnSubtype as Sub
 from proto.constants import MemPriv
@@ -26,6 +26,14 @@ class Region:
     length: int
     pz: int
     privileges: MemPriv
+    end: int = field(init=False, repr=False, compare=False)  # address + length
+    privilege_bits: int = field(init=False, repr=False, compare=False)
+    """``privileges`` as a plain int, for a driver's per-post check (IntFlag operators cost
+    ~1 us)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "end", self.address + self.length)
+        object.__setattr__(self, "privilege_bits", int(self.privileges))
 
     def contains(self, address: int, length: int) -> bool:
         """True when [address, address+length) lies inside the region."""

@@ -35,6 +35,9 @@ the SRQ's handle (``SRQ_TAIL``), which the driver counts as reaped when it hands
 SRQ_TAIL: Final = struct.Struct("<I")
 EQ_ENTRY_SIZE: Final = 512
 EQE_BODY_MAX: Final = EQ_ENTRY_SIZE - EQE.size
+EQE_SLOTS: Final = struct.Struct(EQE.format + f"{EQE_BODY_MAX}x")
+"""A slot's header, the rest of the slot skipped: a driver reads a run of slots with one
+iter_unpack."""
 
 
 def eq_segment(ia_name: str, evd: int) -> str:

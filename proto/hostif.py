@@ -59,6 +59,12 @@ class Word:
     BOUND: Final = 20  # RMR binds of this EP completed, free-running (on the SQ)
 
 
+def word_at(offset: int) -> int:
+    """The index in ``Ring.words`` of the consumer line's u32 at ``offset`` (``Word``): a
+    driver reads the words a post checks as one subscript each (``Ring.word`` is a call)."""
+    return (CONSUMER_LINE + offset) // 4
+
+
 class RingError(ProtocolError):
     """The other side broke the ring's rules (an index past the ring, running backwards, a
     malformed entry): the daemon closes that IA with this reason."""

@@ -1,6 +1,6 @@
 """The common WQE of the host interface (docs/host-interface.md section 4): a SEND, RDMA_WRITE
 or RECEIVE of one segment and no operands, its bytes in that segment or staged. A driver writes
-it with one pack (``write_plain_wqe``); the daemon reads a run of them with one unpack
+it with one pack of hostif.WQE_ONE; the daemon reads a run of them with one unpack
 (``plain_run``). Any other WQE goes through hostif.write_wqe and hostif.read_wqe, which check
 every rule; a plain one passes all of them by construction."""
 
@@ -8,32 +8,12 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Sequence
 from typing import Final
 
 from proto.constants import CompletionFlags
 from proto.hostif import SLOTS, STAGE_BYTES, STAGED, WQE_ONE, Opcode, Ring
 
 _FENCE: Final = int(CompletionFlags.BARRIER_FENCE)  # a plain int: IntFlag operators are slow
-
-
-def write_plain_wqe(
-    ring: Ring,
-    opcode: Opcode,
-    flags: int,
-    cookie: int,
-    segment: Sequence[int],
-    remote: Sequence[int] = (0, 0, 0),
-) -> None:
-    """hostif.write_wqe of the common WQE: one segment, not staged, no operands;
-    ~0.45 us against ~0.7 us."""
-    address, length, context = segment
-    r_address, r_length, r_context = remote
-    at = SLOTS + (ring.mine & ring.mask) * ring.entry_size  # Ring.slot, inline
-    WQE_ONE.pack_into(
-        ring.view, at, opcode, 0, 1, flags, cookie, r_address, r_length, r_context, 0, 0, 0,
-        address, length, context,
-    )  # fmt: skip
 
 
 PlainWqe = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int]
