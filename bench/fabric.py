@@ -164,6 +164,7 @@ class Session:
         started = [0.0] * iters
         finished = [0.0] * iters
         clock = time.perf_counter
+        success = int(DtoCompletionStatus.DTO_SUCCESS)  # looked up once, as a C loop would
         posted = done = 0
         t0 = clock()
         while done < iters:
@@ -173,7 +174,7 @@ class Session:
                 posted += 1
             first, more = wait(WAIT_US)
             for event in [first, *(dequeue() for _ in range(more))]:
-                if event.status != DtoCompletionStatus.DTO_SUCCESS:
+                if event.status != success:
                     status = DtoCompletionStatus(event.status).name
                     raise RuntimeError(f"{op} completed with {status}")
                 finished[event.cookie] = clock()

@@ -51,17 +51,17 @@ def main() -> None:
     print(json.dumps({"address": address, "length": length, "rmr_context": context}), flush=True)
     last = 0
     received = 0
+    # the loop's constants looked up once (an enum member lookup costs a client ~0.2 us)
+    dto, receive, iov = EventNumber.DTO_COMPLETION_EVENT, Dtos.RECEIVE, [lmr.triplet()]
+    ends = (EventNumber.CONNECTION_EVENT_DISCONNECTED, EventNumber.CONNECTION_EVENT_BROKEN)
     while True:
         event, _ = evd.wait(WAIT_US)
-        if event.event_number == EventNumber.DTO_COMPLETION_EVENT:
-            if event.operation == Dtos.RECEIVE and event.status == 0:
+        if event.event_number == dto:
+            if event.operation == receive and event.status == 0:
                 received += 1
                 last = event.transfered_length
-                ep.post_recv([lmr.triplet()], event.cookie)
-        elif event.event_number in (
-            EventNumber.CONNECTION_EVENT_DISCONNECTED,
-            EventNumber.CONNECTION_EVENT_BROKEN,
-        ):
+                ep.post_recv(iov, event.cookie)
+        elif event.event_number in ends:
             break
     digest = hashlib.sha256(bytes(buf.view[:last])).hexdigest()
     print(json.dumps({"received": received, "last_digest": digest}), flush=True)
