@@ -60,6 +60,7 @@ class Initiator:
         self.memory = memory
         self.faults = faults
         self.now = now
+        self.retired: Callable[[Ep], None] = lambda ep: None  # the intake's look (Nic wires it)
 
     def post(self, consumer: Consumer, ep: Ep, wqe: Wqe, stage: memoryview) -> None:
         """dat_ep_post_send / rdma_write / rdma_read, dat_ib_post_fetch_and_add /
@@ -174,6 +175,18 @@ class Initiator:
         if isinstance(head, Run) and head.sent:
             return True  # its first requests are on the wire, unacknowledged
         newest = ep.ops[-len(ep.held) - 1]  # the newest request on the wire: its ACK will come
+        if isinstance(newest, Run):
+            return newest.last > ep.acked
+        return newest.kind in BATCHED and newest.seq > ep.acked
+
+    def ack_clocked(self, ep: Ep) -> bool:
+        """Would a small Write posted now wait for an ACK (``_corked``)? At least
+        CORK_INFLIGHT requests on the wire, none held, and an ACK promised for the newest: the
+        intake may then leave what the consumer posts meanwhile in the ring until that ACK
+        retires requests (Intake.look), as the cork would hold it anyway."""
+        if ep.held or not ep.ops or ep.next_seq - 1 - ep.acked < CORK_INFLIGHT:
+            return False
+        newest = ep.ops[-1]
         if isinstance(newest, Run):
             return newest.last > ep.acked
         return newest.kind in BATCHED and newest.seq > ep.acked
@@ -317,6 +330,7 @@ class Initiator:
             self.eps.complete(ep, op, St.DTO_SUCCESS)
         self.eps.complete_run(ep, succeeded)
         self.eps.drained(ep)
+        self.retired(ep)
 
     def fail(self, link: PeerLink, seq: int | None, status: St) -> None:
         """The request ``seq`` is done, with an error: it breaks the EP when it retires."""

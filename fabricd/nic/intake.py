@@ -19,9 +19,13 @@ from fabricd.nic.queues import (
     watch,
 )
 from fabricd.nic.target import Target
+from proto.constants import EpState as S
 from proto.hostif import RingError
 
 log = logging.getLogger("fabricd")
+LINGER = 200e-6
+"""Seconds POLL stays 1 after a look found an EP's queues empty while its requests are
+outstanding, unless a retire looks first: the most a post made meanwhile waits to be taken."""
 
 
 class Intake:
@@ -54,12 +58,13 @@ class Intake:
         if q is not None and (q.sq.available() or q.rq.available()):
             self.drain(ep)
 
-    def drain(self, ep: Ep) -> None:
+    def drain(self, ep: Ep, linger: bool = True) -> None:
         """Take every WQE the driver published on the EP's queues, in order. Having taken
         some, the daemon polls the EP (POLL 1, so posts ring no doorbell) until a look at the
-        end of a loop turn finds nothing new; then it clears POLL, fences, and looks once more
-        (a driver that still saw POLL 1 rang no doorbell). The same last look takes an EP whose
-        POLL was cleared without one (it left CONNECTED) out of the consumer's polled EPs."""
+        end of a loop turn finds nothing new while nothing else will look (``_looks_again``);
+        then it clears POLL, fences, and looks once more (a driver that still saw POLL 1 rang
+        no doorbell). The same last look takes an EP whose POLL was cleared without one (it
+        left CONNECTED) out of the consumer's polled EPs."""
         q = ep.queues
         while q is not None:
             taken = self._requests(ep, q)
@@ -69,6 +74,12 @@ class Intake:
             if taken or received:
                 self._watch(ep, q)
                 return
+            if linger and q.polling and self._looks_again(ep):
+                self._linger(ep, q)  # POLL stays 1: the next retire looks (``look``)
+                return
+            if q.linger is not None:
+                q.linger.cancel()
+                q.linger = None
             set_polling(q, False)
             if ep.handle not in ep.consumer.polled:
                 return  # not polled: a doorbell covers every post since its last empty look
@@ -121,12 +132,55 @@ class Intake:
             self.eps.watermarks(ep)  # the EP took receive buffers: past a watermark?
         return taken
 
+    def _looks_again(self, ep: Ep) -> bool:
+        """Whether the daemon will look at a CONNECTED EP's queues again without a doorbell:
+        an ACK is coming that retires requests (each retire looks: ``look``), and what its
+        consumer posts meanwhile would wait for that ACK anyway (Initiator.ack_clocked); no
+        message of its peer waits for a receive (a receive posted for it must ring: the
+        requests may wait on that peer, which waits for the receive). A stream of posts at a
+        window then rings no doorbell while the window is open."""
+        link = ep.link
+        return (
+            ep.state == S.CONNECTED
+            and not (link is not None and link.stalled)
+            and self.initiator.ack_clocked(ep)
+        )
+
+    def look(self, ep: Ep) -> None:
+        """If the daemon polls the EP, a look at its queues at the end of this turn: requests
+        retired (the look takes what its consumer posted since, POLL having stayed 1), or a
+        message came to wait for a receive (the look clears POLL: ``_looks_again``)."""
+        q = ep.queues
+        if q is not None and q.polling:
+            self._poll_soon(ep, q)
+
     def _watch(self, ep: Ep, q: WorkQueues) -> None:
         """WQEs were taken: POLL 1, and one look at the end of this loop turn."""
         watch(ep, q)
+        q.progress += 1
+        self._poll_soon(ep, q)
+
+    def _poll_soon(self, ep: Ep, q: WorkQueues) -> None:
         if not q.repoll:
             q.repoll = True
             self.shell.call_soon(lambda: self.poll(ep))
+
+    def _linger(self, ep: Ep, q: WorkQueues) -> None:
+        """POLL stays 1 after an empty look: the daemon looks again at the next retire or
+        LINGER seconds on, whichever comes first. At that timer a look takes what came; if
+        no look took anything since the timer was set, it ends the polling (POLL 0)."""
+        if q.linger is None:
+            mark = q.progress
+            q.linger = self.shell.call_later(LINGER, lambda: self._lingered(ep, q, mark))
+
+    def _lingered(self, ep: Ep, q: WorkQueues, mark: int) -> None:
+        q.linger = None
+        if ep.queues is not q:
+            return  # the queues went (or were replaced) meanwhile
+        try:
+            self.drain(ep, linger=q.progress != mark)
+        except RingError as err:
+            ep.consumer.channel.close(f"EP {ep.handle}: {err}")
 
     def poll(self, ep: Ep) -> None:
         """The end-of-turn look at a polled EP (a broken ring closes its IA only)."""

@@ -229,6 +229,8 @@ class WorkQueues:
     bound: int = 0
     polling: bool = False  # the daemon's copy of POLL
     repoll: bool = False  # a look at the end of this loop turn is scheduled
+    progress: int = 0  # looks that took WQEs
+    linger: Timer | None = None  # POLL kept 1 after an empty look: the look that ends it
 
 
 @dataclass(eq=False)

@@ -52,6 +52,7 @@ class Target:
         # The receives a driver posted that the daemon has not taken yet (it rang no doorbell
         # while the daemon polled the EP): the hub sets this to take them from the ring.
         self.fetch: Callable[[Ep], None] = lambda ep: None
+        self.stalled: Callable[[Ep], None] = lambda ep: None  # a message waits for a receive
         self._fetching: PeerLink | None = None  # whose message is fetching a receive
 
     # -- payloads ------------------------------------------------------------------------------
@@ -129,6 +130,8 @@ class Target:
         )
         if link.stalled or frame.payload is not None or not_ready:  # receiver not ready
             link.stalled.append(frame)
+            if ep is not None:
+                self.stalled(ep)  # its consumer's receive posts must ring now
             # a receive may have cleared the stall while this payload was still arriving
             self._run_stalled(link)
         else:

@@ -5,6 +5,7 @@ ACKs are held on a slow link here, so the moment between is seen."""
 from __future__ import annotations
 
 from fabricd.nic.initiator import CORK_INFLIGHT, CORK_MIN
+from fabricd.nic.intake import LINGER
 from proto.attrs import EpAttr
 from proto.batch import WRITE_OP
 from proto.constants import DtoCompletionStatus as St
@@ -61,12 +62,14 @@ def test_a_few_writes_wait_for_the_ack_and_leave_with_it_in_one_batch() -> None:
 
 
 def test_cork_min_writes_waiting_leave_at_once() -> None:
+    """Posted while an ACK is coming, they wait in the ring (Intake._linger); when the daemon
+    looks (here at the linger's end: the ACK is held) they are CORK_MIN and leave at once."""
     fabric, a, b, acks = _setup()
     acks.held = True
     _writes(a, b, 0, CORK_INFLIGHT + 8)
     fabric.run()
     _writes(a, b, CORK_INFLIGHT + 8, CORK_MIN)
-    fabric.run()
+    fabric.advance(LINGER)
     assert _batches(fabric)[2:] == [[CORK_INFLIGHT + 9, CORK_MIN]]
 
 
