@@ -274,7 +274,7 @@ class Posting:
         published nothing, for anything else or anything wrong: the general checks then take
         it, and name what is wrong. The ranges of the fields the slot holds as u64 or u32
         (the cookie, the remote address and key) are the pack's to check: it raises before
-        the index moves. bench.breakdown's post: 3.29 -> 1.9 us."""
+        the index moves. bench.breakdown's post: 3.29-3.35 -> 2.68-2.81 us."""
         ep = self.eps.get(handle) if type(handle) is int else None
         if ep is None or type(local_iov) not in _SEQUENCES or len(local_iov) != 1:
             return None
