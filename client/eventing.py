@@ -88,17 +88,8 @@ class EventPath:
                 first = (ring.mine + taken) & ring.mask
                 at = SLOTS + first * EQ_ENTRY_SIZE
                 run = ring.view[at : at + min(ready - taken, ring.entries - first) * EQ_ENTRY_SIZE]
-                for (
-                    raw,
-                    flags,
-                    reserved,
-                    size,
-                    ep,
-                    status,
-                    cookie,
-                    length,
-                    op,
-                ) in EQE_SLOTS.iter_unpack(run):
+                entries = EQE_SLOTS.iter_unpack(run)
+                for raw, flags, reserved, size, ep, status, cookie, length, op in entries:
                     if raw == _DTO_COMPLETION and not (reserved or size or flags & SRQ_RECEIVE):
                         # the common entry (proto.events.dto_entry's layout), made here
                         notify = bool(flags & NOTIFIES)

@@ -174,10 +174,7 @@ class Initiator:
         head = ep.held[0]
         if isinstance(head, Run) and head.sent:
             return True  # its first requests are on the wire, unacknowledged
-        newest = ep.ops[-len(ep.held) - 1]  # the newest request on the wire: its ACK will come
-        if isinstance(newest, Run):
-            return newest.last > ep.acked
-        return newest.kind in BATCHED and newest.seq > ep.acked
+        return _ack_promised(ep, ep.ops[-len(ep.held) - 1])  # the newest request on the wire
 
     def ack_clocked(self, ep: Ep) -> bool:
         """Would a small Write posted now wait for an ACK (``_corked``)? At least
@@ -186,10 +183,7 @@ class Initiator:
         retires requests (Intake.look), as the cork would hold it anyway."""
         if ep.held or not ep.ops or ep.next_seq - 1 - ep.acked < CORK_INFLIGHT:
             return False
-        newest = ep.ops[-1]
-        if isinstance(newest, Run):
-            return newest.last > ep.acked
-        return newest.kind in BATCHED and newest.seq > ep.acked
+        return _ack_promised(ep, ep.ops[-1])
 
     def _refresh(self, op: Op) -> None:
         """A fenced Write or Send from a process's own memory is read from the process again
@@ -412,3 +406,11 @@ class Initiator:
             ep.acked = seq - 1
             self.retire(ep)
         self.eps.broken(ep, first_status=status)
+
+
+def _ack_promised(ep: Ep, newest: Op | Run) -> bool:
+    """Will an ACK come for ``newest``, the EP's newest request on the wire? Yes for a Write
+    or Send not yet acknowledged (a Read's answer is its response, an atomic's too)."""
+    if isinstance(newest, Run):
+        return newest.last > ep.acked
+    return newest.kind in BATCHED and newest.seq > ep.acked

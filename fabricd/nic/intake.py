@@ -24,8 +24,9 @@ from proto.hostif import RingError
 
 log = logging.getLogger("fabricd")
 LINGER = 200e-6
-"""Seconds POLL stays 1 after a look found an EP's queues empty while its requests are
-outstanding, unless a retire looks first: the most a post made meanwhile waits to be taken."""
+"""Seconds POLL stays 1 after a look found an EP's queues empty while an ACK is coming
+(``Intake._looks_again``), unless a retire looks first: the most a post made meanwhile waits
+to be taken."""
 
 
 class Intake:

@@ -131,7 +131,7 @@ class Target:
         if link.stalled or frame.payload is not None or not_ready:  # receiver not ready
             link.stalled.append(frame)
             if ep is not None:
-                self.stalled(ep)  # its consumer's receive posts must ring now
+                self.stalled(ep)  # no lingering while frames wait (a receive posted must ring)
             # a receive may have cleared the stall while this payload was still arriving
             self._run_stalled(link)
         else:
