@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
 
+from client.postrules import IB_DTOS, OPERANDS, POST_RULES, PostRule
 from client.records import EpMirror, QueueMapper
 from proto import ep_states
 from proto.checks import Region, check_local_iov, is_int, parse_triplet
 from proto.codec import encode
-from proto.constants import CompletionFlags, DatReturnSubtype, Dtos, MemPriv
+from proto.constants import CompletionFlags, DatReturnSubtype, Dtos
 from proto.errors import (
     DatInsufficientResources,
     DatInvalidParameter,
@@ -49,88 +49,9 @@ _UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
 _STATE: Final = Word.STATE
 _POSTABLE: Final = frozenset(map(int, ep_states.REQUEST_POST_STATES))
 _STATE_AT, _POLL_AT, _HEARD_AT = word_at(_STATE), word_at(Word.POLL), word_at(Word.HEARD)
-
-
-@dataclass(frozen=True, slots=True)
-class _PostRule:
-    """What a post of one kind needs: its opcode, the local privilege and segment limit
-    (an EpAttr field), which argument its completion_flags are, where the data lands."""
-
-    opcode: Opcode
-    need: MemPriv
-    max_iov: str
-    flags_arg: Sub  # completion_flags: 5th argument of post_send/recv, 6th of the RDMA posts
-    receive: bool = False
-    send: bool = False  # no remote buffer
-    into_local: bool = False  # an RDMA Read: the remote bytes land in the local iov
-    atomic: bool = False  # 8 bytes at an aligned remote address; the original comes back
-    shift: int = 0  # the call has this many arguments more before the iov (compare-and-swap)
-    plain: bool = False  # Posting._plain may take it
-    opcode_bits: int = field(init=False)
-    need_bits: int = field(init=False)  # ``need`` as a plain int: IntFlag operators are slow
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "need_bits", int(self.need))
-        object.__setattr__(self, "opcode_bits", int(self.opcode))
-
-
-_POST_RULES: Final = {
-    Dtos.SEND: _PostRule(
-        Opcode.SEND,
-        MemPriv.LOCAL_READ,
-        "max_request_iov",
-        Sub.INVALID_ARG5,
-        send=True,
-        plain=True,
-    ),
-    Dtos.RECEIVE: _PostRule(
-        Opcode.RECEIVE,
-        MemPriv.LOCAL_WRITE,
-        "max_recv_iov",
-        Sub.INVALID_ARG5,
-        receive=True,
-        plain=True,
-    ),
-    Dtos.RDMA_WRITE: _PostRule(
-        Opcode.RDMA_WRITE, MemPriv.LOCAL_READ, "max_rdma_write_iov", Sub.INVALID_ARG6, plain=True
-    ),
-    Dtos.RDMA_READ: _PostRule(
-        Opcode.RDMA_READ,
-        MemPriv.LOCAL_WRITE,
-        "max_rdma_read_iov",
-        Sub.INVALID_ARG6,
-        into_local=True,
-        plain=True,
-    ),
-    Dtos.IB_FETCH_ADD: _PostRule(
-        Opcode.FETCH_ADD, MemPriv.LOCAL_WRITE, "max_rdma_read_iov", Sub.INVALID_ARG6, atomic=True
-    ),
-    Dtos.IB_CMP_SWAP: _PostRule(
-        Opcode.CMP_SWAP,
-        MemPriv.LOCAL_WRITE,
-        "max_rdma_read_iov",
-        Sub.INVALID_ARG6,
-        atomic=True,
-        shift=1,
-    ),
-    Dtos.IB_RDMA_WRITE_IMMED: _PostRule(
-        Opcode.RDMA_WRITE_IMM, MemPriv.LOCAL_READ, "max_rdma_write_iov", Sub.INVALID_ARG7
-    ),
-}
-"""The argument positions name the flat calls': dat_ib_post_fetch_and_add(ep, add_value,
-local_iov, cookie, remote_iov, flags), dat_ib_post_cmp_and_swap(ep, compare, swap, local_iov,
-cookie, remote_iov, flags), dat_ib_post_rdma_write_immed(ep, num_segments, local_iov, cookie,
-remote_iov, immed_data, flags)."""
-_U64: Final = (1 << 64) - 1
 _U32_MAX: Final = U32 - 1
 _SEQUENCES: Final = (list, tuple)  # what a triplet or an iov may be
 _NO_REMOTE: Final = (0, 0, 0)
-_IB_DTOS: Final = Dtos.IB_RDMA_WRITE_IMMED
-_OPERANDS: Final = {  # the argument and range of the WQE's operand, then of its compare
-    Opcode.FETCH_ADD: ((Sub.INVALID_ARG2, _U64), (Sub.INVALID_ARG2, 0)),
-    Opcode.CMP_SWAP: ((Sub.INVALID_ARG3, _U64), (Sub.INVALID_ARG2, _U64)),
-    Opcode.RDMA_WRITE_IMM: ((Sub.INVALID_ARG6, U32 - 1), (Sub.INVALID_ARG6, 0)),
-}
 
 
 def _check_atomic(used: Sequence[tuple[Region, int, int]], target: tuple[int, int, int]) -> None:
@@ -182,10 +103,10 @@ class Posting:
         """dat_ib_post_fetch_and_add, _cmp_and_swap and _rdma_write_immed: the operands
         checked, then ``post``; argument errors are named by their position in the extension's
         call."""
-        rule = _POST_RULES[kind]
-        if kind < _IB_DTOS:
+        rule = POST_RULES[kind]
+        if kind < IB_DTOS:
             raise DatInvalidParameter(message=f"{kind.name} is not an IB extension DTO")
-        for value, (subtype, limit) in zip(operands, _OPERANDS[rule.opcode], strict=True):
+        for value, (subtype, limit) in zip(operands, OPERANDS[rule.opcode], strict=True):
             if not is_int(value) or not 0 <= value <= limit:
                 raise DatInvalidParameter(subtype, f"operand {value!r} out of its C type's range")
         try:
@@ -212,7 +133,7 @@ class Posting:
         The hot path of the library: what depends on the kind comes from one table, flags are
         compared as plain ints (an IntFlag operator costs ~1 us) and the EP's state as the raw
         word the daemon published."""
-        rule = _POST_RULES[kind]
+        rule = POST_RULES[kind]
         if rule.plain:
             doorbell = self._plain(rule, handle, local_iov, cookie, remote, flags)
             if doorbell is not None:
@@ -262,7 +183,7 @@ class Posting:
 
     def _plain(
         self,
-        rule: _PostRule,
+        rule: PostRule,
         handle: Any,
         local_iov: Any,
         cookie: Any,
@@ -332,7 +253,7 @@ class Posting:
         self,
         ep: EpMirror,
         ring: Ring,
-        rule: _PostRule,
+        rule: PostRule,
         flags: int,
         cookie: int,
         segment: Sequence[int],

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from fabricd.faults import FaultEngine
 from fabricd.memory import Lmr, MemoryRegistry, Window
+from fabricd.nic.cork import BATCHED, corked
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.faultpath import decide_bind
 from fabricd.nic.objects import Consumer, Ep, Op, PeerLink
@@ -37,9 +38,6 @@ _LOCAL_READ = int(MemPriv.LOCAL_READ)  # what a Send or Write needs of its local
 
 READ_LIKE = frozenset({Dtos.RDMA_READ, *ATOMICS})  # take a read credit; land bytes locally
 ANSWERED = READ_LIKE | {Dtos.BIND_MW}  # done by an answer, not by an ACK
-BATCHED = frozenset({Dtos.RDMA_WRITE, Dtos.SEND})  # small ones leave as WRITES / SENDS frames
-CORK_INFLIGHT = 16  # unacknowledged requests past which a few small ones wait for an ACK
-CORK_MIN = 32  # ...unless this many are waiting: they leave at once
 
 
 class Initiator:
@@ -160,31 +158,6 @@ class Initiator:
             or (op.kind in READ_LIKE and ep.reads_out >= ep.attr.max_rdma_read_out)
         )
 
-    def _corked(self, ep: Ep, seq: int) -> bool:
-        """Hold a few small Writes or Sends (the first of them: ``seq``) back while many are
-        on the wire and an ACK is coming (TCP's autocork): that ACK sends them, with whatever
-        was posted meanwhile, as one batch. A driver that posts one WQE at a time otherwise
-        has its daemon send a frame for every few. bench.ab, 64 B Writes at window 64 through
-        the Python driver, (CORK_INFLIGHT, CORK_MIN):
-        none -> (32, 16) 1.21, (32, 16) -> (16, 32) 1.18, 4 KiB 1.14 and 1.21; 64 B Sends and
-        window 16 within noise. Latency is untouched: with fewer than CORK_INFLIGHT requests
-        unacknowledged nothing waits."""
-        if seq - 1 - ep.acked < CORK_INFLIGHT or ep.next_seq - seq >= CORK_MIN:
-            return False
-        head = ep.held[0]
-        if isinstance(head, Run) and head.sent:
-            return True  # its first requests are on the wire, unacknowledged
-        return _ack_promised(ep, ep.ops[-len(ep.held) - 1])  # the newest request on the wire
-
-    def ack_clocked(self, ep: Ep) -> bool:
-        """Would a small Write posted now wait for an ACK (``_corked``)? At least
-        CORK_INFLIGHT requests on the wire, none held, and an ACK promised for the newest: the
-        intake may then leave what the consumer posts meanwhile in the ring until that ACK
-        retires requests (Intake.look), as the cork would hold it anyway."""
-        if ep.held or not ep.ops or ep.next_seq - 1 - ep.acked < CORK_INFLIGHT:
-            return False
-        return _ack_promised(ep, ep.ops[-1])
-
     def _refresh(self, op: Op) -> None:
         """A fenced Write or Send from a process's own memory is read from the process again
         as it starts: the Reads it waited for may have written there since it was posted,
@@ -201,7 +174,7 @@ class Initiator:
             if isinstance(op, Run):  # small, unfenced: never blocked
                 if self.faults.active:
                     expand(ep)  # the fault rules see single frames
-                elif not self._corked(ep, op.first + op.sent):
+                elif not corked(ep, op.first + op.sent):
                     self.wire.send(link, *take_batch(ep))
                     continue
                 else:
@@ -211,7 +184,7 @@ class Initiator:
                 break
             self._refresh(op)
             if op.kind in BATCHED and op.length <= MAX_OP_BYTES and not self.faults.active:
-                if self._corked(ep, op.seq):
+                if corked(ep, op.seq):
                     break
                 self._start_batch(ep, link)
                 continue
@@ -406,11 +379,3 @@ class Initiator:
             ep.acked = seq - 1
             self.retire(ep)
         self.eps.broken(ep, first_status=status)
-
-
-def _ack_promised(ep: Ep, newest: Op | Run) -> bool:
-    """Will an ACK come for ``newest``, the EP's newest request on the wire? Yes for a Write
-    or Send not yet acknowledged (a Read's answer is its response, an atomic's too)."""
-    if isinstance(newest, Run):
-        return newest.last > ep.acked
-    return newest.kind in BATCHED and newest.seq > ep.acked

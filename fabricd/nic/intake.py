@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from fabricd.memory import MemoryRegistry
+from fabricd.nic.cork import ack_clocked
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.initiator import Initiator
 from fabricd.nic.objects import Consumer, Ep, Shell, WorkQueues
@@ -136,15 +137,13 @@ class Intake:
     def _looks_again(self, ep: Ep) -> bool:
         """Whether the daemon will look at a CONNECTED EP's queues again without a doorbell:
         an ACK is coming that retires requests (each retire looks: ``look``), and what its
-        consumer posts meanwhile would wait for that ACK anyway (Initiator.ack_clocked); no
+        consumer posts meanwhile would wait for that ACK anyway (cork.ack_clocked); no
         message of its peer waits for a receive (a receive posted for it must ring: the
         requests may wait on that peer, which waits for the receive). A stream of posts at a
         window then rings no doorbell while the window is open."""
         link = ep.link
         return (
-            ep.state == S.CONNECTED
-            and not (link is not None and link.stalled)
-            and self.initiator.ack_clocked(ep)
+            ep.state == S.CONNECTED and not (link is not None and link.stalled) and ack_clocked(ep)
         )
 
     def look(self, ep: Ep) -> None:

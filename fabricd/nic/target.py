@@ -49,10 +49,9 @@ class Target:
         self.events = events
         self.memory = memory
         self.responder = Responder(wire, memory, self._refuse)
-        # The receives a driver posted that the daemon has not taken yet (it rang no doorbell
-        # while the daemon polled the EP): the hub sets this to take them from the ring.
+        # set by the hub: take the receives posted unannounced; hear that a frame waits
         self.fetch: Callable[[Ep], None] = lambda ep: None
-        self.stalled: Callable[[Ep], None] = lambda ep: None  # a message waits for a receive
+        self.stalled: Callable[[Ep], None] = lambda ep: None
         self._fetching: PeerLink | None = None  # whose message is fetching a receive
 
     # -- payloads ------------------------------------------------------------------------------

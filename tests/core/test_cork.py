@@ -1,10 +1,10 @@
 """Autocork: while many small Writes are unacknowledged and an ACK is coming, a few more wait
-for it and leave with it as one batch (fabricd.nic.initiator: CORK_INFLIGHT, CORK_MIN). The
+for it and leave with it as one batch (fabricd.nic.cork: CORK_INFLIGHT, CORK_MIN). The
 ACKs are held on a slow link here, so the moment between is seen."""
 
 from __future__ import annotations
 
-from fabricd.nic.initiator import CORK_INFLIGHT, CORK_MIN
+from fabricd.nic.cork import CORK_INFLIGHT, CORK_MIN
 from fabricd.nic.intake import LINGER
 from proto.attrs import EpAttr
 from proto.batch import WRITE_OP

@@ -4,7 +4,7 @@ seconds on; a message that waits for a receive ends it, so a receive posted for 
 
 from __future__ import annotations
 
-from fabricd.nic.initiator import CORK_INFLIGHT
+from fabricd.nic.cork import CORK_INFLIGHT
 from fabricd.nic.intake import LINGER
 from proto.attrs import EpAttr
 from proto.constants import DtoCompletionStatus as St

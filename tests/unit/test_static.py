@@ -28,6 +28,7 @@ PURE_MODULES = [
     ROOT / "client" / "__init__.py",
     ROOT / "client" / "core.py",
     ROOT / "client" / "posting.py",
+    ROOT / "client" / "postrules.py",
     ROOT / "client" / "eventing.py",
     ROOT / "client" / "memcalls.py",
     ROOT / "client" / "srqs.py",
