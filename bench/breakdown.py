@@ -25,6 +25,7 @@ from fabricd.launch import start_node
 
 CHUNKS = 8  # post_reap's chunks: the least disturbed one counts
 ROUNDS = 400  # windows posted and reaped in all
+WAIT_S = 10.0  # for a window's completions, before post_reap gives up
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -94,8 +95,10 @@ def post_reap(session: Session, op: str, size: int, window: int) -> tuple[float,
                 post(cookie)
                 posting += clock() - t0
             session.ia.kick()  # a doorbell a race skipped: not part of any one post
-            while ring.available() < window:
-                pass  # the entries are there; reading them is the dequeues' work
+            deadline = clock() + WAIT_S
+            while ring.available() < window:  # reading the entries is the dequeues' work
+                if clock() > deadline:
+                    raise RuntimeError(f"{window} completions did not come in {WAIT_S} s")
             for _ in range(window):
                 t0 = clock()
                 evd.dequeue()

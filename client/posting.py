@@ -260,7 +260,7 @@ class Posting:
         remote: Sequence[int],
     ) -> bytes | None:
         """``_plain``'s WQE written and published (None if a field is out of its range:
-        nothing is published), then the doorbell (``_doorbell``, inline)."""
+        nothing is published), then the doorbell."""
         mine = ring.mine
         try:
             WQE_ONE.pack_into(
@@ -271,13 +271,7 @@ class Posting:
             return None
         ring.mine = mine = (mine + 1) % U32
         ring.words[ring.mine_at] = mine  # the release of the slot (hostif.Ring.publish)
-        self.mapper.fence()
-        assert ep.sq is not None
-        words = ep.sq.words
-        if words[_POLL_AT] or ep.rung % U32 != words[_HEARD_AT]:
-            return b""
-        ep.rung += 1
-        return encode(FrameType.DOORBELL, ep.handle)
+        return self._doorbell(ep)
 
     def check_request(self, ep: EpMirror, flags: int, flags_arg: Sub, what: str | Opcode) -> None:
         """What every request (a post to the send queue, dat_rmr_bind) must pass: the EP's
@@ -301,7 +295,8 @@ class Posting:
         flight (it has not counted every one yet)."""
         assert ep.sq is not None
         self.mapper.fence()
-        if ep.sq.word(Word.POLL) or ep.rung % U32 != ep.sq.word(Word.HEARD):
+        words = ep.sq.words
+        if words[_POLL_AT] or ep.rung % U32 != words[_HEARD_AT]:
             return b""
         ep.rung += 1
         return encode(FrameType.DOORBELL, ep.handle)

@@ -37,7 +37,7 @@ class Region:
 
     def contains(self, address: int, length: int) -> bool:
         """True when [address, address+length) lies inside the region."""
-        return self.address <= address and address + length <= self.address + self.length
+        return self.address <= address and address + length <= self.end
 
 
 def is_int(value: object) -> bool:
