@@ -192,3 +192,7 @@ class Daemon:
 
     def call_idle(self, fn: Callable[[], None]) -> None:
         self.turn.call_idle(fn)
+
+    def call_next(self, fn: Callable[[], None]) -> None:
+        assert self._loop is not None
+        self._loop.call_soon(fn)

@@ -60,6 +60,11 @@ class Shell(Protocol):
 
     def call_soon(self, fn: Callable[[], None]) -> None: ...
 
+    def call_next(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` in the next loop iteration, after that iteration's look for input
+        (not at the end of this batch, as ``call_soon``)."""
+        ...
+
     def call_idle(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` once the shell's input is drained (a consumer's wake-up: a NIC's
         interrupt moderation); soon, whatever comes meanwhile."""
@@ -231,6 +236,8 @@ class WorkQueues:
     repoll: bool = False  # a look at the end of this loop turn is scheduled
     progress: int = 0  # looks that took WQEs
     linger: Timer | None = None  # POLL kept 1 after an empty look: the look that ends it
+    busy_until: float = 0.0  # POLL kept 1 after a retire: looks until then (Intake.retired)...
+    busy_looks: int = 0  # ...at most this many more
 
 
 @dataclass(eq=False)

@@ -292,6 +292,9 @@ class Node:
     def call_soon(self, fn: Callable[[], None]) -> None:
         self.fabric.call_soon(fn)
 
+    def call_next(self, fn: Callable[[], None]) -> None:
+        self.fabric.call_next(fn)
+
     def call_idle(self, fn: Callable[[], None]) -> None:
         self.idled += 1  # no input to drain in memory: it runs soon
         self.fabric.call_soon(fn)
@@ -420,6 +423,7 @@ class Fabric:
         self.seed = seed
         self._now = 0.0
         self._soon: deque[Callable[[], None]] = deque()
+        self._next: deque[Callable[[], None]] = deque()  # the next loop iteration's
         self._timers: list[tuple[float, int, Timer]] = []
         self._order = itertools.count()
         self.nodes: dict[int, Node] = {}
@@ -435,18 +439,32 @@ class Fabric:
     def call_soon(self, fn: Callable[[], None]) -> None:
         self._soon.append(fn)
 
+    def call_next(self, fn: Callable[[], None]) -> None:
+        self._next.append(fn)
+
     def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
         timer = Timer(self._now + max(delay, 0.0), fn)
         heapq.heappush(self._timers, (timer.at, next(self._order), timer))
         return timer
 
     def run(self, limit: int = 1_000_000) -> None:
-        """Run callbacks until none is left (timers wait for ``advance``)."""
+        """Run callbacks until none is left, loop iteration after loop iteration (timers wait
+        for ``advance``)."""
         for _ in range(limit):
             if not self._soon:
-                return
+                if not self.step():
+                    return
+                continue
             self._soon.popleft()()
         raise RuntimeError("the fabric never went quiet")
+
+    def step(self) -> bool:
+        """Run this loop iteration's callbacks (and those they ask for soon); the next
+        iteration's (``call_next``) become the ones to run. Whether any are left."""
+        while self._soon:
+            self._soon.popleft()()
+        self._soon, self._next = self._next, self._soon
+        return bool(self._soon)
 
     def advance(self, seconds: float) -> None:
         """Move the clock forward, firing every timer that falls due, in time order."""

@@ -1,0 +1,96 @@
+"""After requests retire the daemon busy-polls the EP's queues (fabricd.nic.intake:
+Intake.retired): POLL 1 and a look in each loop iteration, BUSY_LOOKS of them at most (or
+BUSY_POLL seconds), until one takes something. A request posted as its predecessor completes
+rings no doorbell."""
+
+from __future__ import annotations
+
+from fabricd.nic.intake import BUSY_LOOKS
+from proto.constants import CloseFlags, Dtos
+from proto.constants import DtoCompletionStatus as St
+from proto.constants import EventNumber as E
+from proto.hostif import Ring, Word
+from tests.core.flows import Brief, Side, connect, side
+from tests.core.harness import Fabric
+
+OK = St.DTO_SUCCESS
+
+
+def _pair() -> tuple[Fabric, Side, Side, Ring]:
+    fabric = Fabric()
+    a = side(fabric, fabric.add_node("n1"))
+    b = side(fabric, fabric.add_node("n2"))
+    connect(fabric, a, b)
+    return fabric, a, b, a.c.core.queues(a.c.core.eps[a.ep])[0]
+
+
+def _write(a: Side, b: Side, cookie: int) -> bytes:
+    """Post a 1-byte Write; the doorbell the core asks for (not sent yet)."""
+    return a.c.core.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(cookie, 1)], cookie, b.rmr(cookie, 1), 0)
+
+
+def _completed(fabric: Fabric, a: Side) -> list[Brief]:
+    """Loop iterations until a's first completion is in (the rest of that iteration too)."""
+    while not (log := a.log()):
+        assert fabric.step(), "the fabric went quiet before the Write completed"
+    return log
+
+
+def _steps(fabric: Fabric) -> int:
+    """Loop iterations until the fabric is quiet."""
+    steps = 0
+    while fabric.step():
+        steps += 1
+    return steps
+
+
+def test_a_post_made_as_its_predecessor_completes_rings_nothing_and_a_busy_look_takes_it() -> None:
+    fabric, a, b, sq = _pair()
+    a.c.send(_write(a, b, 0))
+    assert _completed(fabric, a) == [(E.DTO_COMPLETION_EVENT, 0, OK, 1)]
+    assert sq.word(Word.POLL) == 1, "busy polling after the retire"
+    assert _write(a, b, 1) == b"", "so the next post rings nothing"
+    fabric.step()
+    assert sq.space() == sq.entries, "the next iteration's look took it"
+    fabric.run()
+    assert a.log() == [(E.DTO_COMPLETION_EVENT, 1, OK, 1)]
+
+
+def test_with_nothing_posted_busy_polling_ends_after_its_looks_and_the_next_post_rings() -> None:
+    fabric, a, b, sq = _pair()
+    a.c.send(_write(a, b, 0))
+    _completed(fabric, a)
+    assert BUSY_LOOKS - 1 <= _steps(fabric) <= BUSY_LOOKS + 1, "one look per loop iteration"
+    assert sq.word(Word.POLL) == 0
+    doorbell = _write(a, b, 1)
+    assert doorbell, "busy polling ended: the post rings"
+    a.c.send(doorbell)
+    fabric.run()
+    assert a.log() == [(E.DTO_COMPLETION_EVENT, 1, OK, 1)]
+
+
+def test_a_look_that_takes_a_request_ends_busy_polling() -> None:
+    """What busy polling waited for came: the daemon stops looking (its core is the one the
+    peer needs to answer) and POLL is 0 once the request is sent."""
+    fabric, a, b, sq = _pair()
+    a.c.send(_write(a, b, 0))
+    _completed(fabric, a)
+    fabric.pipe(b.c.node, a.c.node).held = True  # no ACK: no retire starts busy polling again
+    assert _write(a, b, 1) == b""
+    assert _steps(fabric) <= 2, "no more looks after the one that took it"
+    assert sq.word(Word.POLL) == 0 and sq.space() == sq.entries
+
+
+def test_requests_that_retire_after_the_ep_left_connected_start_no_busy_polling() -> None:
+    """A graceful disconnect waits for the Write in flight; its ACK retires it, and the EP,
+    no longer CONNECTED, takes no more requests: nothing to poll for."""
+    fabric, a, b, sq = _pair()
+    acks = fabric.pipe(b.c.node, a.c.node)
+    acks.held = True
+    a.c.send(_write(a, b, 0))
+    fabric.run()
+    a.c.call(a.c.core.ep_disconnect(a.ep, CloseFlags.GRACEFUL), run=False)
+    acks.release()
+    assert _steps(fabric) <= 3, "no looks after the retire"
+    assert sq.word(Word.POLL) == 0
+    assert (E.DTO_COMPLETION_EVENT, 0, OK, 1) in a.log()
