@@ -30,7 +30,9 @@ _LEN = struct.Struct(">I")
 _packer = msgpack.Packer(use_bin_type=True)
 
 DIRECT_LANDING_MIN: Final = 32 * 1024
-"""Payload still to come above which the kernel writes straight into the sink."""
+"""A sink's segment (the rest of it) this large is written by the kernel straight into its
+memory, one read each; smaller ones (a batch of small Writes: a segment each) come through the
+buffer, many in one read, and are copied out."""
 PEEK_AFTER: Final = 512 * 1024
 PEEK: Final = 4096
 """After a payload of PEEK_AFTER bytes or more, the next read is offered PEEK bytes: the next
@@ -152,10 +154,9 @@ class FrameReader:
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Return the buffer the next bytes from the stream should be written into."""
         if self._frame is not None and self._start == self._end:
-            if self._remaining >= DIRECT_LANDING_MIN and self._views:
+            if self._views and len(self._views[0]) >= DIRECT_LANDING_MIN:
                 self._direct = True
-                head = self._views[0]
-                return head if len(head) <= self._remaining else head[: self._remaining]
+                return self._views[0]  # (the views hold exactly the payload: sink_for's check)
             if self._remaining >= DIRECT_LANDING_MIN and self._collect is not None:
                 self._direct = True
                 done = len(self._collect) - self._remaining

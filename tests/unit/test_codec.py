@@ -369,8 +369,9 @@ def test_any_chunking_with_a_small_reader_buffer(
 
 @pytest.mark.parametrize("partial", [0, 1, 5000])
 def test_large_payload_lands_directly_in_the_sink(partial: int) -> None:
-    """While at least DIRECT_LANDING_MIN bytes are still to come, get_buffer hands out the
-    sink's own memory (zero-copy landing), one segment at a time; the tail goes via the buffer."""
+    """While at least DIRECT_LANDING_MIN bytes of a sink's segment are still to come,
+    get_buffer hands out that segment's own memory (zero-copy landing); a smaller segment, and
+    a segment's tail, go via the buffer."""
     first = DIRECT_LANDING_MIN // 2
     size = first + 2 * DIRECT_LANDING_MIN
     payload = payload_bytes(3, size)
@@ -387,7 +388,7 @@ def test_large_payload_lands_directly_in_the_sink(partial: int) -> None:
         buf = reader.get_buffer(-1)
         landed.append(next((i for i, s in enumerate(segs) if buf.obj is s), -1))
         remaining = size - done
-        expected.append((0 if done < first else 1) if remaining >= DIRECT_LANDING_MIN else -1)
+        expected.append(1 if done >= first and remaining >= DIRECT_LANDING_MIN else -1)
         if landed[-1] >= 0:  # never more than the segment, never past the payload
             assert len(buf) == min(remaining, (first if done < first else size) - done)
         n = min(len(buf), remaining, 7000)  # fewer bytes than offered
@@ -399,9 +400,32 @@ def test_large_payload_lands_directly_in_the_sink(partial: int) -> None:
         done += n
     assert not reader.landing
     assert landed == expected
-    assert 0 in landed and 1 in landed and -1 in landed
+    assert 0 not in landed and 1 in landed and -1 in landed
     assert len(frames) == 1 and frames[0].payload is None
     assert bytes(segs[0]) + bytes(segs[1]) == payload
+
+
+def test_a_batch_of_small_segments_comes_through_the_buffer_many_in_one_read() -> None:
+    """A WRITES batch of 4 KiB Writes (a sink segment each, 112 KiB in all), its header read
+    first: no read lands in a segment, one read brings the rest, and each gets its bytes."""
+    count, each = 28, 4096
+    payload = payload_bytes(7, count * each)
+    data = encode_frame(FrameType.WRITE, 1, 2, 3, payload=payload)
+    segs = [bytearray(each) for _ in range(count)]
+    reader = FrameReader(lambda f: [memoryview(s) for s in segs], bufsize=256 * 1024)
+    at = len(data) - len(payload) + 100
+    assert push(reader, data[:at], "buffer") == []
+    reads, frames = 0, list[Frame]()
+    while at < len(data):
+        buf = reader.get_buffer(-1)
+        assert not any(buf.obj is s for s in segs), "a small segment is never read into"
+        n = min(len(buf), len(data) - at)
+        buf[:n] = data[at : at + n]
+        reader.buffer_updated(n)
+        frames.extend(drain(reader))
+        at, reads = at + n, reads + 1
+    assert reads == 1 and len(frames) == 1
+    assert b"".join(segs) == payload
 
 
 @pytest.mark.parametrize(("size", "peeks"), [(PEEK_AFTER, True), (PEEK_AFTER - 1, False)])
