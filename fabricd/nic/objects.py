@@ -61,8 +61,8 @@ class Shell(Protocol):
     def call_soon(self, fn: Callable[[], None]) -> None: ...
 
     def call_next(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` in the next loop iteration, after that iteration's look for input
-        (not at the end of this batch, as ``call_soon``)."""
+        """Run ``fn`` in a later iteration of the event loop, which looks for input in between
+        (``call_soon`` runs it at the end of this batch)."""
         ...
 
     def call_idle(self, fn: Callable[[], None]) -> None:
