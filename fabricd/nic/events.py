@@ -87,6 +87,13 @@ class Events:
             raise MalformedFrame(f"{number.name} of {len(body)} bytes does not fit an entry")
         self._write(consumer, eq, number, flags, fields, body)
 
+    def bulk(self, ep: Ep) -> bool:
+        """Did the EP's request EVD last take a bulk completion (MODERATED_BYTES or more)? Its
+        driver then sleeps rather than spins (the client's POLL_BULK, libdatfabric's
+        DF_POLL_BULK), and its next post comes when a NOTIFY has woken it."""
+        eq = self._evd(ep.consumer, ep.request_evd)
+        return eq is not None and newest_length(eq.ring) >= MODERATED_BYTES
+
     def _evd(self, consumer: Consumer, evd: int) -> EventQueue | None:
         """The consumer's EVD ``evd`` (None: 0, freed, or its IA closed: events go nowhere)."""
         return consumer.evds.get(evd) if not consumer.closed else None

@@ -5,6 +5,7 @@ rings no doorbell."""
 
 from __future__ import annotations
 
+from fabricd.nic.events import MODERATED_BYTES
 from fabricd.nic.intake import BUSY_LOOKS
 from proto.constants import CloseFlags, Dtos
 from proto.constants import DtoCompletionStatus as St
@@ -16,24 +17,27 @@ from tests.core.harness import Fabric
 OK = St.DTO_SUCCESS
 
 
-def _pair() -> tuple[Fabric, Side, Side, Ring]:
+def _pair(size: int = 4096) -> tuple[Fabric, Side, Side, Ring]:
     fabric = Fabric()
-    a = side(fabric, fabric.add_node("n1"))
-    b = side(fabric, fabric.add_node("n2"))
+    a = side(fabric, fabric.add_node("n1"), size)
+    b = side(fabric, fabric.add_node("n2"), size)
     connect(fabric, a, b)
     return fabric, a, b, a.c.core.queues(a.c.core.eps[a.ep])[0]
 
 
-def _write(a: Side, b: Side, cookie: int) -> bytes:
-    """Post a 1-byte Write; the doorbell the core asks for (not sent yet)."""
-    return a.c.core.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(cookie, 1)], cookie, b.rmr(cookie, 1), 0)
+def _write(a: Side, b: Side, cookie: int, length: int = 1) -> bytes:
+    """Post a Write of ``length`` bytes; the doorbell the core asks for (not sent yet)."""
+    local, remote = a.triplet(cookie, length), b.rmr(cookie, length)
+    return a.c.core.post(Dtos.RDMA_WRITE, a.ep, [local], cookie, remote, 0)
 
 
 def _completed(fabric: Fabric, a: Side) -> list[Brief]:
     """Loop iterations until a's first completion is in (the rest of that iteration too)."""
-    while not (log := a.log()):
-        assert fabric.step(), "the fabric went quiet before the Write completed"
-    return log
+    while True:
+        more = fabric.step()
+        if log := a.log():
+            return log
+        assert more, "the fabric went quiet before the Write completed"
 
 
 def _steps(fabric: Fabric) -> int:
@@ -67,6 +71,17 @@ def test_with_nothing_posted_busy_polling_ends_after_its_looks_and_the_next_post
     a.c.send(doorbell)
     fabric.run()
     assert a.log() == [(E.DTO_COMPLETION_EVENT, 1, OK, 1)]
+
+
+def test_a_bulk_request_that_retires_starts_no_busy_polling() -> None:
+    """Its completion is MODERATED_BYTES or more: the driver sleeps on such an EVD (it does not
+    spin), so its next post comes after a wake-up; looking for it would only take the core the
+    other daemon copies on."""
+    fabric, a, b, sq = _pair(2 * MODERATED_BYTES)
+    a.c.send(_write(a, b, 0, MODERATED_BYTES))
+    assert _completed(fabric, a) == [(E.DTO_COMPLETION_EVENT, 0, OK, MODERATED_BYTES)]
+    assert sq.word(Word.POLL) == 0
+    assert _write(a, b, 1), "the next post rings"
 
 
 def test_a_look_that_takes_a_request_ends_busy_polling() -> None:
