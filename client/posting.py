@@ -261,16 +261,14 @@ class Posting:
     ) -> bytes | None:
         """``_plain``'s WQE written and published (None if a field is out of its range:
         nothing is published), then the doorbell."""
-        mine = ring.mine
         try:
             WQE_ONE.pack_into(
-                ring.view, SLOTS + (mine & ring.mask) * ring.entry_size,
+                ring.view, SLOTS + (ring.mine & ring.mask) * ring.entry_size,
                 rule.opcode_bits, 0, 1, flags, cookie, *remote, 0, 0, 0, *segment,
             )  # fmt: skip
         except struct.error:
             return None
-        ring.mine = mine = (mine + 1) % U32
-        ring.words[ring.mine_at] = mine  # the release of the slot (hostif.Ring.publish)
+        ring.publish()
         return self._doorbell(ep)
 
     def check_request(self, ep: EpMirror, flags: int, flags_arg: Sub, what: str | Opcode) -> None:

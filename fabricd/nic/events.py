@@ -56,6 +56,14 @@ _SRQ_EVENT: Final = E.ASYNC_ERROR_PROVIDER_INTERNAL_ERROR
 """The async event number of an SRQ's events (the reason says which)."""
 
 
+def ends_bulk(eq: EventQueue) -> bool:
+    """Is the newest entry of the queue a bulk completion (MODERATED_BYTES or more)? Its
+    driver sleeps on such a queue rather than spins (the client's POLL_BULK, libdatfabric's
+    DF_POLL_BULK): its NOTIFY waits for the daemon's input to drain, and its next post comes
+    after that wake-up."""
+    return newest_length(eq.ring) >= MODERATED_BYTES
+
+
 def queued_events(eq: EventQueue) -> int:
     """Events in the queue the driver has not taken (its index is checked)."""
     return eq.ring.entries - eq.ring.space()
@@ -88,11 +96,9 @@ class Events:
         self._write(consumer, eq, number, flags, fields, body)
 
     def bulk(self, ep: Ep) -> bool:
-        """Did the EP's request EVD last take a bulk completion (MODERATED_BYTES or more)? Its
-        driver then sleeps rather than spins (the client's POLL_BULK, libdatfabric's
-        DF_POLL_BULK), and its next post comes when a NOTIFY has woken it."""
+        """Did the EP's request EVD last take a bulk completion (``ends_bulk``)?"""
         eq = self._evd(ep.consumer, ep.request_evd)
-        return eq is not None and newest_length(eq.ring) >= MODERATED_BYTES
+        return eq is not None and ends_bulk(eq)
 
     def _evd(self, consumer: Consumer, evd: int) -> EventQueue | None:
         """The consumer's EVD ``evd`` (None: 0, freed, or its IA closed: events go nowhere)."""
@@ -168,7 +174,7 @@ class Events:
                 wake.setdefault(consumer.id, (consumer, []))[1].append(eq)
         for consumer, eqs in wake.values():
             send = partial(consumer.channel.send, encode(FrameType.NOTIFY, [q.handle for q in eqs]))
-            if all(newest_length(q.ring) >= MODERATED_BYTES for q in eqs):
+            if all(map(ends_bulk, eqs)):
                 self._call_idle(send)
             else:
                 send()

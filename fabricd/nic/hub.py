@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 
 from fabricd.faults import FaultEngine
 from fabricd.memory import MemoryRegistry, SegmentMapper
@@ -235,6 +236,7 @@ class Nic:
             "links": len(self.wire.links),
             "consumers": len(self.consumers),
             "rules": len(self.faults.rules),
+            **asdict(self.intake.counts),
         }
 
     # -- the consumer plane --------------------------------------------------------------------

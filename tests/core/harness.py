@@ -452,9 +452,9 @@ class Fabric:
         for ``advance``)."""
         for _ in range(limit):
             if not self._soon:
-                if not self.step():
+                self._soon, self._next = self._next, self._soon  # the next loop iteration
+                if not self._soon:
                     return
-                continue
             self._soon.popleft()()
         raise RuntimeError("the fabric never went quiet")
 

@@ -58,6 +58,9 @@ def test_a_post_made_as_its_predecessor_completes_rings_nothing_and_a_busy_look_
     assert sq.space() == sq.entries, "the next iteration's look took it"
     fabric.run()
     assert a.log() == [(E.DTO_COMPLETION_EVENT, 1, OK, 1)]
+    counts = a.c.node.nic.intake.counts  # as `fabricctl node status` shows them
+    assert (counts.doorbells, counts.busy_takes, counts.busy_polls) == (1, 1, 2)
+    assert a.c.node.nic.admin.status()["busy_takes"] == 1
 
 
 def test_with_nothing_posted_busy_polling_ends_after_its_looks_and_the_next_post_rings() -> None:
@@ -66,6 +69,8 @@ def test_with_nothing_posted_busy_polling_ends_after_its_looks_and_the_next_post
     _completed(fabric, a)
     assert BUSY_LOOKS - 1 <= _steps(fabric) <= BUSY_LOOKS + 1, "one look per loop iteration"
     assert sq.word(Word.POLL) == 0
+    counts = a.c.node.nic.intake.counts
+    assert (counts.busy_polls, counts.busy_looks, counts.busy_takes) == (1, BUSY_LOOKS, 0)
     doorbell = _write(a, b, 1)
     assert doorbell, "busy polling ended: the post rings"
     a.c.send(doorbell)
@@ -80,7 +85,7 @@ def test_a_bulk_request_that_retires_starts_no_busy_polling() -> None:
     fabric, a, b, sq = _pair(2 * MODERATED_BYTES)
     a.c.send(_write(a, b, 0, MODERATED_BYTES))
     assert _completed(fabric, a) == [(E.DTO_COMPLETION_EVENT, 0, OK, MODERATED_BYTES)]
-    assert sq.word(Word.POLL) == 0
+    assert sq.word(Word.POLL) == 0 and a.c.node.nic.intake.counts.busy_polls == 0
     assert _write(a, b, 1), "the next post rings"
 
 
