@@ -11,7 +11,12 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test provider system-deps container-deps containers containers-up containers-down lint bench clean mutation fuzz
 
-$(STAMP): pyproject.toml
+# The install builds the Python client's C part (setup.py): it needs Python's headers.
+$(STAMP): pyproject.toml setup.py client/_ringpost.c provider/df-abi.h
+	@inc=$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
+	if [ ! -f "$$inc/Python.h" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-dev >/dev/null; \
+	fi
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test]'
@@ -84,4 +89,4 @@ fuzz: $(STAMP)
 
 clean:
 	$(MAKE) -C provider clean
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache mutants
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache mutants build client/*.so

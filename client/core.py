@@ -275,6 +275,7 @@ class ClientCore(EventPath, MemoryCalls, ConnectionCalls, SrqCalls):
         ep.request_evd = changes.get("request_evd", ep.request_evd)
         ep.connect_evd = changes.get("connect_evd", ep.connect_evd)
         ep.attr = EpAttr.from_wire(granted)
+        ep.fast = None
 
     def ep_free(self, handle: int) -> Op:
         """dat_ep_free."""
@@ -285,5 +286,5 @@ class ClientCore(EventPath, MemoryCalls, ConnectionCalls, SrqCalls):
         """An EP is gone: drop its mirror and unmap its queues."""
         mirror = self.eps.pop(handle, None)
         if mirror is not None and mirror.sq is not None:
-            mirror.sq = mirror.rq = None
+            mirror.sq = mirror.rq = mirror.fast = None
             self.mapper.unmap(wq_segment(self.name, handle))

@@ -4,16 +4,17 @@ dat_ep_post_send, _recv, _rdma_write and _rdma_read, and the IB extensions' dat_
 fetch_and_add, _cmp_and_swap and _rdma_write_immed, are checked here against the local mirrors
 of the endpoints and LMRs, giving the spec's synchronous return codes, and written into the
 EP's send or receive queue in shared memory; a doorbell frame is made only when the daemon may
-not look, and a kick makes good a doorbell skipped in a race of the two sides' stores.
+not look, and a kick makes good a doorbell skipped in a race of the two sides' stores. The
+common post is client/_ringpost.c's (EpMirror.fast is what it reads of the EP).
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from client.postrules import IB_DTOS, OPERANDS, POST_RULES, PostRule
+from client import _ringpost as ringpost
+from client.postrules import IB_DTOS, OPERANDS, POST_RULES
 from client.records import EpMirror, QueueMapper
 from proto import ep_states
 from proto.checks import Region, check_local_iov, is_int, parse_triplet
@@ -28,9 +29,7 @@ from proto.errors import (
 from proto.frames import FrameType
 from proto.hostif import (
     ATOMIC_BYTES,
-    SLOTS,
     U32,
-    WQE_ONE,
     Opcode,
     Ring,
     RingKind,
@@ -48,10 +47,8 @@ _SUPPRESS: Final = int(CompletionFlags.SUPPRESS)
 _UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
 _STATE: Final = Word.STATE
 _POSTABLE: Final = frozenset(map(int, ep_states.REQUEST_POST_STATES))
-_STATE_AT, _POLL_AT, _HEARD_AT = word_at(_STATE), word_at(Word.POLL), word_at(Word.HEARD)
-_U32_MAX: Final = U32 - 1
-_SEQUENCES: Final = (list, tuple)  # what a triplet or an iov may be
-_NO_REMOTE: Final = (0, 0, 0)
+_POSTABLE_BITS: Final = sum(1 << state for state in _POSTABLE)
+_POLL_AT, _HEARD_AT = word_at(Word.POLL), word_at(Word.HEARD)
 
 
 def _check_atomic(used: Sequence[tuple[Region, int, int]], target: tuple[int, int, int]) -> None:
@@ -88,7 +85,25 @@ class Posting:
             check_descriptor(view[SQ_OFFSET:RQ_OFFSET], RingKind.SQ, WQ_ENTRIES, WQ_ENTRY_SIZE)
             check_descriptor(view[RQ_OFFSET:], RingKind.RQ, WQ_ENTRIES, WQ_ENTRY_SIZE)
             ep.sq, ep.rq = wq_rings(view, producer=True)
+        if ep.fast is None:
+            ep.fast = self.snapshot(ep, ep.sq, ep.rq)
         return ep.sq, ep.rq
+
+    @staticmethod
+    def snapshot(ep: EpMirror, sq: Ring, rq: Ring) -> tuple[Any, ...]:
+        """EpMirror.fast: what client._ringpost reads of the EP, in the order of its
+        ``enum fast_item``."""
+        attr = ep.attr
+        iov_ok = 0
+        for rule in POST_RULES.values():
+            if rule.plain and getattr(attr, rule.max_iov) >= 1:
+                iov_ok |= 1 << rule.opcode_bits
+        unsignalled = bool(attr.request_completion_flags & _UNSIGNALLED)
+        return (
+            sq.view, rq.view, sq, rq, int(ep.pz), int(bool(ep.srq)),
+            int(attr.max_request_dtos), int(attr.max_recv_dtos), int(attr.max_message_size),
+            int(attr.max_rdma_size), int(unsignalled), iov_ok, _POSTABLE_BITS,
+        )  # fmt: skip
 
     def post_extended(
         self,
@@ -130,14 +145,20 @@ class Posting:
         returns the doorbell frame to send, or nothing when one is already in flight (the IB
         extensions come through ``post_extended``).
 
-        The hot path of the library: what depends on the kind comes from one table, flags are
-        compared as plain ints (an IntFlag operator costs ~1 us) and the EP's state as the raw
-        word the daemon published."""
+        The hot path of the library: a Send, Receive, RDMA Write or Read of one segment is
+        checked and written by client._ringpost (in C: bench.breakdown's post, window 64,
+        2.6 us in Python -> 0.74 us), which declines, writing nothing, whatever it does not
+        take or would fail; the checks below then name the error. What depends on the kind
+        comes from one table, flags are compared as plain ints (an IntFlag operator costs
+        ~1 us) and the EP's state as the raw word the daemon published."""
         rule = POST_RULES[kind]
         if rule.plain:
-            doorbell = self._plain(rule, handle, local_iov, cookie, remote, flags)
-            if doorbell is not None:
-                return doorbell
+            posted = ringpost.post(
+                self.eps, self.regions, rule.opcode_bits, rule.need_bits,
+                handle, local_iov, cookie, remote, flags,
+            )  # fmt: skip
+            if posted is not None:
+                return self._ring(self.eps[handle]) if posted else b""
         ep = self.ep_mirror(handle)
         attr = ep.attr
         if not is_int(cookie) or not 0 <= cookie < 1 << 64:
@@ -181,96 +202,6 @@ class Posting:
         sq.publish()
         return self._doorbell(ep)
 
-    def _plain(
-        self,
-        rule: PostRule,
-        handle: Any,
-        local_iov: Any,
-        cookie: Any,
-        remote: Any,
-        flags: Any,
-    ) -> bytes | None:
-        """``post`` of the common shape with every check inline: a Send, Receive, RDMA Write or
-        Read of one segment that is not empty, on an EP whose queues are mapped. None, having
-        published nothing, for anything else or anything wrong: the general checks then take
-        it, and name what is wrong. The ranges of the fields the slot holds as u64 or u32
-        (the cookie, the remote address and key) are the pack's to check: it raises before
-        the index moves. bench.breakdown's post: 3.29-3.35 -> 2.68-2.81 us."""
-        ep = self.eps.get(handle) if type(handle) is int else None
-        if ep is None or type(local_iov) not in _SEQUENCES or len(local_iov) != 1:
-            return None
-        sq, rq, attr, segment = ep.sq, ep.rq, ep.attr, local_iov[0]
-        if sq is None or rq is None or type(segment) not in _SEQUENCES or len(segment) != 3:
-            return None
-        if type(flags) is not int:
-            if type(flags) is not CompletionFlags:
-                return None
-            flags = flags._value_
-        address, length, context = segment
-        region = self.regions.get(context) if type(context) is int else None
-        if (
-            region is None
-            or type(cookie) is not int
-            or type(address) is not int
-            or type(length) is not int
-            or flags & ~0x3F
-            or region.pz != ep.pz
-            or rule.need_bits & ~region.privilege_bits
-            or not 0 < length <= _U32_MAX
-            or not region.address <= address <= region.end - length
-            or getattr(attr, rule.max_iov) < 1
-        ):
-            return None
-        if rule.receive:
-            if ep.srq or flags & _SUPPRESS or ep.recvs >= attr.max_recv_dtos:
-                return None
-            return self._put(ep, rq, rule, flags, cookie, segment, _NO_REMOTE)
-        if (
-            sq.words[_STATE_AT] not in _POSTABLE
-            or (flags & _UNSIGNALLED and not attr.request_completion_flags & _UNSIGNALLED)
-            or ep.requests >= attr.max_request_dtos
-        ):
-            return None
-        if rule.send:
-            if length > attr.max_message_size:
-                return None
-            return self._put(ep, sq, rule, flags, cookie, segment, _NO_REMOTE)
-        if type(remote) not in _SEQUENCES or len(remote) != 3:
-            return None
-        r_length = remote[1]
-        if (
-            type(remote[0]) is not int
-            or type(r_length) is not int
-            or type(remote[2]) is not int
-            or (r_length > length if rule.into_local else length > r_length)
-            or max(length, r_length) > attr.max_rdma_size
-            or r_length > _U32_MAX
-        ):
-            return None
-        return self._put(ep, sq, rule, flags, cookie, segment, remote)
-
-    def _put(
-        self,
-        ep: EpMirror,
-        ring: Ring,
-        rule: PostRule,
-        flags: int,
-        cookie: int,
-        segment: Sequence[int],
-        remote: Sequence[int],
-    ) -> bytes | None:
-        """``_plain``'s WQE written and published (None if a field is out of its range:
-        nothing is published), then the doorbell."""
-        try:
-            WQE_ONE.pack_into(
-                ring.view, SLOTS + (ring.mine & ring.mask) * ring.entry_size,
-                rule.opcode_bits, 0, 1, flags, cookie, *remote, 0, 0, 0, *segment,
-            )  # fmt: skip
-        except struct.error:
-            return None
-        ring.publish()
-        return self._doorbell(ep)
-
     def check_request(self, ep: EpMirror, flags: int, flags_arg: Sub, what: str | Opcode) -> None:
         """What every request (a post to the send queue, dat_rmr_bind) must pass: the EP's
         state as the daemon published it, UNSIGNALLED only where the EP's attributes allow it,
@@ -296,6 +227,11 @@ class Posting:
         words = ep.sq.words
         if words[_POLL_AT] or ep.rung % U32 != words[_HEARD_AT]:
             return b""
+        return self._ring(ep)
+
+    @staticmethod
+    def _ring(ep: EpMirror) -> bytes:
+        """The doorbell frame, counted."""
         ep.rung += 1
         return encode(FrameType.DOORBELL, ep.handle)
 

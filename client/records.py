@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
 from proto.attrs import EpAttr
@@ -168,6 +168,9 @@ class EpMirror:
     rung: int = 0  # doorbells sent (free-running), against the daemon's HEARD
     kicked: tuple[int, int] = (0, 0)  # (sq, rq) producer indices of the last kick
     srq: int = 0  # the SRQ its receives come from (dat_ep_create_with_srq), or 0
+    fast: tuple[Any, ...] | None = None
+    """What client._ringpost's post reads of the EP (Posting.snapshot): made when the queues
+    are mapped, dropped when they or the PZ and attributes change."""
 
     @property
     def requests(self) -> int:
@@ -195,7 +198,7 @@ class EpMirror:
             "recv_evd": self.recv_evd,
             "request_evd": self.request_evd,
             "connect_evd": self.connect_evd,
-            "ep_attr": self.attr,
+            "ep_attr": replace(self.attr),  # a copy: the mirror changes by dat_ep_modify only
             "srq": self.srq,  # DAT_EP_PARAM srq_handle: 0 for an EP with receives of its own
         }
 
