@@ -99,7 +99,7 @@ class Session:
                 str(CONN_QUAL),
                 str(size),
                 op,
-                str(window + 4),
+                str(2 * window + 4),  # receives: it reposts half at a time
             ],
             stdout=subprocess.PIPE,
             text=True,
