@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import statistics
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,6 +55,9 @@ def worktree(rev: str) -> Iterator[Path]:
         subprocess.run([*git, "worktree", "add", "--detach", str(path), rev],
                        check=True, capture_output=True, text=True)  # fmt: skip
         try:
+            if (path / "setup.py").exists():  # its own C part, not this checkout's
+                subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+                               cwd=path, check=True, capture_output=True)  # fmt: skip
             yield path
         finally:
             subprocess.run([*git, "worktree", "remove", "--force", str(path)],
