@@ -60,11 +60,14 @@ def main(argv: list[str] | None = None) -> None:
             )
             for name, pid in pids.items():
                 print(usage(pid).line(name, before[name], args.iters))
+            before_us = pace()
             post_us, reap_us = post_reap(session, args.op, args.size, window)
             print(
                 f"  the client's CPU per operation: post {post_us:.2f} us, reap {reap_us:.2f} us"
                 f" (the dequeue that returns it), sum {post_us + reap_us:.2f} us"
-                f" (best of {CHUNKS} chunks of {ROUNDS // CHUNKS} windows)"
+                f" (best of {CHUNKS} chunks of {ROUNDS // CHUNKS} windows); this machine's"
+                f" pace: {PACE_LOOP:,} additions in {before_us:.0f} and {pace():.0f} us of CPU"
+                " before and after"
             )
             calls = []
             for _ in range(2000):
@@ -76,6 +79,21 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             a.stop()
             b.stop()
+
+
+PACE_LOOP = 1_000_000  # additions in a Python loop (~46 ms of CPU at this VM's usual speed)
+
+
+def pace() -> float:
+    """The CPU microseconds of a fixed Python loop (the best of three): the same work takes
+    twice as long in this VM's slow minutes, so the client's figures beside it can be read."""
+    best = float("inf")
+    for _ in range(3):
+        t0, total = time.thread_time(), 0
+        for i in range(PACE_LOOP):
+            total += i
+        best = min(best, (time.thread_time() - t0) * 1e6)
+    return best
 
 
 def post_reap(session: Session, op: str, size: int, window: int) -> tuple[float, float]:

@@ -152,7 +152,8 @@ def test_bench_ab_runs_a_revision_beside_another(after: list[str]) -> None:
 def test_bench_breakdown_names_every_process_of_a_windowed_send() -> None:
     """python -m bench.breakdown --window: the rate, then per operation the CPU, wake-ups and
     preemptions of the consumer, both daemons and (for Sends) the receiving consumer, then the
-    client's time inside a post and inside the dequeue of its completion."""
+    client's time inside a post and inside the dequeue of its completion, beside the machine's
+    pace (a fixed loop's CPU time before and after)."""
     out = subprocess.run(
         [sys.executable, "-m", "bench.breakdown", "--op", "send", "--size", "64",
          "--iters", "300", "--window", "8"],
@@ -165,4 +166,5 @@ def test_bench_breakdown_names_every_process_of_a_windowed_send() -> None:
     assert names == ["consumer", "its daemon", "peer daemon", "peer consumer"]
     assert all("wake-ups" in line and "preempted" in line for line in lines[1:5])
     assert lines[5].startswith("  the client's CPU per operation: post ") and " reap " in lines[5]
+    assert "this machine's pace: 1,000,000 additions in " in lines[5]
     assert lines[6].startswith("  consumer-daemon call round trip: ")
