@@ -54,6 +54,8 @@ class IntakeCounts:
     busy_polls: int = 0  # busy polling started: the last outstanding request of an EP retired
     busy_looks: int = 0  # looks of busy polling that found nothing
     busy_takes: int = 0  # busy polling ended by a look that took WQEs
+    takes: int = 0  # looks that took request WQEs (requests / takes: how many a look finds)
+    requests: int = 0  # request WQEs taken
 
 
 class Intake:
@@ -99,6 +101,8 @@ class Intake:
         while q is not None:
             taken = self._requests(ep, q)
             if taken:
+                self.counts.takes += 1
+                self.counts.requests += taken
                 self.initiator.transmit(ep)  # together: small Writes leave as one batch
             received = self._receives(ep, q)
             if taken or received:

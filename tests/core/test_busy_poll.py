@@ -61,6 +61,18 @@ def test_a_post_made_as_its_predecessor_completes_rings_nothing_and_a_busy_look_
     counts = a.c.node.nic.intake.counts  # as `fabricctl node status` shows them
     assert (counts.doorbells, counts.busy_takes, counts.busy_polls) == (1, 1, 2)
     assert a.c.node.nic.admin.status()["busy_takes"] == 1
+    assert (counts.takes, counts.requests) == (2, 2), "each look took one Write"
+
+
+def test_a_burst_posted_before_its_doorbell_is_taken_by_one_look() -> None:
+    fabric, a, b, _ = _pair()
+    doorbells = [_write(a, b, cookie) for cookie in range(5)]
+    assert doorbells[0] and doorbells[1:] == [b""] * 4, "one doorbell covers the burst"
+    a.c.send(doorbells[0])
+    fabric.run()
+    assert [cookie for _, cookie, _, _ in a.log()] == list(range(5))
+    counts = a.c.node.nic.intake.counts
+    assert (counts.takes, counts.requests) == (1, 5)
 
 
 def test_with_nothing_posted_busy_polling_ends_after_its_looks_and_the_next_post_rings() -> None:
