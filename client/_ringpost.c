@@ -129,6 +129,7 @@ static bool produce(PyObject *view, PyObject *ring, const struct post *p)
 	} e;
 	Py_buffer b;
 	struct df_ring_hdr *hdr;
+	uint8_t *slot;
 	PyObject *next;
 	int failed;
 
@@ -154,8 +155,8 @@ static bool produce(PyObject *view, PyObject *ring, const struct post *p)
 	e.segment.segment_length = p->length;
 	e.segment.lmr_context = (uint32_t)p->context;
 	hdr = b.buf;
-	memcpy((uint8_t *)b.buf + sizeof(*hdr) + (size_t)(mine & (DF_WQ_ENTRIES - 1)) * DF_WQ_ENTRY_SIZE,
-	       &e, sizeof(e));
+	slot = (uint8_t *)b.buf + sizeof(*hdr) + (size_t)(mine & (DF_WQ_ENTRIES - 1)) * DF_WQ_ENTRY_SIZE;
+	memcpy(slot, &e, sizeof(e));
 	mine = (mine + 1) & U32_MAX_VALUE;
 	atomic_store_explicit(&hdr->prod, (uint32_t)mine, memory_order_release);
 	PyBuffer_Release(&b);
@@ -188,14 +189,28 @@ static bool cons_word(PyObject *view, enum df_wq_word word, uint32_t *out, bool 
 	return true;
 }
 
+/* Posted: a doorbell only when the daemon does not poll the EP and has taken every doorbell
+ * so far (the SQ's consumer line carries both words for the two queues). */
+static PyObject *doorbell(PyObject *ep, PyObject *sq_view)
+{
+	unsigned long long rung;
+	uint32_t word;
+
+	if (!cons_word(sq_view, DF_WQ_POLL, &word, true) || word)
+		Py_RETURN_FALSE;
+	if (!cons_word(sq_view, DF_WQ_HEARD, &word, false) || !attr_u64(ep, s_rung, &rung))
+		Py_RETURN_FALSE;
+	return PyBool_FromLong((rung & U32_MAX_VALUE) == word);
+}
+
 /* post(eps, regions, opcode, need_bits, handle, local_iov, cookie, remote, flags):
  * None: declined, nothing written; False: posted, the daemon will look without a doorbell;
  * True: posted, and the caller sends a doorbell (it counts it in EpMirror.rung). */
 static PyObject *post(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-	PyObject *eps, *regions, *ep, *fast, **f, **iov, **segment, **remote, *view, *ring;
+	PyObject *eps, *regions, *ep, *fast, **f, **iov, **segment, **remote, *view, *ring, *result;
 	unsigned long long pz, srq, max_req, max_recv, max_msg, max_rdma, unsig, iov_ok, postable;
-	unsigned long long done, binds, bound, outstanding, rung;
+	unsigned long long done, binds, bound, outstanding;
 	uint32_t word;
 	struct post p = {0};
 	bool ok;
@@ -234,7 +249,8 @@ static PyObject *post(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 		PyErr_Clear();
 		Py_RETURN_NONE;
 	}
-	/* From here ``fast`` is held: every exit goes through ``out``. */
+	/* From here the EP and its snapshot are held: every exit goes through ``out``. */
+	Py_INCREF(ep);
 	ok = PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == FAST_ITEMS;
 	f = ok ? &PyTuple_GET_ITEM(fast, 0) : NULL;
 	ok = ok && as_u64(f[FAST_PZ], &pz) && as_u64(f[FAST_SRQ], &srq) &&
@@ -284,19 +300,10 @@ static PyObject *post(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 	}
 	ok = ok && produce(view, ring, &p);
 out:
+	result = PyErr_Occurred() ? NULL : ok ? doorbell(ep, f[FAST_SQ_VIEW]) : Py_NewRef(Py_None);
 	Py_DECREF(fast);
-	if (PyErr_Occurred())
-		return NULL;
-	if (!ok)
-		Py_RETURN_NONE;
-	/* Posted. A doorbell only when the daemon does not poll the EP and has taken every
-	 * doorbell so far (the SQ's consumer line carries both words for the two queues). */
-	view = f[FAST_SQ_VIEW];
-	if (!cons_word(view, DF_WQ_POLL, &word, true) || word)
-		Py_RETURN_FALSE;
-	if (!cons_word(view, DF_WQ_HEARD, &word, false) || !attr_u64(ep, s_rung, &rung))
-		Py_RETURN_FALSE;
-	return PyBool_FromLong((rung & U32_MAX_VALUE) == word);
+	Py_DECREF(ep);
+	return result;
 }
 
 static PyMethodDef methods[] = {
@@ -318,11 +325,15 @@ PyMODINIT_FUNC PyInit__ringpost(void)
 		PyObject **slot;
 		const char *name;
 	} names[] = {
-		{&s_fast, "fast"},       {&s_mine, "mine"},	{&s_binds, "binds"},
-		{&s_rung, "rung"},       {&s_address, "address"}, {&s_end, "end"},
-		{&s_pz, "pz"},	   {&s_bits, "privilege_bits"},
+		{&s_fast, "fast"},
+		{&s_mine, "mine"},
+		{&s_binds, "binds"},
+		{&s_rung, "rung"},
+		{&s_address, "address"},
+		{&s_end, "end"},
+		{&s_pz, "pz"},
+		{&s_bits, "privilege_bits"},
 	};
-
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		*names[i].slot = PyUnicode_InternFromString(names[i].name);
 		if (!*names[i].slot)

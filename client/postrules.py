@@ -28,7 +28,7 @@ class PostRule:
     into_local: bool = False  # an RDMA Read: the remote bytes land in the local iov
     atomic: bool = False  # 8 bytes at an aligned remote address; the original comes back
     shift: int = 0  # the call has this many arguments more before the iov (compare-and-swap)
-    plain: bool = False  # Posting._plain may take it
+    plain: bool = False  # client._ringpost may take it (one segment, no operands)
     opcode_bits: int = field(init=False)
     need_bits: int = field(init=False)  # ``need`` as a plain int: IntFlag operators are slow
 
