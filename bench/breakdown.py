@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
             b.stop()
 
 
-PACE_LOOP = 1_000_000  # additions in a Python loop (~46 ms of CPU at this VM's usual speed)
+PACE_LOOP = 1_000_000  # additions in a Python loop (31-46 ms of CPU on this VM)
 
 
 def pace() -> float:
