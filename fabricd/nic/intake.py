@@ -187,11 +187,18 @@ class Intake:
         """Requests retired (then a look, as ``look``); if they were the last outstanding ones
         of a CONNECTED EP, and not bulk (``Events.bulk``: its driver sleeps, it does not post
         at once), the daemon busy-polls its queues (POLL 1, a look in each loop iteration) for
-        BUSY_POLL seconds or BUSY_LOOKS looks, until a look takes something."""
+        BUSY_POLL seconds or BUSY_LOOKS looks, until a look takes something. A busy poll
+        already running goes on as it is: nothing was taken since it started, so this retire
+        retired nothing new (a Read's ACK after its response)."""
         q = ep.queues
         if q is None:
             return
-        if ep.state == S.CONNECTED and not ep.ops and not self.eps.events.bulk(ep):
+        if (
+            ep.state == S.CONNECTED
+            and not ep.ops
+            and q.busy_looks <= 0
+            and not self.eps.events.bulk(ep)
+        ):
             q.busy_until, q.busy_looks = self.shell.now() + BUSY_POLL, BUSY_LOOKS
             self.counts.busy_polls += 1
             if not q.polling:

@@ -90,6 +90,19 @@ def test_with_nothing_posted_busy_polling_ends_after_its_looks_and_the_next_post
     assert a.log() == [(E.DTO_COMPLETION_EVENT, 1, OK, 1)]
 
 
+def test_a_read_starts_busy_polling_once_though_its_answer_and_its_ack_each_retire() -> None:
+    """A Read retires when its response lands; the ACK of the same request retires nothing
+    more and leaves the running busy poll as it is (one start, one budget)."""
+    fabric, a, b, sq = _pair()
+    read = a.c.core.post(Dtos.RDMA_READ, a.ep, [a.triplet(0, 8)], 0, b.rmr(0, 8), 0)
+    a.c.send(read)
+    assert _completed(fabric, a) == [(E.DTO_COMPLETION_EVENT, 0, OK, 8)]
+    fabric.run()
+    counts = a.c.node.nic.intake.counts
+    assert (counts.busy_polls, counts.busy_looks) == (1, BUSY_LOOKS)
+    assert sq.word(Word.POLL) == 0
+
+
 def test_a_bulk_request_that_retires_starts_no_busy_polling() -> None:
     """Its completion is MODERATED_BYTES or more: the driver sleeps on such an EVD (it does not
     spin), so its next post comes after a wake-up; looking for it would only take the core the
