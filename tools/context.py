@@ -59,7 +59,8 @@ def build_wheels() -> list[Path]:
     cache.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(WHEEL_DIR, ignore_errors=True)
     WHEEL_DIR.mkdir(parents=True)
-    shutil.rmtree(BUILD / "lib", ignore_errors=True)  # no stale modules in the wheel
+    for stale in BUILD.glob("lib*"):  # no stale modules in the wheel (build/lib, or build/
+        shutil.rmtree(stale, ignore_errors=True)  # lib.<platform> with the client's C part)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     offline = [*pip, "wheel", "--no-index", "--find-links", str(cache), "-w", str(WHEEL_DIR)]
     env = {"SOURCE_DATE_EPOCH": REPRODUCIBLE}
