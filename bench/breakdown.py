@@ -86,7 +86,8 @@ PACE_LOOP = 1_000_000  # additions in a Python loop (31-46 ms of CPU on this VM)
 
 def pace() -> float:
     """The CPU microseconds of a fixed Python loop (the best of three): the same work takes
-    twice as long in this VM's slow minutes, so the client's figures beside it can be read."""
+    half as long again or more in this VM's slow minutes, so the client's figures beside it
+    can be read."""
     best = float("inf")
     for _ in range(3):
         t0, total = time.thread_time(), 0

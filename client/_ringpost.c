@@ -118,31 +118,41 @@ static bool region_ok(PyObject *regions, PyObject *context, unsigned long long p
 	       address <= p->address && p->address <= end - p->length;
 }
 
-/* The WQE into the ring's next slot, then the producer index stored with release (section 3:
- * the slot's bytes are visible before the index that publishes them), and ``ring.mine``. */
-static bool produce(PyObject *view, PyObject *ring, const struct post *p)
+/* A work queue's ring in its view, the buffer held (released by the caller) once the view is
+ * known to hold the whole ring; NULL, nothing held, otherwise. */
+static struct df_ring_hdr *ring_of(PyObject *view, Py_buffer *b)
 {
-	unsigned long long mine;
+	if (PyObject_GetBuffer(view, b, PyBUF_WRITABLE) < 0) {
+		PyErr_Clear();
+		return NULL;
+	}
+	if ((size_t)b->len < RING_BYTES) {
+		PyBuffer_Release(b);
+		return NULL;
+	}
+	return b->buf;
+}
+
+/* A word of the ring's consumer line (the daemon's). */
+static uint32_t word_of(struct df_ring_hdr *hdr, enum df_wq_word word)
+{
+	return atomic_load_explicit(&hdr->cons_words[word], memory_order_acquire);
+}
+
+/* The WQE into the slot of ``mine`` (``ring.mine``), then the producer index stored with
+ * release (section 3: the slot's bytes are visible before the index that publishes them), and
+ * ``ring.mine``. */
+static bool produce(struct df_ring_hdr *hdr, PyObject *ring, unsigned long long mine,
+		    const struct post *p)
+{
 	struct {
 		struct df_wqe wqe;
 		struct df_wqe_segment segment;
 	} e;
-	Py_buffer b;
-	struct df_ring_hdr *hdr;
-	uint8_t *slot;
+	size_t at = (size_t)(mine & (DF_WQ_ENTRIES - 1)) * DF_WQ_ENTRY_SIZE;
 	PyObject *next;
 	int failed;
 
-	if (!attr_u64(ring, s_mine, &mine) || mine > U32_MAX_VALUE)
-		return false;
-	if (PyObject_GetBuffer(view, &b, PyBUF_WRITABLE) < 0) {
-		PyErr_Clear();
-		return false;
-	}
-	if ((size_t)b.len < RING_BYTES) {
-		PyBuffer_Release(&b);
-		return false;
-	}
 	memset(&e, 0, sizeof(e));
 	e.wqe.opcode = (uint8_t)p->opcode;
 	e.wqe.num_segments = 1;
@@ -154,12 +164,9 @@ static bool produce(PyObject *view, PyObject *ring, const struct post *p)
 	e.segment.virtual_address = p->address;
 	e.segment.segment_length = p->length;
 	e.segment.lmr_context = (uint32_t)p->context;
-	hdr = b.buf;
-	slot = (uint8_t *)b.buf + sizeof(*hdr) + (size_t)(mine & (DF_WQ_ENTRIES - 1)) * DF_WQ_ENTRY_SIZE;
-	memcpy(slot, &e, sizeof(e));
+	memcpy((uint8_t *)(hdr + 1) + at, &e, sizeof(e)); /* the slots follow the header */
 	mine = (mine + 1) & U32_MAX_VALUE;
 	atomic_store_explicit(&hdr->prod, (uint32_t)mine, memory_order_release);
-	PyBuffer_Release(&b);
 	next = PyLong_FromUnsignedLongLong(mine);
 	failed = next ? PyObject_SetAttr(ring, s_mine, next) : -1;
 	Py_XDECREF(next);
@@ -167,40 +174,17 @@ static bool produce(PyObject *view, PyObject *ring, const struct post *p)
 	return !failed;
 }
 
-/* Read a word of the ring's consumer line (the daemon's). */
-static bool cons_word(PyObject *view, enum df_wq_word word, uint32_t *out, bool fence)
-{
-	Py_buffer b;
-
-	if (PyObject_GetBuffer(view, &b, PyBUF_SIMPLE) < 0) {
-		PyErr_Clear();
-		return false;
-	}
-	if ((size_t)b.len < sizeof(struct df_ring_hdr)) {
-		PyBuffer_Release(&b);
-		return false;
-	}
-	/* Store the index, then load POLL/HEARD: a full barrier between (section 5). */
-	if (fence)
-		atomic_thread_fence(memory_order_seq_cst);
-	*out = atomic_load_explicit(&((struct df_ring_hdr *)b.buf)->cons_words[word],
-				    memory_order_acquire);
-	PyBuffer_Release(&b);
-	return true;
-}
-
 /* Posted: a doorbell only when the daemon does not poll the EP and has taken every doorbell
- * so far (the SQ's consumer line carries both words for the two queues). */
-static PyObject *doorbell(PyObject *ep, PyObject *sq_view)
+ * so far (the SQ's consumer line carries both words for the two queues). Our index was
+ * stored, then POLL and HEARD are loaded: a full barrier between (section 5). */
+static PyObject *doorbell(PyObject *ep, struct df_ring_hdr *sq)
 {
 	unsigned long long rung;
-	uint32_t word;
 
-	if (!cons_word(sq_view, DF_WQ_POLL, &word, true) || word)
+	atomic_thread_fence(memory_order_seq_cst);
+	if (word_of(sq, DF_WQ_POLL) || !attr_u64(ep, s_rung, &rung))
 		Py_RETURN_FALSE;
-	if (!cons_word(sq_view, DF_WQ_HEARD, &word, false) || !attr_u64(ep, s_rung, &rung))
-		Py_RETURN_FALSE;
-	return PyBool_FromLong((rung & U32_MAX_VALUE) == word);
+	return PyBool_FromLong((rung & U32_MAX_VALUE) == word_of(sq, DF_WQ_HEARD));
 }
 
 /* post(eps, regions, opcode, need_bits, handle, local_iov, cookie, remote, flags):
@@ -208,10 +192,12 @@ static PyObject *doorbell(PyObject *ep, PyObject *sq_view)
  * True: posted, and the caller sends a doorbell (it counts it in EpMirror.rung). */
 static PyObject *post(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-	PyObject *eps, *regions, *ep, *fast, **f, **iov, **segment, **remote, *view, *ring, *result;
+	PyObject *eps, *regions, *ep, *fast, **f, **iov, **segment, **remote, *ring, *result;
 	unsigned long long pz, srq, max_req, max_recv, max_msg, max_rdma, unsig, iov_ok, postable;
-	unsigned long long done, binds, bound, outstanding;
-	uint32_t word;
+	unsigned long long mine, binds, outstanding;
+	uint32_t state;
+	Py_buffer sq_buf, rq_buf;
+	struct df_ring_hdr *sq = NULL, *rq = NULL;
 	struct post p = {0};
 	bool ok;
 
@@ -265,42 +251,50 @@ static PyObject *post(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 	     region_ok(regions, segment[2], pz, &p);
 	if (!ok)
 		goto out;
+	/* The SQ's consumer line is read for every post (the doorbell's words), the RQ's for a
+	 * receive; each buffer is held until ``out``. */
+	sq = ring_of(f[FAST_SQ_VIEW], &sq_buf);
 	if (p.opcode == DF_OP_RECEIVE) {
-		view = f[FAST_RQ_VIEW];
 		ring = f[FAST_RQ];
-		ok = !srq && !(p.flags & FLAG_SUPPRESS) && attr_u64(ring, s_mine, &outstanding) &&
-		     cons_word(view, DF_WQ_DONE, &word, false);
-		ok = ok && ((outstanding - word) & U32_MAX_VALUE) < max_recv && produce(view, ring, &p);
+		rq = sq ? ring_of(f[FAST_RQ_VIEW], &rq_buf) : NULL;
+		ok = rq && !srq && !(p.flags & FLAG_SUPPRESS) && attr_u64(ring, s_mine, &mine) &&
+		     mine <= U32_MAX_VALUE;
+		/* Outstanding receives: WQEs not completed. */
+		ok = ok && ((mine - word_of(rq, DF_WQ_DONE)) & U32_MAX_VALUE) < max_recv &&
+		     produce(rq, ring, mine, &p);
 		goto out;
 	}
-	view = f[FAST_SQ_VIEW];
 	ring = f[FAST_SQ];
-	ok = cons_word(view, DF_WQ_STATE, &word, false) && word < 64 && (postable >> word & 1) &&
-	     (!(p.flags & FLAG_UNSIGNALLED) || unsig);
-	/* Outstanding requests: WQEs not completed, and RMR binds not yet answered. */
-	ok = ok && attr_u64(ring, s_mine, &outstanding) && cons_word(view, DF_WQ_DONE, &word, false);
-	done = word;
-	ok = ok && attr_u64(ep, s_binds, &binds) && cons_word(view, DF_WQ_BOUND, &word, false);
-	bound = word;
+	ok = sq && attr_u64(ring, s_mine, &mine) && mine <= U32_MAX_VALUE &&
+	     attr_u64(ep, s_binds, &binds);
 	if (!ok)
 		goto out;
-	outstanding = (outstanding - done) & U32_MAX_VALUE;
-	binds = (binds - bound) & U32_MAX_VALUE;
+	state = word_of(sq, DF_WQ_STATE);
+	/* Outstanding requests: WQEs not completed, and RMR binds not yet answered. */
+	outstanding = (mine - word_of(sq, DF_WQ_DONE)) & U32_MAX_VALUE;
+	binds = (binds - word_of(sq, DF_WQ_BOUND)) & U32_MAX_VALUE;
 	if (binds < (U32_MAX_VALUE + 1) / 2)
 		outstanding += binds;
-	ok = outstanding < max_req;
+	ok = state < 64 && (postable >> state & 1) && (!(p.flags & FLAG_UNSIGNALLED) || unsig) &&
+	     outstanding < max_req;
 	if (ok && p.opcode == DF_OP_SEND) {
 		ok = p.length <= max_msg;
 	} else if (ok) {
 		ok = items(args[7], 3, &remote) && as_u64(remote[0], &p.r_address) &&
 		     as_u64(remote[1], &p.r_length) && as_u64(remote[2], &p.r_context) &&
 		     p.r_context <= U32_MAX_VALUE && p.r_length <= U32_MAX_VALUE &&
-		     (p.opcode == DF_OP_RDMA_READ ? p.r_length <= p.length : p.length <= p.r_length) &&
-		     p.length <= max_rdma && p.r_length <= max_rdma;
+		     p.length <= max_rdma && p.r_length <= max_rdma &&
+		     /* a Read's remote bytes fit the local ones; a Write's local fit the remote */
+		     (p.opcode == DF_OP_RDMA_READ ? p.r_length <= p.length
+						  : p.length <= p.r_length);
 	}
-	ok = ok && produce(view, ring, &p);
+	ok = ok && produce(sq, ring, mine, &p);
 out:
-	result = PyErr_Occurred() ? NULL : ok ? doorbell(ep, f[FAST_SQ_VIEW]) : Py_NewRef(Py_None);
+	result = PyErr_Occurred() ? NULL : ok ? doorbell(ep, sq) : Py_NewRef(Py_None);
+	if (rq)
+		PyBuffer_Release(&rq_buf);
+	if (sq)
+		PyBuffer_Release(&sq_buf);
 	Py_DECREF(fast);
 	Py_DECREF(ep);
 	return result;
