@@ -1,7 +1,9 @@
 """Where the time of an operation goes: wall time per operation beside the CPU time (user and
-kernel) each process spends on it, how often each sleeps (wake-ups) and is preempted, and a bare
-consumer-daemon call round trip (``python -m bench.breakdown [--op write|read|send] [--size 64]
-[--iters 5000] [--window 1]``; the receiving consumer counts for Sends).
+kernel) each process spends on it, how often each sleeps (wake-ups) and is preempted, what the
+daemon's intake did (how many requests a look at the send queue took, how many of those looks
+doorbells started), and a bare consumer-daemon call round trip (``python -m bench.breakdown
+[--op write|read|send] [--size 64] [--iters 5000] [--window 1]``; the receiving consumer counts
+for Sends).
 
 ``--driver c``: a C program through libdatfabric (provider/bench/post_reap.c, RDMA Writes or
 Sends (``--op``), polling): the CPU inside each post and inside the dequeue that returns its
@@ -16,13 +18,16 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Any
 
 from bench import cdriver
 from bench.fabric import Session
 from bench.nodes import Fabric
 from bench.proc import usage
+from client.faults import Faults
 from fabricd.launch import start_node
 
+INTAKE = ("requests", "takes", "doorbells", "busy_polls", "busy_looks")  # IntakeCounts
 CHUNKS = 8  # post_reap's chunks: the least disturbed one counts
 ROUNDS = 400  # windows posted and reaped in all
 WAIT_S = 10.0  # for a window's completions, before post_reap gives up
@@ -52,6 +57,8 @@ def main(argv: list[str] | None = None) -> None:
             pids = {"consumer": os.getpid(), "its daemon": a.proc.pid, "peer daemon": b.proc.pid}
             if args.op == "send":
                 pids["peer consumer"] = session.target.pid
+            nodes = Faults({"a": a.socket, "b": b.socket})
+            counted = [nodes.status(n) for n in "ab"]
             before = {name: usage(pid) for name, pid in pids.items()}
             elapsed, lat, _ = session.run(args.op, args.size, args.iters, window, lambda _: None)
             print(
@@ -60,6 +67,7 @@ def main(argv: list[str] | None = None) -> None:
             )
             for name, pid in pids.items():
                 print(usage(pid).line(name, before[name], args.iters))
+            print(intake(counted, [nodes.status(n) for n in "ab"]))
             before_us = pace()
             post_us, reap_us = post_reap(session, args.op, args.size, window)
             print(
@@ -79,6 +87,20 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             a.stop()
             b.stop()
+
+
+def intake(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
+    """What the daemons' intake did over the run (``fabricctl node status``'s counts): how
+    many requests each look at the send queue took, how many of those looks a doorbell
+    started; the peer's doorbells are its consumer's receives (Sends)."""
+    pairs = zip(before, after, strict=True)
+    its, peer = ({k: now[k] - then[k] for k in INTAKE} for then, now in pairs)
+    each = its["requests"] / its["takes"] if its["takes"] else 0.0
+    return (
+        f"  its daemon's intake: {its['requests']:,} requests in {its['takes']:,} takes"
+        f" ({each:.1f} each), {its['doorbells']:,} doorbells, {its['busy_polls']:,} busy polls"
+        f" ({its['busy_looks']:,} empty looks); the peer daemon's doorbells: {peer['doorbells']:,}"
+    )
 
 
 PACE_LOOP = 1_000_000  # additions in a Python loop (31-46 ms of CPU on this VM)

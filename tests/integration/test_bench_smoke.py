@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -151,9 +152,10 @@ def test_bench_ab_runs_a_revision_beside_another(after: list[str]) -> None:
 
 def test_bench_breakdown_names_every_process_of_a_windowed_send() -> None:
     """python -m bench.breakdown --window: the rate, then per operation the CPU, wake-ups and
-    preemptions of the consumer, both daemons and (for Sends) the receiving consumer, then the
-    client's time inside a post and inside the dequeue of its completion, beside the machine's
-    pace (a fixed loop's CPU time before and after)."""
+    preemptions of the consumer, both daemons and (for Sends) the receiving consumer, what the
+    daemon's intake did (every request of the run taken, by looks a doorbell or polling
+    started), then the client's time inside a post and inside the dequeue of its completion,
+    beside the machine's pace (a fixed loop's CPU time before and after)."""
     out = subprocess.run(
         [sys.executable, "-m", "bench.breakdown", "--op", "send", "--size", "64",
          "--iters", "300", "--window", "8"],
@@ -165,6 +167,16 @@ def test_bench_breakdown_names_every_process_of_a_windowed_send() -> None:
     names = [line.split(" per operation:")[0].strip() for line in lines[1:5]]
     assert names == ["consumer", "its daemon", "peer daemon", "peer consumer"]
     assert all("wake-ups" in line and "preempted" in line for line in lines[1:5])
-    assert lines[5].startswith("  the client's CPU per operation: post ") and " reap " in lines[5]
-    assert "this machine's pace: 1,000,000 additions in " in lines[5]
-    assert lines[6].startswith("  consumer-daemon call round trip: ")
+    count = r"(\d{1,3}(?:,\d{3})*)"  # as printed: 1,642
+    taken = re.fullmatch(
+        rf"  its daemon's intake: 300 requests in {count} takes \(([\d.]+) each\), {count}"
+        rf" doorbells, {count} busy polls \({count} empty looks\); the peer daemon's"
+        rf" doorbells: {count}",
+        lines[5],
+    )
+    assert taken, lines[5]
+    takes, each = int(taken[1].replace(",", "")), float(taken[2])
+    assert 0 < takes <= 300 and abs(each - 300 / takes) <= 0.05
+    assert lines[6].startswith("  the client's CPU per operation: post ") and " reap " in lines[6]
+    assert "this machine's pace: 1,000,000 additions in " in lines[6]
+    assert lines[7].startswith("  consumer-daemon call round trip: ")
