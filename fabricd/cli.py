@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import resource
 import signal
 import sys
@@ -97,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=3.0,
         help="seconds of silence after which a peer stream counts as cut",
     )
+    p.add_argument(
+        "--sched",
+        choices=sorted(runtime.SCHEDULING),
+        default=os.environ.get("DATFABRIC_SCHED") or "batch",
+        help="the daemon's scheduling policy: batch (SCHED_BATCH: a woken daemon does not"
+        " preempt the consumer that rang it; the default, or DATFABRIC_SCHED) or normal",
+    )
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -162,13 +170,19 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``fabricd`` console script."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.sched not in runtime.SCHEDULING:  # argparse checks what was given, not a default
+        parser.error(f"DATFABRIC_SCHED={args.sched}: use one of {', '.join(runtime.SCHEDULING)}")
     logging.basicConfig(
         level=args.log_level.upper(),
         stream=sys.stderr,
         format=f"%(asctime)s fabricd[{args.name}] %(levelname)s %(message)s",
     )
     runtime.plain_enum_access()
+    refused = runtime.scheduling(args.sched)
+    if refused:
+        logging.getLogger("fabricd").warning("%s: the daemon runs as it was started", refused)
     uvloop.run(run(args))
 
 

@@ -38,3 +38,30 @@ def test_plain_enum_access_keeps_every_way_to_reach_a_member() -> None:
         [sys.executable, "-c", textwrap.dedent(CHECK)], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
+
+
+SCHEDULING = """
+import os, threading
+from fabricd.runtime import scheduling
+
+assert os.sched_getscheduler(0) == os.SCHED_OTHER, "a child starts under the default policy"
+assert scheduling("batch") is None
+assert os.sched_getscheduler(0) == os.SCHED_BATCH
+seen = []
+later = threading.Thread(target=lambda: seen.append(os.sched_getscheduler(0)))
+later.start()
+later.join()
+assert seen == [os.SCHED_BATCH], "a thread started afterwards (uvloop's) inherits it"
+assert scheduling("normal") is None
+assert os.sched_getscheduler(0) == os.SCHED_OTHER
+"""
+
+
+def test_scheduling_sets_the_policy_of_the_process_and_its_later_threads() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(SCHEDULING)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
