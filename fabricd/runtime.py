@@ -1,6 +1,6 @@
-"""Settings of the daemon's own process that make its per-operation Python cheaper (the
-daemon's process only: a consumer's process is its user's, and the client changes nothing there).
-"""
+"""Settings of the daemon's own process: cheaper per-operation Python, and a scheduling policy
+that leaves the CPU to the processes that wake it (the daemon's process only: a consumer's
+process is its user's, and the client changes nothing there)."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def scheduling(policy: str) -> str | None:
     it: a NIC does not take the CPU from the program that rings its doorbell. Under Linux's
     default policy every doorbell, ACK or completion a process sends wakes its reader, which
     then preempts the sender mid-burst: a consumer posting a window rings, its daemon takes
-    the one or two WQEs posted so far and sends them as a frame of their own, their
-    completions come back one or two at a time, and the next refill is as small; on two cores
+    the few WQEs posted so far and sends them as a frame of their own, their completions come
+    back a few at a time, and the next refill is as small; on two cores
     the daemons then spend twice the CPU per operation (64 B Sends at window 64: 5-12 WQEs a
     look, every look a doorbell's, 47k-57k/s; README's performance section has the A/B).
     Asking for SCHED_BATCH needs no privilege (sched(7))."""
