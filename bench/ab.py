@@ -3,11 +3,15 @@ checkout's, interleaved round by round (this VM's speed drifts by more than most
 minutes, so a comparison across minutes says little).
 
     python -m bench.ab REV [--after REV2] [--rounds 3] [--row "ARGS"]...
+        [--before-env NAME=VALUE]... [--after-env NAME=VALUE]...
 
 REV (and REV2, when given in place of this checkout) is checked out into a temporary worktree
 and runs its own daemons and its own bench (``tools.ctl``, or ``client.ctl`` in trees from
-before the tools package); this checkout runs its own. Each row prints both sides' medians and
-ranges and their ratio (after / before: above 1 is better for rates, below 1 for latencies).
+before the tools package); this checkout runs its own. ``--before-env`` and ``--after-env`` set
+variables for one side's runs (its bench and the daemons it starts): ``python -m bench.ab HEAD
+--before-env DATFABRIC_SCHED=normal`` compares a setting rather than code. Each row prints both
+sides' medians and ranges and their ratio (after / before: above 1 is better for rates, below 1
+for latencies).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from bench.report import bench
@@ -35,10 +39,10 @@ ROWS = (
 )
 
 
-def figure(tree: Path, args: str) -> float:
-    """One ``fabricctl bench`` row run by ``tree``'s code: its median latency (us), its message
-    rate (operations/s, for 4 KiB or less) or its bandwidth (MB/s)."""
-    row = bench(*args.split(), tree=tree)
+def figure(tree: Path, args: str, env: Mapping[str, str]) -> float:
+    """One ``fabricctl bench`` row run by ``tree``'s code with ``env`` set: its median latency
+    (us), its message rate (operations/s, for 4 KiB or less) or its bandwidth (MB/s)."""
+    row = bench(*args.split(), tree=tree, env=env)
     if row["mode"] == "lat":
         return float(row["lat_us_p50"])
     if row["size"] <= 4096:
@@ -64,19 +68,23 @@ def worktree(rev: str) -> Iterator[Path]:
                            check=False, capture_output=True)  # fmt: skip
 
 
-def compare(before: Path, after: Path, rows: list[str], rounds: int) -> list[str]:
-    """The table's lines: each row ``rounds`` times, before then after each round."""
+def compare(
+    sides: tuple[tuple[Path, Mapping[str, str]], tuple[Path, Mapping[str, str]]],
+    rows: list[str],
+    rounds: int,
+) -> list[str]:
+    """The table's lines: each row ``rounds`` times, before then after each round (a side is
+    a tree and the variables its runs get)."""
     out = [f"{'row':<52}{'before':>22}{'after':>22}{'after/before':>14}"]
     for args in rows:
-        runs: dict[Path, list[float]] = {before: [], after: []}
+        runs: tuple[list[float], list[float]] = ([], [])
         for _ in range(rounds):
-            for tree in (before, after):
-                runs[tree].append(figure(tree, args))
+            for (tree, env), values in zip(sides, runs, strict=True):
+                values.append(figure(tree, args, env))
         cells = []
-        for tree in (before, after):
-            values = runs[tree]
+        for values in runs:
             cells.append(f"{statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f})")
-        ratio = statistics.median(runs[after]) / statistics.median(runs[before])
+        ratio = statistics.median(runs[1]) / statistics.median(runs[0])
         out.append(f"{args:<52}{cells[0]:>22}{cells[1]:>22}{ratio:>14.2f}")
     return out
 
@@ -87,15 +95,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after", help="a revision to run in place of this checkout")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved runs per row")
     parser.add_argument("--row", action="append", help="fabricctl bench ARGS (repeatable)")
+    for side in ("before", "after"):
+        parser.add_argument(f"--{side}-env", action="append", default=[], metavar="NAME=VALUE",
+                            help=f"a variable for the {side} side's runs (repeatable)")  # fmt: skip
     args = parser.parse_args(argv)
     rows = args.row or list(ROWS)
+    envs = []
+    for side, pairs in (("before", args.before_env), ("after", args.after_env)):
+        if any("=" not in pair for pair in pairs):
+            parser.error(f"--{side}-env takes NAME=VALUE")
+        envs.append(dict(pair.split("=", 1) for pair in pairs))
     with contextlib.ExitStack() as trees:
         before = trees.enter_context(worktree(args.rev))
         after = trees.enter_context(worktree(args.after)) if args.after else HERE
-        print(f"# before: {args.rev} ({before}); after: {args.after or 'this checkout'}"
-              f" ({after}); medians (range) of {args.rounds} interleaved runs; latency in us,"
+        shown = ["".join(f" {k}={v}" for k, v in env.items()) for env in envs]
+        print(f"# before: {args.rev} ({before}){shown[0]};"
+              f" after: {args.after or 'this checkout'} ({after}){shown[1]};"
+              f" medians (range) of {args.rounds} interleaved runs; latency in us,"
               " rates of 4 KiB or less in operations/s, others in MB/s", flush=True)  # fmt: skip
-        for line in compare(before, after, rows, args.rounds):
+        for line in compare(((before, envs[0]), (after, envs[1])), rows, args.rounds):
             print(line, flush=True)
     return 0
 

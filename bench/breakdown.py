@@ -18,6 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import fields
 from typing import Any
 
 from bench import cdriver
@@ -26,8 +27,8 @@ from bench.nodes import Fabric
 from bench.proc import usage
 from client.faults import Faults
 from fabricd.launch import start_node
+from fabricd.nic.intake import IntakeCounts
 
-INTAKE = ("requests", "takes", "doorbells", "busy_polls", "busy_looks")  # IntakeCounts
 CHUNKS = 8  # post_reap's chunks: the least disturbed one counts
 ROUNDS = 400  # windows posted and reaped in all
 WAIT_S = 10.0  # for a window's completions, before post_reap gives up
@@ -94,7 +95,8 @@ def intake(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
     many requests each look at the send queue took, how many of those looks a doorbell
     started; the peer's doorbells are its consumer's receives (Sends)."""
     pairs = zip(before, after, strict=True)
-    its, peer = ({k: now[k] - then[k] for k in INTAKE} for then, now in pairs)
+    counts = [f.name for f in fields(IntakeCounts)]
+    its, peer = ({k: now[k] - then[k] for k in counts} for then, now in pairs)
     each = its["requests"] / its["takes"] if its["takes"] else 0.0
     return (
         f"  its daemon's intake: {its['requests']:,} requests in {its['takes']:,} takes"

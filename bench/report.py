@@ -11,6 +11,7 @@ import platform
 import statistics
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,15 +22,19 @@ from bench.ucx import RunError, run_ucx
 MiB = 1 << 20
 
 
-def bench(*args: str, tree: Path | None = None) -> dict[str, Any]:
+def bench(
+    *args: str, tree: Path | None = None, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """One ``fabricctl bench --json`` row (``tree``: run by another checkout's own code, and
-    its ``client.ctl`` if it predates the tools package; python -m puts it first on sys.path)."""
+    its ``client.ctl`` if it predates the tools package; python -m puts it first on sys.path;
+    ``env``: variables set for it and the daemons it starts)."""
     module = "tools.ctl"
     if tree is not None and not (tree / "tools" / "ctl.py").exists():
         module = "client.ctl"
     out = subprocess.run(
         [sys.executable, "-m", module, "bench", "--json", "--no-limits", *args],
         cwd=tree,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=600,

@@ -32,9 +32,9 @@ def scheduling(policy: str) -> str | None:
     default policy every doorbell, ACK or completion a process sends wakes its reader, which
     then preempts the sender mid-burst: a consumer posting a window rings, its daemon takes
     the few WQEs posted so far and sends them as a frame of their own, their completions come
-    back a few at a time, and the next refill is as small; on two cores
-    the daemons then spend twice the CPU per operation (64 B Sends at window 64: 5-12 WQEs a
-    look, every look a doorbell's, 47k-57k/s; README's performance section has the A/B).
+    back a few at a time, and the next refill is as small; on two cores the daemons then spend
+    twice the CPU per operation (64 B Sends at window 64: 5-12 WQEs a look, every look a
+    doorbell's, 47k-57k/s; README's performance section has the A/B).
     Asking for SCHED_BATCH needs no privilege (sched(7))."""
     chosen = SCHEDULING[policy]
     if chosen is None:

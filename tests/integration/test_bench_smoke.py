@@ -150,6 +150,24 @@ def test_bench_ab_runs_a_revision_beside_another(after: list[str]) -> None:
     assert now == before, "the worktrees are gone"
 
 
+def test_bench_ab_gives_a_side_its_variables() -> None:
+    """--before-env reaches the before side's bench and the daemons it starts (a value fabricd
+    refuses stops its first daemon at argument parsing, exit 2), and the header shows it."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.ab", "HEAD", "--before-env", "DATFABRIC_SCHED=fifo",
+         "--rounds", "1", "--row", "--op write --size 64 --iters 100"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert ") DATFABRIC_SCHED=fifo; after: this checkout (" in out.stdout
+    assert "fabricd bench-a did not start (exit 2)" in out.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "bench.ab", "HEAD", "--after-env", "DATFABRIC_SCHED"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--after-env takes NAME=VALUE" in bad.stderr
+
+
 def test_bench_breakdown_names_every_process_of_a_windowed_send() -> None:
     """python -m bench.breakdown --window: the rate, then per operation the CPU, wake-ups and
     preemptions of the consumer, both daemons and (for Sends) the receiving consumer, what the
