@@ -58,6 +58,15 @@ class Node:
         return self.proc.returncode
 
 
+def _log_tail(path: str, lines: int = 10) -> str:
+    """The last lines a daemon wrote to its log file (its stderr), for an error message."""
+    try:
+        with open(path, errors="replace") as f:
+            return "\n".join(f.read().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
 def start_node(
     name: str,
     socket_path: str,
@@ -112,7 +121,11 @@ def start_node(
     if " ready " not in line:
         proc.kill()
         proc.wait()
-        raise RuntimeError(f"fabricd {name} did not start (exit {proc.returncode}): {line!r}")
+        said = _log_tail(log_path) if log_path else ""
+        raise RuntimeError(
+            f"fabricd {name} did not start (exit {proc.returncode}): {line!r}"
+            + (f"; the end of its log {log_path}:\n{said}" if said else "")
+        )
     peer = line.split("peer=")[1].split()[0]
     bound_host, _, bound_port = peer.rpartition(":")
     shown_host = host if host != "0.0.0.0" else bound_host
