@@ -41,20 +41,30 @@ class Turn:
         self._idle: list[Callable[[], None]] = []  # waiting for the input to drain
         self._seen = 0  # ``_reads`` at the last look
         self._idle_since = 0.0  # when the first of ``_idle`` came
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _running(self) -> asyncio.AbstractEventLoop:
+        """The event loop, looked up once: asyncio.get_running_loop makes a getpid system call
+        each time, and a batch that lands a bulk payload asks for it (the target daemon's
+        samples under 4 KiB RDMA Writes: 2 % in getpid, py-spy)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` at the end of this batch (or in the next loop iteration)."""
         if self._depth:
             self._deferred.append(fn)
         else:
-            asyncio.get_running_loop().call_soon(fn)
+            self._running().call_soon(fn)
 
     def cork(self, flush: Callable[[], None]) -> None:
         """Call a stream's ``flush`` once this batch's work is done."""
         if self._depth:
             self._corked.append(flush)
         else:
-            asyncio.get_running_loop().call_soon(flush)
+            self._running().call_soon(flush)
 
     def read(self) -> None:
         """A stream read bytes (the loop has input in hand)."""
@@ -65,12 +75,12 @@ class Turn:
         ``IDLE_WAIT`` seconds from now), in the order of these calls, with its frames corked."""
         self._idle.append(fn)
         if len(self._idle) == 1:
-            loop = asyncio.get_running_loop()
+            loop = self._running()
             self._seen, self._idle_since = self._reads, loop.time()
             loop.call_soon(self._look, IDLE_ROUNDS)
 
     def _look(self, rounds: int) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._running()
         busy = self._reads != self._seen
         if busy and rounds > 1 and loop.time() - self._idle_since < IDLE_WAIT:
             self._seen = self._reads
@@ -97,7 +107,7 @@ class Turn:
             self._depth -= 1
             if not self._later:
                 self._later = True
-                asyncio.get_running_loop().call_soon(self._run_later)
+                self._running().call_soon(self._run_later)
             return
         self._run()
 

@@ -157,3 +157,16 @@ def test_idle_work_waits_no_longer_than_its_time(monkeypatch: pytest.MonkeyPatch
         return log
 
     assert asyncio.run(main()) == ["a work", "a flush"]
+
+
+def test_a_turn_outliving_its_event_loop_uses_the_next_one() -> None:
+    """The loop is looked up once (not per batch), yet a closed one is never used again."""
+    turn, log = Turn(), list[str]()
+
+    async def bulk(name: str) -> None:
+        _batch(turn, log, name, later=True)
+        await asyncio.sleep(0)
+
+    asyncio.run(bulk("first"))
+    asyncio.run(bulk("second"))
+    assert log == ["first work", "first flush", "second work", "second flush"]
