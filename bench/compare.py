@@ -1,6 +1,7 @@
 """Our fabric next to UCX over TCP on this machine, one table.
 
-``python -m bench.compare [--sizes 4096,65536,1048576] [--iters N] [--window 16] [--json]``
+``python -m bench.compare [--sizes 4096,65536,1048576] [--iters N] [--window 16] [--rounds N]
+[--json]``
 
 At each size it runs ``fabricctl bench`` (write, send and read bw at ``--window``; write lat at
 window 1; its Sends, into receives its target reposts, are compared with ucp_put_bw),
@@ -10,6 +11,12 @@ compared with ucp_put_bw too; over C_ITERS operations at least, C_BYTES at most)
 and ``ucx_perftest`` over TCP on loopback (``ucp_put_bw``, ``ucp_get``, ``ucp_put_lat``), each
 client against its own server, every process under a timeout. A run that fails shows ``n/a``
 and says why on stderr.
+
+``--rounds N`` measures everything N times, round by round (every size in a round, then the
+next round), and ends with each size's medians: each ratio there is the median of the rounds'
+own ratios, ours and UCX's having run side by side in one round, and a comment line lists
+those ratios round by round. On a machine whose speed drifts, and UCX's figures more than
+ours, one round's ratio says little.
 
 Units: MB = 10^6 bytes everywhere (ucx_perftest's MB = 2^20 is converted). Our latency is the
 median post-to-completion time at window 1, i.e. a full round trip; ucx ``put_lat`` is the
@@ -25,11 +32,12 @@ import json
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from bench import cdriver
@@ -160,9 +168,18 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
+RATIOS = {  # a ratio's name: (our figure, UCX's figure), fields of Row
+    "write_ratio": ("ours_write_MBps", "ucx_put_bw_MBps"),
+    "send_ratio": ("ours_send_MBps", "ucx_put_bw_MBps"),
+    "c_write_ratio": ("ours_c_write_MBps", "ucx_put_bw_MBps"),
+    "c_send_ratio": ("ours_c_send_MBps", "ucx_put_bw_MBps"),
+    "read_ratio": ("ours_read_MBps", "ucx_get_MBps"),
+}
+
+
 @dataclass
 class Row:
-    """One size: our six figures and UCX's three."""
+    """One size: our six figures and UCX's three (one round's, or the rounds' medians)."""
 
     size: int
     iters: int
@@ -175,6 +192,15 @@ class Row:
     ucx_get_MBps: float | None = None
     ours_write_lat_us_p50: float | None = None  # full round trip
     ucx_put_lat_us_p50: float | None = None  # half round trip
+    round: int = 0  # which round (1, 2, ...) of a --rounds run; 0: a single run
+    median_of: list[Row] | None = None  # the rounds whose medians these are
+
+    def ratio(self, name: str) -> float | None:
+        """One of RATIOS: ours / UCX's; for medians, the median of the rounds' own ratios."""
+        if self.median_of is not None:
+            return _median([row.ratio(name) for row in self.median_of])
+        ours, ucx = RATIOS[name]
+        return _ratio(getattr(self, ours), getattr(self, ucx))
 
     def to_json(self) -> dict[str, Any]:
         """The --json line (MB = 10^6 B; ucx put_lat is RTT/2, ours is a full RTT)."""
@@ -182,24 +208,14 @@ class Row:
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 3)
 
-        return {
-            "size": self.size,
-            "iters": self.iters,
-            "ours_write_MBps": r(self.ours_write_MBps),
-            "ucx_put_bw_MBps": r(self.ucx_put_bw_MBps),
-            "write_ratio": r(_ratio(self.ours_write_MBps, self.ucx_put_bw_MBps)),
-            "ours_send_MBps": r(self.ours_send_MBps),
-            "send_ratio": r(_ratio(self.ours_send_MBps, self.ucx_put_bw_MBps)),
-            "ours_c_write_MBps": r(self.ours_c_write_MBps),
-            "c_write_ratio": r(_ratio(self.ours_c_write_MBps, self.ucx_put_bw_MBps)),
-            "ours_c_send_MBps": r(self.ours_c_send_MBps),
-            "c_send_ratio": r(_ratio(self.ours_c_send_MBps, self.ucx_put_bw_MBps)),
-            "ours_read_MBps": r(self.ours_read_MBps),
-            "ucx_get_MBps": r(self.ucx_get_MBps),
-            "read_ratio": r(_ratio(self.ours_read_MBps, self.ucx_get_MBps)),
-            "ours_write_lat_us_p50": r(self.ours_write_lat_us_p50),
-            "ucx_put_lat_us_p50": r(self.ucx_put_lat_us_p50),
-        }
+        out: dict[str, Any] = {"size": self.size, "iters": self.iters}
+        if self.round:
+            out["round"] = self.round
+        if self.median_of is not None:
+            out["median_of"] = len(self.median_of)
+        out.update({name: r(getattr(self, name)) for name in FIGURES})
+        out.update({name: r(self.ratio(name)) for name in RATIOS})
+        return out
 
     def cells(self) -> list[str]:
         """The table cells, ``n/a`` where a run failed."""
@@ -211,19 +227,48 @@ class Row:
             str(self.size),
             f(self.ours_write_MBps, ".1f"),
             f(self.ucx_put_bw_MBps, ".1f"),
-            f(_ratio(self.ours_write_MBps, self.ucx_put_bw_MBps), ".2f"),
+            f(self.ratio("write_ratio"), ".2f"),
             f(self.ours_send_MBps, ".1f"),
-            f(_ratio(self.ours_send_MBps, self.ucx_put_bw_MBps), ".2f"),
+            f(self.ratio("send_ratio"), ".2f"),
             f(self.ours_c_write_MBps, ".1f"),
-            f(_ratio(self.ours_c_write_MBps, self.ucx_put_bw_MBps), ".2f"),
+            f(self.ratio("c_write_ratio"), ".2f"),
             f(self.ours_c_send_MBps, ".1f"),
-            f(_ratio(self.ours_c_send_MBps, self.ucx_put_bw_MBps), ".2f"),
+            f(self.ratio("c_send_ratio"), ".2f"),
             f(self.ours_read_MBps, ".1f"),
             f(self.ucx_get_MBps, ".1f"),
-            f(_ratio(self.ours_read_MBps, self.ucx_get_MBps), ".2f"),
+            f(self.ratio("read_ratio"), ".2f"),
             f(self.ours_write_lat_us_p50, ".1f"),
             f(self.ucx_put_lat_us_p50, ".2f"),
         ]
+
+
+FIGURES = [f.name for f in fields(Row) if f.name.startswith(("ours_", "ucx_"))]
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    measured = [v for v in values if v is not None]
+    return statistics.median(measured) if measured else None
+
+
+def medians(rows: list[Row]) -> Row:
+    """One size's rounds summed up: each figure's median over the rounds that measured it."""
+    row = Row(rows[0].size, rows[0].iters, median_of=rows)
+    for name in FIGURES:
+        setattr(row, name, _median([getattr(r, name) for r in rows]))
+    return row
+
+
+def ratios_line(row: Row) -> str:
+    """A comment line: each ratio of the rounds behind ``row``, round by round."""
+    rounds = row.median_of or [row]
+
+    def each(name: str) -> str:
+        return " ".join("n/a" if (x := r.ratio(name)) is None else f"{x:.2f}" for r in rounds)
+
+    names = {"write_ratio": "write", "send_ratio": "send", "c_write_ratio": "C write"}
+    names |= {"c_send_ratio": "C send", "read_ratio": "read"}
+    listed = "; ".join(f"{label} {each(name)}" for name, label in names.items())
+    return f"# {row.size} B, the ratio of each round: {listed}"
 
 
 def format_line(cells: list[str]) -> str:
@@ -319,6 +364,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=BW_WINDOW,
         help=f"operations in flight in our bandwidth runs (default {BW_WINDOW})",
     )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure everything N times, round by round, then print each size's medians",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per size instead")
     return p
 
@@ -326,26 +377,42 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison and print it; 0 if every cell was measured, 1 otherwise."""
     args = build_parser().parse_args(argv)
-    if args.iters <= 0 or args.window <= 0:
-        print("compare: --iters and --window must be positive", file=sys.stderr)
+    if args.iters <= 0 or args.window <= 0 or args.rounds <= 0:
+        print("compare: --iters, --window and --rounds must be positive", file=sys.stderr)
         return 2
-    deadline = time.monotonic() + BUDGET
+    deadline = time.monotonic() + BUDGET * args.rounds
     ours = Ours(args.window)
     if not args.json:
         now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-        print(f"# {now}  {platform.machine()}  nproc {_nproc()}  iters {args.iters}")
+        rounds = f"  rounds {args.rounds}" if args.rounds > 1 else ""
+        print(f"# {now}  {platform.machine()}  nproc {_nproc()}  iters {args.iters}{rounds}")
         legend = "\n".join(LEGEND)
         print(legend.format(window=args.window, c_ops=f"{C_ITERS:,}", c_mib=C_BYTES >> 20))
         print(format_line([name for name, _ in COLUMNS]), flush=True)
-    complete = True
-    for size in args.sizes:
-        row = compare_size(size, args.iters, ours, deadline)
-        complete = complete and None not in row.to_json().values()
-        if args.json:
-            print(json.dumps(row.to_json()), flush=True)
-        else:
-            print(format_line(row.cells()), flush=True)
+    rows: dict[int, list[Row]] = {size: [] for size in args.sizes}
+    for k in range(1, args.rounds + 1):
+        if args.rounds > 1 and not args.json:
+            print(f"# round {k} of {args.rounds}", flush=True)
+        for size in args.sizes:
+            row = compare_size(size, args.iters, ours, deadline)
+            row.round = k if args.rounds > 1 else 0
+            rows[size].append(row)
+            _show(row, args.json)
+    if args.rounds > 1:
+        if not args.json:
+            print(f"# the median of {args.rounds} rounds; each ratio the median of the rounds'"
+                  " own ratios")  # fmt: skip
+        for size in args.sizes:
+            _show(medians(rows[size]), args.json)
+        if not args.json:
+            for size in args.sizes:
+                print(ratios_line(medians(rows[size])))
+    complete = all(None not in row.to_json().values() for kept in rows.values() for row in kept)
     return 0 if complete else 1
+
+
+def _show(row: Row, as_json: bool) -> None:
+    print(json.dumps(row.to_json()) if as_json else format_line(row.cells()), flush=True)
 
 
 if __name__ == "__main__":
