@@ -2,13 +2,14 @@
 kernel) each process spends on it, how often each sleeps (wake-ups) and is preempted, what the
 daemon's intake did (how many requests a look at the send queue took, how many of those looks
 doorbells started), and a bare consumer-daemon call round trip (``python -m bench.breakdown
-[--op write|read|send] [--size 64] [--iters 5000] [--window 1]``; the receiving consumer counts
-for Sends).
+[--op write|read|send] [--size 64] [--iters 5000] [--window 1] [--cq-mod 1]``; the receiving
+consumer counts for Sends; ``--cq-mod N``: the run at ``--window`` signals one request in N, as
+``fabricctl bench --cq-mod`` does).
 
 ``--driver c``: a C program through libdatfabric (provider/bench/post_reap.c, RDMA Writes or
 Sends (``--op``), polling): the CPU inside each post and inside the dequeue that returns its
-completion, at window 64 and at window 1, then what the program and each daemon spent per
-operation."""
+completion, at window 64 (one request in ``--cq-mod`` signalled) and at window 1, then what
+the program and each daemon spent per operation."""
 
 from __future__ import annotations
 
@@ -42,11 +43,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--iters", type=int, default=5000)
     p.add_argument("--window", type=int, default=1)
     p.add_argument("--driver", choices=["python", "c"], default="python")
+    p.add_argument("--cq-mod", type=int, default=1, help="signal one request in N")
     args = p.parse_args(argv)
+    if args.cq_mod < 1:
+        p.error("--cq-mod: 1 or more")
     if args.driver == "c":
         if args.op not in cdriver.OPS:
             p.error(f"--driver c runs {' and '.join(cdriver.OPS)}")
-        c_driver(args.size, args.iters, args.op)
+        c_driver(args.size, args.iters, args.op, args.cq_mod)
         return
     with tempfile.TemporaryDirectory(prefix="datfabric-breakdown-") as tmp:
         a = start_node("bd-a", os.path.join(tmp, "a.sock"))
@@ -61,10 +65,14 @@ def main(argv: list[str] | None = None) -> None:
             nodes = Faults({"a": a.socket, "b": b.socket})
             counted = [nodes.status(n) for n in "ab"]
             before = {name: usage(pid) for name, pid in pids.items()}
-            elapsed, lat, _ = session.run(args.op, args.size, args.iters, window, lambda _: None)
+            elapsed, lat, _ = session.run(
+                args.op, args.size, args.iters, window, lambda _: None, cq_mod=args.cq_mod
+            )
+            mod = min(args.cq_mod, window)
             print(
                 f"{args.size} B {args.op}, window {window}: {args.iters / elapsed:,.0f} op/s,"
                 f" median {statistics.median(lat):.0f} us from post to completion"
+                + (f" (one in {mod} signalled)" if mod > 1 else "")
             )
             for name, pid in pids.items():
                 print(usage(pid).line(name, before[name], args.iters))
@@ -137,7 +145,7 @@ def post_reap(session: Session, op: str, size: int, window: int) -> tuple[float,
         for _ in range(ROUNDS // CHUNKS):
             t0 = cpu()
             for cookie in range(window):
-                post(cookie)
+                post(cookie, 0)
             posting += cpu() - t0
             session.ia.kick()  # a doorbell a race skipped: not part of any one post
             deadline = time.perf_counter() + WAIT_S
@@ -153,14 +161,19 @@ def post_reap(session: Session, op: str, size: int, window: int) -> tuple[float,
     return best[0], best[1]
 
 
-def c_driver(size: int, iters: int, op: str = "write") -> None:
+def c_driver(size: int, iters: int, op: str = "write", cq_mod: int = 1) -> None:
     """provider/bench/post_reap's figures: the C driver's CPU inside a post and inside the
-    dequeue that returns its completion, at window 64 and at window 1, each followed by what
-    the program and both daemons spent per operation."""
+    dequeue that returns its completion, at window 64 (one request in ``cq_mod`` signalled)
+    and at window 1, each followed by what the program and both daemons spent per
+    operation."""
     try:
         with cdriver.nodes() as pair:
             for window, count in ((64, iters * 20), (1, iters)):
-                print(cdriver.post_reap(pair.conf, size, window, count, 600, pair.daemons, op))
+                print(
+                    cdriver.post_reap(
+                        pair.conf, size, window, count, 600, pair.daemons, op, min(cq_mod, window)
+                    )
+                )
     except cdriver.Unavailable as err:
         print(err, file=sys.stderr)
 

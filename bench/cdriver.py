@@ -63,11 +63,13 @@ def post_reap(
     timeout: float,
     watch: dict[str, int] | None = None,
     op: str = "write",
+    cq_mod: int = 1,
 ) -> str:
-    """One run of post_reap (``dfb`` writes or sends ``op`` into ``dfa``): what it printed,
-    less its PASSED; then, for the program itself and each process of ``watch`` (name: pid),
-    the CPU it spent per operation over the timed loop (bench.proc)."""
-    argv = [str(POST_REAP), "dfa", "dfb", str(size), str(window), str(iters), op]
+    """One run of post_reap (``dfb`` writes or sends ``op`` into ``dfa``, one request in
+    ``cq_mod`` signalled): what it printed, less its PASSED; then, for the program itself and
+    each process of ``watch`` (name: pid), the CPU it spent per operation over the timed loop
+    (bench.proc)."""
+    argv = [str(POST_REAP), "dfa", "dfb", str(size), str(window), str(iters), op, str(cq_mod)]
     env = {**os.environ, "DAT_OVERRIDE": conf}
     with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True) as proc:  # fmt: skip
@@ -101,11 +103,13 @@ def _timed(proc: subprocess.Popen[str], iters: int, watch: dict[str, int]) -> tu
     return "".join(out), spent
 
 
-def rate(size: int, window: int, iters: int, timeout: float, op: str = "write") -> float:
+def rate(
+    size: int, window: int, iters: int, timeout: float, op: str = "write", cq_mod: int = 1
+) -> float:
     """RDMA Writes (or Sends: ``op``) per second a C program reaches through libdatfabric
-    (fresh nodes)."""
+    (fresh nodes; one request in ``cq_mod`` signalled)."""
     with nodes() as pair:
-        out = post_reap(pair.conf, size, window, iters, timeout, op=op)
+        out = post_reap(pair.conf, size, window, iters, timeout, op=op, cq_mod=cq_mod)
     found = RATE.search(out)
     if found is None:
         raise Unavailable(f"post_reap printed no rate: {out!r}")

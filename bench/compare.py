@@ -74,8 +74,8 @@ COLUMNS = (
 )
 LEGEND = (
     "# MB = 10^6 B (ucx_perftest's 2^20-byte MB converted); ratio = ours / ucx",
-    "# ours: fabricctl bench, two fabricd nodes on loopback; bw at window {window} (send: "
-    "into receives its target reposts); "
+    "# ours: fabricctl bench, two fabricd nodes on loopback; bw at window {window}, one "
+    "request in {cq_mod} signalled (send: into receives its target reposts); "
     "write lat = median post-to-completion at window 1 (a FULL round trip); ours C: "
     "provider/bench/post_reap, a C program writing (sending, into receives it reposts) through "
     "libdatfabric (polling, as ucx_perftest does) at the same window, over --iters "
@@ -110,8 +110,9 @@ def _run_group(argv: list[str], timeout: float, what: str) -> tuple[int, str, st
 class Ours:
     """Runs ``fabricctl bench`` (as ``python -m tools.ctl bench``) and remembers if it can't."""
 
-    def __init__(self, window: int = BW_WINDOW) -> None:
+    def __init__(self, window: int = BW_WINDOW, cq_mod: int = 1) -> None:
         self.window = window  # of the bandwidth runs
+        self.cq_mod = cq_mod  # of the bandwidth runs: one request in cq_mod signalled
         self.no_limits = True  # skip its limit measurement when it offers that
         self.broken: str | None = None  # set when every further run would fail the same way
 
@@ -136,6 +137,7 @@ class Ours:
             "--window",
             str(window),
             "--json",
+            *(["--cq-mod", str(self.cq_mod)] if mode == "bw" and self.cq_mod > 1 else []),
         ]
         what = f"fabricctl bench {op} {mode} {size} B"
         while True:
@@ -299,11 +301,11 @@ def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
     )
     row.ours_c_write_MBps = attempt(
         "ours C write bw",
-        lambda t: cdriver.rate(size, ours.window, c_iters, t) * size / 1e6,
+        lambda t: cdriver.rate(size, ours.window, c_iters, t, "write", ours.cq_mod) * size / 1e6,
     )
     row.ours_c_send_MBps = attempt(
         "ours C send bw",
-        lambda t: cdriver.rate(size, ours.window, c_iters, t, "send") * size / 1e6,
+        lambda t: cdriver.rate(size, ours.window, c_iters, t, "send", ours.cq_mod) * size / 1e6,
     )
     row.ours_send_MBps = attempt(
         "ours send bw", lambda t: _num(ours.run("send", "bw", size, iters, t), "bw_MBps")
@@ -365,6 +367,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"operations in flight in our bandwidth runs (default {BW_WINDOW})",
     )
     p.add_argument(
+        "--cq-mod",
+        type=int,
+        default=1,
+        metavar="N",
+        help="our bandwidth runs (Python and C) signal one request in N (perftest's CQ"
+        " moderation; ucx_perftest's put_bw has no completion per message); default 1",
+    )
+    p.add_argument(
         "--rounds",
         type=int,
         default=1,
@@ -377,17 +387,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison and print it; 0 if every cell was measured, 1 otherwise."""
     args = build_parser().parse_args(argv)
-    if args.iters <= 0 or args.window <= 0 or args.rounds <= 0:
-        print("compare: --iters, --window and --rounds must be positive", file=sys.stderr)
+    if min(args.iters, args.window, args.rounds, args.cq_mod) <= 0:
+        print("compare: --iters, --window, --rounds and --cq-mod must be positive", file=sys.stderr)
         return 2
     deadline = time.monotonic() + BUDGET * args.rounds
-    ours = Ours(args.window)
+    ours = Ours(args.window, args.cq_mod)
     if not args.json:
         now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
         rounds = f"  rounds {args.rounds}" if args.rounds > 1 else ""
         print(f"# {now}  {platform.machine()}  nproc {_nproc()}  iters {args.iters}{rounds}")
         legend = "\n".join(LEGEND)
-        print(legend.format(window=args.window, c_ops=f"{C_ITERS:,}", c_mib=C_BYTES >> 20))
+        print(
+            legend.format(
+                window=args.window,
+                cq_mod=min(args.cq_mod, args.window),
+                c_ops=f"{C_ITERS:,}",
+                c_mib=C_BYTES >> 20,
+            )
+        )
         print(format_line([name for name, _ in COLUMNS]), flush=True)
     rows: dict[int, list[Row]] = {size: [] for size in args.sizes}
     for k in range(1, args.rounds + 1):

@@ -3,7 +3,10 @@
 The initiator runs in this process (blocking API); the target is a separate consumer process
 (bench.target) that stays idle for RDMA Write and Read. Latency is measured from posting one
 operation to its completion event at the initiator, at window 1: a full round trip for every
-operation (perftest prints half of it for write and send; this table does not).
+operation (perftest prints half of it for write and send; this table does not). ``--cq-mod N``
+is perftest's CQ moderation: one operation in N is posted signalled, the others with
+DAT_COMPLETION_SUPPRESS_FLAG (a completion only if it fails); an EP completes its requests in
+order, so a signalled completion retires every request before it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ from bench.target import pattern
 from client.api import Ep, Evd, Ia, Lmr
 from client.records import Event
 from proto.attrs import EpAttr
-from proto.constants import DtoCompletionStatus, EventNumber, MemPriv, MemType
+from proto.constants import (
+    CompletionFlags,
+    DtoCompletionStatus,
+    EventNumber,
+    MemPriv,
+    MemType,
+)
 from proto.errors import DatQueueEmpty
 
 WAIT_US = 30_000_000
@@ -43,6 +52,7 @@ class Result:
     window: int
     same_node: bool
     poll: bool = False  # completions taken by dequeue in a loop, not waited for
+    cq_mod: int = 1  # one operation in cq_mod signalled (perftest's CQ moderation)
     bw_MBps: float = 0.0
     bw_peak_MBps: float = 0.0
     msg_rate: float = 0.0  # Mpps
@@ -65,6 +75,7 @@ class Result:
             "window": self.window,
             "same_node": self.same_node,
             "poll": self.poll,
+            "cq_mod": self.cq_mod,
             "bw_MBps": round(self.bw_MBps, 3),
             "msg_rate": round(self.msg_rate, 6),
             "lat_us_p50": round(statistics.median(self.lat_us), 3) if self.lat_us else None,
@@ -121,16 +132,16 @@ class Session:
         remote = json.loads(self.target.stdout.readline())
         self.remote = [remote["address"], remote["length"], remote["rmr_context"]]
 
-    def poster(self, op: str, size: int) -> Callable[[int], None]:
-        """A function posting one operation of ``size`` bytes with the given cookie."""
+    def poster(self, op: str, size: int) -> Callable[[int, int], None]:
+        """A function posting one operation of ``size`` bytes: (cookie, completion flags)."""
         local = [self.lmr.triplet(0, size)]
         remote = [self.remote[0], size, self.remote[2]]
         ep = self.ep
         if op == "write":
-            return lambda cookie: ep.post_rdma_write(local, cookie, remote)
+            return lambda cookie, flags: ep.post_rdma_write(local, cookie, remote, flags)
         if op == "read":
-            return lambda cookie: ep.post_rdma_read(local, cookie, remote)
-        return lambda cookie: ep.post_send(local, cookie)
+            return lambda cookie, flags: ep.post_rdma_read(local, cookie, remote, flags)
+        return lambda cookie, flags: ep.post_send(local, cookie, flags)
 
     def polling(self) -> Callable[[int], tuple[Event, int]]:
         """A wait that never sleeps: dat_evd_dequeue until an event is there (a polling
@@ -154,10 +165,13 @@ class Session:
         window: int,
         progress: Callable[[int], None],
         poll: bool = False,
+        cq_mod: int = 1,
     ) -> tuple[float, list[float], list[float]]:
         """(elapsed seconds, per-op latencies in µs, completion times) for ``iters`` ops. Each
         wait takes every completion queued by then before the window is refilled, as
-        perftest's loop polls the CQ for a batch of completions."""
+        perftest's loop polls the CQ for a batch of completions. One op in ``cq_mod`` (at most
+        the window) and the last are signalled; a completion retires every op up to its
+        cookie (the EP completes its requests in order), which share its completion time."""
         post = self.poster(op, size)
         wait = self.polling() if poll else self.evd.wait
         dequeue = self.evd.dequeue
@@ -165,22 +179,25 @@ class Session:
         finished = [0.0] * iters
         clock = time.perf_counter
         success = int(DtoCompletionStatus.DTO_SUCCESS)  # looked up once, as a C loop would
+        mod = max(1, min(cq_mod, window))
+        suppress = int(CompletionFlags.SUPPRESS)
         posted = done = 0
         t0 = clock()
         while done < iters:
             while posted < iters and posted - done < window:
                 started[posted] = clock()
-                post(posted)
+                post(posted, 0 if (posted + 1) % mod == 0 or posted == iters - 1 else suppress)
                 posted += 1
             first, more = wait(WAIT_US)
             for event in [first, *(dequeue() for _ in range(more))]:
                 if event.status != success:
                     status = DtoCompletionStatus(event.status).name
-                    raise RuntimeError(f"{op} completed with {status}")
-                finished[event.cookie] = clock()
-                done += 1
-                if done & 0x3FF == 0:
-                    progress(done)
+                    raise RuntimeError(f"{op} {event.cookie} completed with {status}")
+                now, upto = clock(), event.cookie + 1
+                finished[done:upto] = [now] * (upto - done)
+                if upto >> 10 != done >> 10:
+                    progress((upto >> 10 << 10) - (done >> 10 << 10))
+                done = upto
         elapsed = clock() - t0
         lat = [(f - s) * 1e6 for s, f in zip(started, finished, strict=True)]
         return elapsed, lat, finished
@@ -234,12 +251,14 @@ def measure(
     same_node: bool,
     progress: Callable[[int], None],
     poll: bool = False,
+    cq_mod: int = 1,
 ) -> Result:
     """Warm up, run, and summarise one size."""
     win = 1 if mode == "lat" else window
-    session.run(op, size, min(iters, 50), win, lambda _: None, poll)
-    elapsed, lat, finished = session.run(op, size, iters, win, progress, poll)
-    result = Result(op, mode, size, iters, win, same_node, poll)
+    mod = max(1, min(cq_mod, win))
+    session.run(op, size, min(iters, 50), win, lambda _: None, poll, mod)
+    elapsed, lat, finished = session.run(op, size, iters, win, progress, poll, mod)
+    result = Result(op, mode, size, iters, win, same_node, poll, mod)
     result.bw_MBps = size * iters / elapsed / 1e6
     result.msg_rate = iters / elapsed / 1e6
     result.bw_peak_MBps = peak(size, finished)
@@ -251,16 +270,19 @@ def measure(
 TITLES = {"write": "RDMA_Write", "read": "RDMA_Read", "send": "Send"}
 
 
-def header(op: str, mode: str, window: int, same_node: bool, limits: dict[str, float]) -> str:
+def header(
+    op: str, mode: str, window: int, same_node: bool, limits: dict[str, float], cq_mod: int = 1
+) -> str:
     """perftest's header block, with the machine limits measured in this run."""
     kind = "BW" if mode == "bw" else "Latency"
+    depth = window if mode == "bw" else 1
     lines = [
         LINE,
         f"{'':20}{TITLES[op]} {kind} Test",
         " Device          : datfabric          Transport type : TCP (fabricd)",
         " Number of qps   : 1                  Connection type : RC",
-        f" TX depth        : {window if mode == 'bw' else 1:<18} Same node       : "
-        f"{'yes' if same_node else 'no'}",
+        f" TX depth        : {depth:<18} Same node       : {'yes' if same_node else 'no'}",
+        f" CQ Moderation   : {max(1, min(cq_mod, depth))}",
     ]
     if limits:
         lines.append(
@@ -349,7 +371,7 @@ def main(args: Any) -> int:
     plan = [(s, args.iters or default_iters(s, args.mode)) for s in sizes]
     progress = Progress(sum(n for _, n in plan))
     if not args.json:
-        print(header(args.op, args.mode, args.window, args.same_node, limits))
+        print(header(args.op, args.mode, args.window, args.same_node, limits, args.cq_mod))
     with fabric_for(args) as fabric:
         session = Session(fabric, args.op, max(sizes), args.window)
         try:
@@ -364,6 +386,7 @@ def main(args: Any) -> int:
                     args.same_node,
                     progress.step,
                     args.poll,
+                    args.cq_mod,
                 )
                 if args.verify:
                     session.verify(args.op, size)

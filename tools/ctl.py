@@ -22,6 +22,17 @@ from tools.faultctl import load_schedule
 DEMO_CONN_QUAL = 45248  # dtest's server conn_qual
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number of 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of 1 or more")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line of fabricctl."""
     p = argparse.ArgumentParser(
@@ -68,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--same-node", action="store_true", help="both endpoints on one daemon")
     bench.add_argument(
         "--poll", action="store_true", help="take completions with dequeue in a loop (no wait)"
+    )
+    bench.add_argument(
+        "--cq-mod",
+        type=_at_least_one,
+        default=1,
+        metavar="N",
+        help="perftest's CQ moderation: one operation in N signalled (at most the window)",
     )
     bench.add_argument("--json", action="store_true", help="one JSON object per size")
     bench.add_argument("--verify", action="store_true", help="check the bytes after each size")

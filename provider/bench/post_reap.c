@@ -3,8 +3,12 @@
  * completion, with ``window`` requests in flight and the program polling, as perftest's put_bw
  * (send_bw) does.
  *
- *   post_reap IA_TARGET IA_INITIATOR [SIZE [WINDOW [ITERS [OP]]]]
- *             (defaults 64, 64, 100000, write; OP is write or send)
+ *   post_reap IA_TARGET IA_INITIATOR [SIZE [WINDOW [ITERS [OP [CQ_MOD]]]]]
+ *             (defaults 64, 64, 100000, write, 1; OP is write or send)
+ *
+ * CQ_MOD is perftest's CQ moderation: one request in CQ_MOD (at most WINDOW) and the last are
+ * posted signalled, the others with DAT_COMPLETION_SUPPRESS_FLAG; the EP completes its
+ * requests in order, so a signalled completion retires every request up to its cookie.
  *
  * For Sends the same program is the receiver too: IA_TARGET's EP holds ``window`` receives
  * (one buffer, as perftest's), each reposted as its completion is reaped, and a Send is posted
@@ -14,8 +18,8 @@
  * dequeue's nap is not counted, its system calls are), less the cost of reading that clock
  * (measured first). The program's CPU per operation (getrusage over the timed loop) counts the
  * empty dequeues too (a polling program spends its idle time there) and these clock reads, a
- * system call each: that figure and the rate are a little pessimistic. Every Write is
- * signalled and each completion reaped alone (perftest signals and polls in batches).
+ * system call each: that figure and the rate are a little pessimistic. Each completion is
+ * reaped alone (perftest polls in batches); with CQ_MOD 1 every request is signalled.
  * Prints "timing N operations" as the timed loop begins, then the figures, then PASSED. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdbool.h>
@@ -113,7 +117,8 @@ static void reap_recvs(struct sink *s)
 /* ``iters`` Writes of ``iov`` to ``remote`` (Sends of ``iov`` into ``sink``'s receives when
  * ``sink`` has an EP), at most ``window`` in flight. */
 static struct run requests(DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, DAT_LMR_TRIPLET *iov,
-			   DAT_RMR_TRIPLET *remote, struct sink *sink, long window, long iters)
+			   DAT_RMR_TRIPLET *remote, struct sink *sink, long window, long iters,
+			   long cq_mod)
 {
 	struct run r = { 0 };
 	double wall = now_us(), cpu = cpu_us();
@@ -126,11 +131,12 @@ static struct run requests(DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, DAT_LMR_TRIPLET
 		while (posted < iters && posted - done < window && posted < room) {
 			double t = thread_us();
 			DAT_DTO_COOKIE cookie = { .as_64 = (DAT_UINT64)posted };
-			DAT_RETURN ret =
-				sink->ep ? dat_ep_post_send(ep, 1, iov, cookie,
-							    DAT_COMPLETION_DEFAULT_FLAG)
-					 : dat_ep_post_rdma_write(ep, 1, iov, cookie, remote,
-								  DAT_COMPLETION_DEFAULT_FLAG);
+			DAT_COMPLETION_FLAGS flags = (posted + 1) % cq_mod == 0 || posted == iters - 1
+							     ? DAT_COMPLETION_DEFAULT_FLAG
+							     : DAT_COMPLETION_SUPPRESS_FLAG;
+			DAT_RETURN ret = sink->ep ? dat_ep_post_send(ep, 1, iov, cookie, flags)
+						  : dat_ep_post_rdma_write(ep, 1, iov, cookie,
+									   remote, flags);
 			r.post_us += thread_us() - t - clock_cost;
 			if (ret != DAT_SUCCESS) {
 				printf("FAILED: post gave 0x%08x\n", (unsigned)ret);
@@ -144,7 +150,7 @@ static struct run requests(DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, DAT_LMR_TRIPLET
 		if (ret == DAT_SUCCESS) {
 			r.reap_us += thread_us() - t - clock_cost;
 			CHECK(ev.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS);
-			done++;
+			done = (long)ev.event_data.dto_completion_event_data.user_cookie.as_64 + 1;
 		} else if (ret == DAT_QUEUE_EMPTY) {
 			r.empties++;
 		} else {
@@ -160,7 +166,7 @@ static struct run requests(DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, DAT_LMR_TRIPLET
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s IA_TARGET IA_INITIATOR [SIZE [WINDOW [ITERS]]]\n",
+		fprintf(stderr, "usage: %s IA_TARGET IA_INITIATOR [SIZE [WINDOW [ITERS [OP [CQ_MOD]]]]]\n",
 			argv[0]);
 		return 2;
 	}
@@ -168,9 +174,13 @@ int main(int argc, char **argv)
 	long window = argc > 4 ? atol(argv[4]) : 64;
 	long iters = argc > 5 ? atol(argv[5]) : 100000;
 	const char *op = argc > 6 ? argv[6] : "write";
+	long cq_mod = argc > 7 ? atol(argv[7]) : 1;
 	bool send = strcmp(op, "send") == 0;
-	if (size <= 0 || window <= 0 || iters <= 0 || (!send && strcmp(op, "write") != 0))
+	if (size <= 0 || window <= 0 || iters <= 0 || cq_mod <= 0 ||
+	    (!send && strcmp(op, "write") != 0))
 		return 2;
+	if (cq_mod > window)
+		cq_mod = window; /* else a window could hold no signalled request */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	struct base a, b;
 	open_base(&a, argv[1], 0);
@@ -208,11 +218,11 @@ int main(int argc, char **argv)
 			post_recv(&sink);
 	}
 	clock_cost = clock_cost_us();
-	requests(b_ep, b_evd, &iov, &remote, &sink, window, iters / 10 + 1); /* warm up */
+	requests(b_ep, b_evd, &iov, &remote, &sink, window, iters / 10 + 1, cq_mod); /* warm up */
 	printf("timing %ld operations\n", iters); /* bench.breakdown reads the daemons' CPU now */
-	struct run r = requests(b_ep, b_evd, &iov, &remote, &sink, window, iters);
-	printf("%ld B %s, window %ld, %ld operations: %.0f ops/s\n", size,
-	       send ? "Send" : "RDMA Write", window, iters, iters / r.wall_us * 1e6);
+	struct run r = requests(b_ep, b_evd, &iov, &remote, &sink, window, iters, cq_mod);
+	printf("%ld B %s, window %ld, %ld operations: %.0f ops/s, one in %ld signalled\n", size,
+	       send ? "Send" : "RDMA Write", window, iters, iters / r.wall_us * 1e6, cq_mod);
 	printf("  CPU per operation: post %.2f us, reap %.2f us (the dequeue that returns it),"
 	       " sum %.2f us (clock read: %.2f us, subtracted)\n",
 	       r.post_us / iters, r.reap_us / iters, (r.post_us + r.reap_us) / iters, clock_cost);

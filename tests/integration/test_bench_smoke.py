@@ -23,6 +23,7 @@ KEYS = {
     "window",
     "same_node",
     "poll",
+    "cq_mod",
     "bw_MBps",
     "msg_rate",
     "lat_us_p50",
@@ -52,6 +53,27 @@ def test_bench_bandwidth_runs_and_verifies(op: str, same_node: bool) -> None:
         expected = (op, "bw", int(size), same_node)
         assert (row["op"], row["mode"], row["size"], row["same_node"]) == expected
         assert isinstance(row["bw_MBps"], float) and row["bw_MBps"] > 0
+
+
+@pytest.mark.parametrize("op", ["write", "read", "send"])
+def test_bench_moderates_completions_as_perftest_does(op: str) -> None:
+    """--cq-mod N: one request in N signalled, and the last (203 is no multiple of 5: a run
+    whose last request went unsignalled would wait for it forever); the bytes still verify."""
+    (row,) = _bench("--op", op, "--size", "4096", "--iters", "203", "--window", "16",
+                    "--cq-mod", "5")  # fmt: skip
+    assert (row["cq_mod"], row["iters"]) == (5, 203)
+    assert isinstance(row["msg_rate"], float) and row["msg_rate"] > 0
+
+
+def test_bench_moderation_is_at_most_the_window_and_none_at_window_1() -> None:
+    (bw,) = _bench("--size", "64", "--iters", "100", "--window", "16", "--cq-mod", "100")
+    (lat,) = _bench("--mode", "lat", "--size", "64", "--iters", "20", "--cq-mod", "8")
+    assert (bw["cq_mod"], lat["cq_mod"]) == (16, 1)
+    bad = subprocess.run(
+        [sys.executable, "-m", "tools.ctl", "bench", "--cq-mod", "0"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "'0': a whole number of 1 or more" in bad.stderr
 
 
 @pytest.mark.parametrize("mode", ["bw", "lat"])
@@ -202,10 +224,11 @@ def test_bench_breakdown_names_every_process_of_a_windowed_send() -> None:
 
 def test_bench_compare_runs_rounds_beside_ucx_perftest_and_sums_them_up() -> None:
     """python -m bench.compare --rounds 2 --json: every figure measured in each round (ours,
-    the C driver's and ucx_perftest's), then the medians, each ratio from its own rounds."""
+    the C driver's and ucx_perftest's; ours with their completions moderated, --cq-mod), then
+    the medians, each ratio from its own rounds."""
     out = subprocess.run(
         [sys.executable, "-m", "bench.compare", "--sizes", "64", "--iters", "200",
-         "--window", "8", "--rounds", "2", "--json"],
+         "--window", "8", "--cq-mod", "4", "--rounds", "2", "--json"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr

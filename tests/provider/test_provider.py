@@ -228,24 +228,33 @@ def test_dapltest_limit_ia_pz_evd(build: Path, start: StartNode, tmp_path: Path)
         assert f"LimitTest: {line}" in done.stdout, done.stdout
 
 
+@pytest.mark.parametrize(("cq_mod", "signalled"), [([], 1), (["4"], 4), (["100"], 8)])
 @pytest.mark.parametrize(("op", "line"), [("write", "RDMA Write"), ("send", "Send")])
 def test_post_reap_bench_program_runs(
-    build: Path, start: StartNode, tmp_path: Path, op: str, line: str
+    build: Path,
+    start: StartNode,
+    tmp_path: Path,
+    op: str,
+    line: str,
+    cq_mod: list[str],
+    signalled: int,
 ) -> None:
     """provider/bench/post_reap (the C driver's figures in `python -m bench.breakdown --driver
     c`) runs its Writes (Sends, into receives it reposts) to the end between two daemons and
-    prints what it measured."""
+    prints what it measured; with CQ_MOD one request in that many (at most the window) is
+    signalled, and each completion retires the requests before it."""
     path = tmp_path / "dat.conf"
     library = build / "libdatfabric.so"
     with loopback_pair(start, tmp_path) as (a, b, _):
         path.write_text(lines("dfa", a.socket, library) + lines("dfb", b.socket, library))
         env = {**os.environ, "DAT_OVERRIDE": str(path)}
         done = subprocess.run(
-            [str(build / "post_reap"), "dfa", "dfb", "64", "8", "2000", op],
+            [str(build / "post_reap"), "dfa", "dfb", "64", "8", "2000", op, *cq_mod],
             env=env, capture_output=True, text=True, timeout=180,
         )  # fmt: skip
     assert done.returncode == 0 and done.stdout.endswith("PASSED\n"), done.stdout
-    assert f"64 B {line}, window 8, 2000 operations" in done.stdout
+    assert f"64 B {line}, window 8, 2000 operations: " in done.stdout
+    assert f" ops/s, one in {signalled} signalled\n" in done.stdout
     assert "CPU per operation: post" in done.stdout
 
 
