@@ -6,6 +6,7 @@ plain and under AddressSanitizer + UndefinedBehaviorSanitizer (leaks included).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -277,3 +278,26 @@ def test_breakdown_of_the_c_driver_names_every_process(build: Path, op: str, lin
         assert names == ["C consumer", "its daemon", "peer daemon"], out
         cpu = [float(text.split("CPU")[1].split("us")[0]) for text in out[i + 3 : i + 6]]
         assert all(us > 0 for us in cpu), out  # every process worked for every operation
+
+
+def test_bench_compare_runs_rounds_beside_ucx_perftest_and_sums_them_up(build: Path) -> None:
+    """python -m bench.compare --rounds 2 --json: every figure measured in each round (ours,
+    the C driver's and ucx_perftest's; ours with their completions moderated, --cq-mod), then
+    the medians, each ratio from its own rounds."""
+    assert (build / "post_reap").exists()
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.compare", "--sizes", "64", "--iters", "200",
+         "--window", "8", "--cq-mod", "4", "--rounds", "2", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    first, second, summary = (json.loads(line) for line in out.stdout.splitlines())
+    assert (first["round"], second["round"], summary["median_of"]) == (1, 2, 2)
+    assert None not in first.values() and None not in second.values()
+    for key in ("ours_write_MBps", "ucx_put_bw_MBps", "ours_c_send_MBps", "ucx_put_lat_us_p50"):
+        assert summary[key] == pytest.approx((first[key] + second[key]) / 2, abs=0.002)
+    assert first["write_ratio"] == pytest.approx(
+        first["ours_write_MBps"] / first["ucx_put_bw_MBps"], rel=0.01
+    )
+    for key in ("write_ratio", "c_write_ratio", "read_ratio"):
+        assert summary[key] == pytest.approx((first[key] + second[key]) / 2, abs=0.002)
