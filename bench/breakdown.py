@@ -25,6 +25,7 @@ from typing import Any
 from bench import cdriver
 from bench.fabric import Session
 from bench.nodes import Fabric
+from bench.perftest import moderation
 from bench.proc import usage
 from client.faults import Faults
 from fabricd.launch import start_node
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
             elapsed, lat, _ = session.run(
                 args.op, args.size, args.iters, window, lambda _: None, cq_mod=args.cq_mod
             )
-            mod = min(args.cq_mod, window)
+            mod = moderation(args.cq_mod, window)
             print(
                 f"{args.size} B {args.op}, window {window}: {args.iters / elapsed:,.0f} op/s,"
                 f" median {statistics.median(lat):.0f} us from post to completion"
@@ -169,11 +170,8 @@ def c_driver(size: int, iters: int, op: str = "write", cq_mod: int = 1) -> None:
     try:
         with cdriver.nodes() as pair:
             for window, count in ((64, iters * 20), (1, iters)):
-                print(
-                    cdriver.post_reap(
-                        pair.conf, size, window, count, 600, pair.daemons, op, min(cq_mod, window)
-                    )
-                )
+                mod = moderation(cq_mod, window)
+                print(cdriver.post_reap(pair.conf, size, window, count, 600, pair.daemons, op, mod))
     except cdriver.Unavailable as err:
         print(err, file=sys.stderr)
 

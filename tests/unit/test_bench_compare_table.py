@@ -1,11 +1,11 @@
-"""bench.compare's rounds summed up: each figure's median over the rounds that measured it,
-each ratio the median of the rounds' own ratios (ours and UCX's side by side in a round)."""
+"""bench.compare_table: rounds summed up, each figure's median over the rounds that measured
+it, each ratio the median of the rounds' own ratios (ours and UCX's side by side in a round)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.compare import RATIOS, Row, medians, ratios_line
+from bench.compare_table import RATIOS, Row, medians, ratios_line
 
 
 def _round(k: int, ours: float | None, ucx: float | None) -> Row:
