@@ -82,7 +82,7 @@ static DAT_EP_HANDLE make_ep(const struct base *s, DAT_EVD_HANDLE dto, DAT_COUNT
 
 struct run {
 	double post_us, reap_us, wall_us, cpu_us;
-	long empties;
+	long empties, reaped; /* empty dequeues; completions taken */
 };
 
 static double clock_cost;
@@ -151,6 +151,7 @@ static struct run requests(DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, DAT_LMR_TRIPLET
 			r.reap_us += thread_us() - t - clock_cost;
 			CHECK(ev.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS);
 			done = (long)ev.event_data.dto_completion_event_data.user_cookie.as_64 + 1;
+			r.reaped++;
 		} else if (ret == DAT_QUEUE_EMPTY) {
 			r.empties++;
 		} else {
@@ -221,8 +222,10 @@ int main(int argc, char **argv)
 	requests(b_ep, b_evd, &iov, &remote, &sink, window, iters / 10 + 1, cq_mod); /* warm up */
 	printf("timing %ld operations\n", iters); /* bench.breakdown reads the daemons' CPU now */
 	struct run r = requests(b_ep, b_evd, &iov, &remote, &sink, window, iters, cq_mod);
-	printf("%ld B %s, window %ld, %ld operations: %.0f ops/s, one in %ld signalled\n", size,
-	       send ? "Send" : "RDMA Write", window, iters, iters / r.wall_us * 1e6, cq_mod);
+	printf("%ld B %s, window %ld, %ld operations: %.0f ops/s, one in %ld signalled"
+	       " (%ld completions)\n",
+	       size, send ? "Send" : "RDMA Write", window, iters, iters / r.wall_us * 1e6, cq_mod,
+	       r.reaped);
 	printf("  CPU per operation: post %.2f us, reap %.2f us (the dequeue that returns it),"
 	       " sum %.2f us (clock read: %.2f us, subtracted)\n",
 	       r.post_us / iters, r.reap_us / iters, (r.post_us + r.reap_us) / iters, clock_cost);

@@ -15,6 +15,11 @@ import time
 
 import pytest
 
+from bench.fabric import Session
+from bench.nodes import Fabric
+from client.records import Event
+from fabricd.launch import Node
+
 KEYS = {
     "op",
     "mode",
@@ -63,6 +68,38 @@ def test_bench_moderates_completions_as_perftest_does(op: str) -> None:
                     "--cq-mod", "5")  # fmt: skip
     assert (row["cq_mod"], row["iters"]) == (5, 203)
     assert isinstance(row["msg_rate"], float) and row["msg_rate"] > 0
+
+
+@pytest.mark.parametrize(("cq_mod", "signalled"), [(1, 203), (5, 41), (100, 13)])
+def test_a_moderated_run_is_told_of_one_request_in_n_and_the_last(
+    two_nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch, cq_mod: int, signalled: int
+) -> None:
+    """The bench's loop sees exactly the signalled completions (cookies 4, 9, ... 199 and 202
+    at --cq-mod 5; one in 16, the window, at 100), and every request still gets a completion
+    time (the one of the signalled request that retired it)."""
+    a, b = two_nodes
+    session = Session(Fabric(a.socket, b.socket, b.address), "write", 64, 16)
+    try:
+        seen: list[int] = []
+        wait, dequeue = session.evd.wait, session.evd.dequeue
+
+        def counted_wait(timeout: int) -> tuple[Event, int]:
+            event, more = wait(timeout)
+            seen.append(event.cookie)
+            return event, more
+
+        def counted_dequeue() -> Event:
+            event = dequeue()
+            seen.append(event.cookie)
+            return event
+
+        monkeypatch.setattr(session.evd, "wait", counted_wait)
+        monkeypatch.setattr(session.evd, "dequeue", counted_dequeue)
+        _, lat, finished = session.run("write", 64, 203, 16, lambda _: None, cq_mod=cq_mod)
+        assert len(seen) == signalled and seen[-1] == 202 and seen == sorted(seen)
+        assert all(finished) and all(t > 0 for t in lat)
+    finally:
+        session.close()
 
 
 def test_bench_moderation_is_at_most_the_window_and_none_at_window_1() -> None:
