@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import msgpack
 
+from proto import _scatter as scatter
 from proto.errors import FrameTooLarge, MalformedFrame
 from proto.frames import (
     FIELDS,
@@ -248,13 +249,7 @@ class FrameReader:
             self._collect = bytearray(frame.payload_len)
             self._views = []
         else:
-            views, total = [], 0
-            for v in sink:  # one pass: bytes views, their total, the empty ones dropped
-                if v.format != "B" or v.ndim != 1:
-                    v = v.cast("B")
-                if n := len(v):
-                    views.append(v)
-                    total += n
+            views, total = scatter.views(sink)  # bytes views, the empty ones dropped
             if sink and total != frame.payload_len:
                 raise ValueError(f"sink holds {total} bytes for a {frame.payload_len}-byte payload")
             self._collect = None
@@ -278,19 +273,9 @@ class FrameReader:
 
     def _copy_into_views(self, src: memoryview) -> None:
         """Fill the sink's views from ``src`` in order (a batch of small Writes: one view
-        each, so this is a loop per operation; filled views are dropped at the end)."""
-        views, filled, at, size = self._views, 0, 0, len(src)
-        while at < size and filled < len(views):
-            head = views[filled]
-            n = min(len(head), size - at)
-            head[:n] = src[at : at + n]
-            at += n
-            if n == len(head):
-                filled += 1
-            else:
-                views[filled] = head[n:]
-        del views[:filled]
-        self._remaining -= size  # what filled the views, and bytes discarded (DISCARD sink)
+        each; filled views leave the list)."""
+        scatter.fill(self._views, src)
+        self._remaining -= len(src)  # what filled the views, and bytes discarded (DISCARD sink)
 
     def _consume_views(self, n: int) -> None:
         self._remaining -= n

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from fabricd import _plaintake as plaintake
 from fabricd.faults import FaultEngine
 from fabricd.memory import Lmr, MemoryRegistry, Window
 from fabricd.nic.cork import BATCHED, corked
@@ -21,7 +22,7 @@ from fabricd.nic.faultpath import decide_bind
 from fabricd.nic.objects import Consumer, Ep, Op, PeerLink
 from fabricd.nic.requests import ATOMICS, atomic_fits, request_frame
 from fabricd.nic.runs import Run, expand, find, queue, take_batch
-from fabricd.nic.views import local_views, next_segment, truncate, truncate_spans
+from fabricd.nic.views import local_views, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_sends, encode_writes
 from proto.codec import DISCARD, Frame, Sink
@@ -29,12 +30,13 @@ from proto.constants import CompletionFlags, Dtos, MemPriv
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatError, DatInvalidParameter, MalformedFrame
-from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, Ring, Wqe
-from proto.plainwqe import PLAIN_AT, plain_run
+from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, SLOTS, Ring, Wqe
+from proto.plainwqe import PLAIN_AT, PLAIN_REQUESTS
 
 log = logging.getLogger("fabricd")
 _FENCE = int(CompletionFlags.BARRIER_FENCE)
 _LOCAL_READ = int(MemPriv.LOCAL_READ)  # what a Send or Write needs of its local segment
+_PLAIN = sum(1 << op for op in PLAIN_REQUESTS)  # plaintake.take's opcodes: a bit each
 
 READ_LIKE = frozenset({Dtos.RDMA_READ, *ATOMICS})  # take a read credit; land bytes locally
 ANSWERED = READ_LIKE | {Dtos.BIND_MW}  # done by an answer, not by an ACK
@@ -101,35 +103,29 @@ class Initiator:
         self.enqueue(ep, op, start=False)
 
     def post_plain(self, consumer: Consumer, ep: Ep, sq: Ring, stage: memoryview) -> int:
-        """``post`` for a run of the common WQE (plainwqe.plain_run) at the head of the EP's
-        send queue, taken off it together, each one's segment checked in place, and queued as
-        one runs.Run (or several: one per kind, and an Op for each Write or Send too large to
-        batch); how many. The run ends before the first WQE that is not one, whose segment
-        fails a check (``post`` gives the error) or whose bytes are a process's own memory to
-        fetch; nothing in it can break the EP or change its state."""
+        """``post`` for a run of the common WQE (proto/plainwqe.py) at the head of the EP's
+        send queue, read and checked in C (fabricd/_plaintake.c), taken off it together and
+        queued as one runs.Run (or several: one per kind, and an Op for each Write or Send too
+        large to batch); how many. The run ends before the first WQE that is not one, whose
+        segment fails a check (``post`` gives the error) or whose bytes are a process's own
+        memory to fetch; nothing in it can break the EP or change its state."""
         if ep.state != S.CONNECTED or ep.link is None:
             return 0  # ``post`` takes each: ``enqueue`` completes it alone
         taken = 0
         lmr: Lmr | None = None
-        while wqes := plain_run(sq):
-            views: list[memoryview] = []
-            kind, total, mixed = wqes[0][0], 0, False
-            for wqe in wqes:
-                raw_op, staged, _, flags, _, _, _, _, at, _, _, addr, n, ctx = wqe
-                lmr = next_segment(lmr, self.memory, consumer.id, ep.pz, _LOCAL_READ, addr, n, ctx)
-                if lmr is None or (lmr.pid and not staged):
-                    break
-                views.append(stage[at : at + n] if staged else lmr.local(addr, n))
-                total += n
-                # runs.group's rule, with one kind for the whole run, inline (a call per
-                # WQE costs ~60 ns)
-                mixed = mixed or raw_op != kind or n > MAX_OP_BYTES or bool(flags & _FENCE)
-            took = len(views)
-            if took:
-                queue(ep, wqes[:took], views, total, mixed)
+        lmrs, owner, pz, size = self.memory.by_lmr_context, consumer.id, ep.pz, sq.entry_size
+        while count := sq.available():
+            first = sq.mine & sq.mask
+            n = min(count, sq.entries - first)  # to the ring's end: the rest is the next stretch
+            at = SLOTS + first * size
+            wqes, views, total, mixed, lmr = plaintake.take(
+                sq.view, at, n, size, _PLAIN, lmrs, owner, pz, _LOCAL_READ, lmr, stage
+            )
+            if took := len(wqes):
+                queue(ep, wqes, views, total, mixed)
                 sq.publish(took)
                 taken += took
-            if took < len(wqes):
+            if took < n:
                 break
         return taken
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+from fabricd import _landing as landing
 from fabricd.memory import MemoryRegistry, Reach, Span
 from fabricd.nic.objects import Ep, PeerLink
 from fabricd.nic.views import scratch
@@ -24,10 +25,22 @@ def write_targets(
     memory: MemoryRegistry, link: PeerLink, ep: Ep, seq: int, ops: list[WriteOp]
 ) -> list[memoryview]:
     """The sink of a WRITES frame: each Write's target bytes in turn; a Write seen before,
-    the one that fails its checks (``link.fault``) and every one after it land nowhere."""
-    views: list[memoryview] = []
+    the one that fails its checks (``link.fault``) and every one after it land nowhere. The
+    common batch (all new, under one key, every Write inside its range) is fabricd/_landing.c's;
+    the loop below takes any other, and says which Write fails."""
     coherent = memory.coherent
-    key, reach = None, None  # the last key's checks hold for every Write under it
+    if seq > link.acked and link.fault is None and coherent:
+        first = ops[0][1]
+        common = memory.reach(first, _REMOTE_WRITE, ep.pz, ep.handle)
+        if common is not None:
+            landed = landing.views(
+                ops, first, common.start, common.end, common.origin, common.target
+            )
+            if landed is not None:
+                return landed
+    views: list[memoryview] = []
+    key: int | None = None  # the last key's checks hold for every Write under it
+    reach: Reach | None = None
     for i, (address, rmr_context, length) in enumerate(ops):
         if seq + i <= link.acked or link.fault is not None:
             views.extend(scratch(length))

@@ -1,0 +1,308 @@
+/* fabricd._plaintake: the daemon's intake of the common WQE in C (docs/host-interface.md
+ * section 4; Initiator.post_plain is its caller, proto/plainwqe.py its rules in Python).
+ *
+ * take() reads a stretch of a work queue's slots, copies each slot before looking at it (the
+ * driver may write there at any moment: what is checked is what is used), and accepts the
+ * common WQE (one of ``opcodes``, one segment, no operands; its bytes in that segment or
+ * staged inside the staging area, unfenced) whose segment passes every check of a local iov:
+ * not empty, a key of this consumer's in this PZ, with the privilege needed, the bytes inside
+ * its range, and memory the daemon maps (a process's own memory is fetched by the general
+ * path). It stops before the first WQE that is anything else, and takes nothing off the ring:
+ * the caller publishes what it queues, and the general path (hostif.read_wqe, Initiator.post)
+ * takes the WQE it stopped at and names what is wrong with it. So this module can only decline
+ * work; it never decides an error. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "df-abi.h"
+
+#define FLAG_FENCE 0x08u /* DAT_COMPLETION_BARRIER_FENCE_FLAG */
+#define MAX_OP_BYTES (16u * 1024u) /* proto.batch.MAX_OP_BYTES: larger ones go alone */
+#define PLAIN_FIELDS 14 /* plainwqe.PlainWqe */
+
+static PyObject *s_owner, *s_region, *s_pz, *s_bits, *s_address, *s_end, *s_pid, *s_view,
+	*s_context;
+
+/* The LMR that the last segment passed (the checks hold for every segment inside its range:
+ * nothing can change its owner, PZ or privileges within one call). */
+struct key {
+	PyObject *lmr; /* borrowed from the caller's dict or argument */
+	unsigned long long context, start, end;
+	PyObject *view; /* borrowed: lmr.view, exactly [start, end) */
+	bool pid; /* a process's own memory: its bytes are not in the daemon's view */
+};
+
+/* A non-negative int attribute of ``o`` that fits a u64; false (no exception left) if not. */
+static bool attr_u64(PyObject *o, PyObject *name, unsigned long long *out)
+{
+	PyObject *v = PyObject_GetAttr(o, name);
+	bool ok = false;
+
+	if (v && PyLong_Check(v)) {
+		*out = PyLong_AsUnsignedLongLong(v);
+		ok = !(*out == (unsigned long long)-1 && PyErr_Occurred());
+	}
+	Py_XDECREF(v);
+	PyErr_Clear();
+	return ok;
+}
+
+/* ``lmr``'s fields, when it belongs to ``owner`` and ``pz`` and grants ``need``. */
+static bool key_of(PyObject *lmr, unsigned long long owner, unsigned long long pz,
+		   unsigned long long need, struct key *key)
+{
+	unsigned long long value, bits, pid;
+	PyObject *region, *view;
+	bool ok;
+
+	if (!attr_u64(lmr, s_owner, &value) || value != owner || !attr_u64(lmr, s_pid, &pid) ||
+	    !attr_u64(lmr, s_context, &key->context))
+		return false;
+	region = PyObject_GetAttr(lmr, s_region);
+	if (!region) {
+		PyErr_Clear();
+		return false;
+	}
+	ok = attr_u64(region, s_pz, &value) && value == pz && attr_u64(region, s_bits, &bits) &&
+	     !(need & ~bits) && attr_u64(region, s_address, &key->start) &&
+	     attr_u64(region, s_end, &key->end) && key->start <= key->end;
+	Py_DECREF(region);
+	if (!ok)
+		return false;
+	view = PyObject_GetAttr(lmr, s_view); /* the dataclass keeps it: borrowed from here on */
+	if (!view) {
+		PyErr_Clear();
+		return false;
+	}
+	Py_DECREF(view);
+	if (!PyMemoryView_Check(view) || PyObject_Length(view) != (Py_ssize_t)(key->end - key->start))
+		return false;
+	key->lmr = lmr;
+	key->view = view;
+	key->pid = pid != 0;
+	return true;
+}
+
+/* Does [address, +length) lie inside the key's range (no u64 overflow on the way)? */
+static bool inside(const struct key *key, unsigned long long address, unsigned long long length)
+{
+	return key->lmr && address >= key->start && address <= key->end &&
+	       length <= key->end - address;
+}
+
+/* view[lo:hi] as a new memoryview of the same buffer (it keeps the buffer's exporter alive). */
+static PyObject *slice_of(PyObject *view, Py_ssize_t lo, Py_ssize_t hi)
+{
+	return PySequence_GetSlice(view, lo, hi);
+}
+
+/* The slot's fields in plainwqe.PlainWqe's order, as a tuple of ints. */
+static PyObject *fields_of(const struct df_wqe *w, const struct df_wqe_segment *s)
+{
+	PyObject *t = PyTuple_New(PLAIN_FIELDS);
+	unsigned long long v[PLAIN_FIELDS] = {
+		w->opcode,	   w->wqe_flags,    w->num_segments,	w->completion_flags,
+		w->user_cookie,	   w->remote_address, w->remote_length, w->rmr_context,
+		w->stage_offset, w->operand,	    w->compare,		s->virtual_address,
+		s->segment_length, s->lmr_context,
+	};
+
+	if (!t)
+		return NULL;
+	for (int i = 0; i < PLAIN_FIELDS; i++) {
+		PyObject *n = PyLong_FromUnsignedLongLong(v[i]);
+		if (!n) {
+			Py_DECREF(t);
+			return NULL;
+		}
+		PyTuple_SET_ITEM(t, i, n);
+	}
+	return t;
+}
+
+/* plainwqe._is_plain: one of ``opcodes`` (a bit each), one segment, no operands; staged only
+ * for an unfenced Send or RDMA Write whose bytes lie inside the staging area. */
+static bool is_plain(const struct df_wqe *w, const struct df_wqe_segment *s,
+		     unsigned long long opcodes, Py_ssize_t stage_bytes)
+{
+	if (w->opcode >= 64 || !(opcodes >> w->opcode & 1) || w->num_segments != 1 || w->operand ||
+	    w->compare)
+		return false;
+	if (!w->wqe_flags)
+		return !w->stage_offset;
+	if (w->wqe_flags != DF_WQE_STAGED || w->completion_flags & FLAG_FENCE ||
+	    (w->opcode != DF_OP_SEND && w->opcode != DF_OP_RDMA_WRITE))
+		return false;
+	return s->segment_length <= (unsigned long long)stage_bytes &&
+	       w->stage_offset <= (unsigned long long)stage_bytes - s->segment_length;
+}
+
+struct run {
+	PyObject *wqes, *views;
+	unsigned long long total;
+	bool mixed;
+	int kind;
+};
+
+/* Queue one accepted WQE's fields and bytes onto the run; false on a Python error. */
+static bool add(struct run *run, const struct df_wqe *w, const struct df_wqe_segment *s,
+		const struct key *key, PyObject *stage)
+{
+	unsigned long long n = s->segment_length;
+	PyObject *fields, *bytes;
+	int failed;
+
+	if (w->wqe_flags)
+		bytes = slice_of(stage, (Py_ssize_t)w->stage_offset, (Py_ssize_t)(w->stage_offset + n));
+	else
+		bytes = slice_of(key->view, (Py_ssize_t)(s->virtual_address - key->start),
+				 (Py_ssize_t)(s->virtual_address - key->start + n));
+	if (!bytes)
+		return false;
+	fields = fields_of(w, s);
+	if (!fields) {
+		Py_DECREF(bytes);
+		return false;
+	}
+	failed = PyList_Append(run->wqes, fields) || PyList_Append(run->views, bytes);
+	Py_DECREF(fields);
+	Py_DECREF(bytes);
+	if (failed)
+		return false;
+	if (run->kind < 0)
+		run->kind = w->opcode;
+	run->total += n;
+	/* runs.group's rule, one kind for the whole run */
+	run->mixed = run->mixed || w->opcode != run->kind || n > MAX_OP_BYTES ||
+		     (w->completion_flags & FLAG_FENCE);
+	return true;
+}
+
+/* take(ring, at, count, entry_size, opcodes, lmrs, owner, pz, need, before, stage) ->
+ *     (wqes, views, total, mixed, lmr)
+ *
+ * The common WQEs of ``count`` slots of ``entry_size`` bytes from byte ``at`` of ``ring`` (a
+ * memoryview), up to the first that is not one or whose segment fails (see the top):
+ * their fields (plainwqe.PlainWqe each), their bytes (memoryviews into the LMR's view, or into
+ * ``stage`` when staged), their total length, whether the run mixes kinds, sizes or fences
+ * (runs.queue), and the LMR whose checks passed last, which the next call may pass as
+ * ``before`` (a hint: every segment is still checked against its range).
+ * ``lmrs`` maps lmr_context to LMR; ``need`` is the privilege bits a segment's LMR must grant. */
+static PyObject *take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	unsigned long long at, count, entry_size, opcodes, owner, pz, need;
+	struct run run = {NULL, NULL, 0, false, -1};
+	struct key key = {0};
+	PyObject *lmrs, *before, *stage, *out = NULL;
+	Py_ssize_t stage_bytes;
+	Py_buffer ring;
+
+	(void)self;
+	if (nargs != 11) {
+		PyErr_SetString(PyExc_TypeError, "take() takes 11 arguments");
+		return NULL;
+	}
+	at = PyLong_AsUnsignedLongLong(args[1]);
+	count = PyLong_AsUnsignedLongLong(args[2]);
+	entry_size = PyLong_AsUnsignedLongLong(args[3]);
+	opcodes = PyLong_AsUnsignedLongLong(args[4]);
+	owner = PyLong_AsUnsignedLongLong(args[6]);
+	pz = PyLong_AsUnsignedLongLong(args[7]);
+	need = PyLong_AsUnsignedLongLong(args[8]);
+	if (PyErr_Occurred())
+		return NULL;
+	lmrs = args[5];
+	before = args[9];
+	stage = args[10];
+	if (!PyDict_Check(lmrs) || !PyMemoryView_Check(stage)) {
+		PyErr_SetString(PyExc_TypeError, "take(): lmrs must be a dict, stage a memoryview");
+		return NULL;
+	}
+	stage_bytes = PyObject_Length(stage);
+	if (stage_bytes < 0)
+		return NULL;
+	if (entry_size < sizeof(struct df_wqe) + sizeof(struct df_wqe_segment)) {
+		PyErr_SetString(PyExc_ValueError, "take(): a slot too small for a WQE");
+		return NULL;
+	}
+	if (PyObject_GetBuffer(args[0], &ring, PyBUF_SIMPLE) < 0)
+		return NULL;
+	if (at > (unsigned long long)ring.len || count > ((unsigned long long)ring.len - at) / entry_size) {
+		PyErr_SetString(PyExc_ValueError, "take(): the slots lie outside the ring");
+		goto done;
+	}
+	if (before != Py_None && !key_of(before, owner, pz, need, &key))
+		key.lmr = NULL;
+	run.wqes = PyList_New(0);
+	run.views = PyList_New(0);
+	if (!run.wqes || !run.views)
+		goto done;
+	for (unsigned long long i = 0; i < count; i++) {
+		const unsigned char *slot = (const unsigned char *)ring.buf + at + i * entry_size;
+		struct df_wqe w;
+		struct df_wqe_segment s;
+
+		memcpy(&w, slot, sizeof w); /* once: the driver may be writing the slot */
+		memcpy(&s, slot + sizeof w, sizeof s);
+		if (!is_plain(&w, &s, opcodes, stage_bytes) || !s.segment_length)
+			break;
+		if (!(key.lmr && s.lmr_context == key.context &&
+		      inside(&key, s.virtual_address, s.segment_length))) {
+			PyObject *ctx = PyLong_FromUnsignedLongLong(s.lmr_context);
+			PyObject *lmr;
+
+			if (!ctx)
+				goto done;
+			lmr = PyDict_GetItemWithError(lmrs, ctx); /* borrowed */
+			Py_DECREF(ctx);
+			if (!lmr && PyErr_Occurred())
+				goto done;
+			if (!lmr || !key_of(lmr, owner, pz, need, &key)) {
+				key.lmr = NULL;
+				break;
+			}
+			if (key.context != s.lmr_context || !inside(&key, s.virtual_address, s.segment_length))
+				break;
+		}
+		if (key.pid && !w.wqe_flags)
+			break; /* a process's own bytes: the general path fetches them */
+		if (!add(&run, &w, &s, &key, stage))
+			goto done;
+	}
+	out = Py_BuildValue("(OOKOO)", run.wqes, run.views, run.total,
+			    run.mixed ? Py_True : Py_False, key.lmr ? key.lmr : Py_None);
+done:
+	Py_XDECREF(run.wqes);
+	Py_XDECREF(run.views);
+	PyBuffer_Release(&ring);
+	return out;
+}
+
+static PyMethodDef methods[] = {
+	{"take", (PyCFunction)(void (*)(void))take, METH_FASTCALL,
+	 "The common WQEs of a stretch of a work queue's slots, checked (Initiator.post_plain)."},
+	{NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+	PyModuleDef_HEAD_INIT, "fabricd._plaintake",
+	"The daemon's intake of the common WQE, in C.", -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__plaintake(void)
+{
+	static const char *names[] = {"owner", "region", "pz",	 "privilege_bits", "address",
+				      "end",   "pid",	 "view", "lmr_context"};
+	PyObject **slots[] = {&s_owner, &s_region, &s_pz,   &s_bits,   &s_address,
+			      &s_end,	&s_pid,	   &s_view, &s_context};
+
+	for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {
+		*slots[i] = PyUnicode_InternFromString(names[i]);
+		if (!*slots[i])
+			return NULL;
+	}
+	return PyModule_Create(&module);
+}

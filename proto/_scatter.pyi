@@ -1,0 +1,6 @@
+"""proto/_scatter.c: a payload's bytes copied into its sink's views, in C."""
+
+from collections.abc import Sequence
+
+def views(sink: Sequence[memoryview]) -> tuple[list[memoryview], int]: ...
+def fill(views: list[memoryview], src: bytes | bytearray | memoryview) -> int: ...

@@ -1,0 +1,183 @@
+"""fabricd/_plaintake.c, the daemon's intake of the common WQE, against the rules in Python
+(proto/plainwqe.plain_run for the WQE, fabricd/nic/views.one_segment for its segment): for
+runs of WQEs drawn from every field a rule looks at, and segments under keys that pass or fail
+each check, it takes exactly the WQEs the rules accept, up to the first they refuse, with the
+same fields, the same bytes and the same run attributes (total, mixed)."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+from typing import cast
+
+import pytest
+
+from fabricd import _plaintake as plaintake
+from fabricd.memory import Lmr, MemoryRegistry
+from fabricd.nic.views import one_segment
+from proto.batch import MAX_OP_BYTES
+from proto.checks import Region
+from proto.constants import MemPriv
+from proto.hostif import (
+    CONSUMER_LINE,
+    PRODUCER_LINE,
+    SEGMENT,
+    SLOTS,
+    STAGE_BYTES,
+    U32,
+    WQE,
+    Ring,
+    RingKind,
+    format_ring,
+    ring_bytes,
+    set_u32,
+    wqe_size,
+)
+from proto.plainwqe import PLAIN_RECEIVES, PLAIN_REQUESTS, PlainWqe, plain_run
+
+ENTRIES, SIZE = 8, wqe_size(2)
+OWNER, PZ, NEED = 3, 5, int(MemPriv.LOCAL_READ)
+BASE = 0x10000
+FENCE = 0x08
+
+
+def _lmr(context: int, owner: int = OWNER, pz: int = PZ, privileges: MemPriv = MemPriv.ALL,
+         pid: int = 0, length: int = 4096) -> Lmr:  # fmt: skip
+    view = memoryview(bytearray(random.Random(context).randbytes(length)))
+    region = Region(BASE + context * 0x10000, length, pz, privileges)
+    return Lmr(context, owner, region, "seg", view, context, context + 100, pid=pid)
+
+
+LMRS = {
+    lmr.lmr_context: lmr
+    for lmr in (
+        _lmr(1),
+        _lmr(2),
+        _lmr(3, owner=OWNER + 1),  # another consumer's
+        _lmr(4, pz=PZ + 1),  # another PZ
+        _lmr(5, privileges=MemPriv.LOCAL_WRITE),  # no LOCAL_READ
+        _lmr(6, pid=1234),  # a process's own memory
+    )
+}
+STAGE = memoryview(bytearray(random.Random(0).randbytes(STAGE_BYTES)))
+
+
+def _pick(rng: random.Random, good: list[int], bad: list[int]) -> int:
+    """Mostly a value the rules accept, sometimes one they refuse (so runs get long)."""
+    return rng.choice(good) if rng.random() < 0.93 else rng.choice(bad)
+
+
+def _segment(rng: random.Random) -> tuple[int, int, int]:
+    """A segment under one of LMRS's keys (or none), inside its range, at an edge or out."""
+    context = _pick(rng, [1, 2], [3, 4, 5, 6, 7, U32 - 1])
+    start = BASE + context * 0x10000
+    length = _pick(rng, [1, 64, 4096], [0, MAX_OP_BYTES + 1, (1 << 64) - 1])
+    address = _pick(rng, [start, start + 4096 - length], [start + 64, start - 1, (1 << 64) - 8])
+    return address % (1 << 64), length, context
+
+
+def _wqe(
+    rng: random.Random, opcodes: frozenset[int]
+) -> tuple[tuple[int, ...], tuple[int, int, int]]:
+    opcode = _pick(rng, sorted(opcodes), [1, 2, 3, 4, 5, 7, 0, 63, 200])
+    staged = _pick(rng, [0, 1] if opcodes == PLAIN_REQUESTS else [0], [1, 2])
+    offset = _pick(rng, [0, 64, STAGE_BYTES - 4096] if staged else [0], [STAGE_BYTES - 1, 8])
+    head = (
+        opcode,
+        staged,
+        _pick(rng, [1], [0, 2]),  # num_segments
+        _pick(rng, [0, 0x01], [FENCE, 0x40]),  # completion flags
+        rng.randrange(1 << 64),  # cookie
+        8192,
+        64,
+        9,
+        offset,
+        _pick(rng, [0], [1, U32]),  # operand
+        _pick(rng, [0], [1]),  # compare
+    )
+    return head, _segment(rng)
+
+
+def _ring(wqes: list[tuple[tuple[int, ...], tuple[int, int, int]]]) -> Ring:
+    view = memoryview(bytearray(ring_bytes(ENTRIES, SIZE)))
+    format_ring(view, RingKind.SQ, ENTRIES, SIZE)
+    for i, (head, segment) in enumerate(wqes):
+        at = SLOTS + i * SIZE
+        WQE.pack_into(view, at, *head)
+        SEGMENT.pack_into(view, at + WQE.size, *segment)
+    set_u32(view, PRODUCER_LINE, len(wqes))
+    set_u32(view, CONSUMER_LINE, 0)
+    return Ring(view, ENTRIES, SIZE, producer=False)
+
+
+def _by_the_rules(
+    ring: Ring, opcodes: frozenset[int]
+) -> tuple[list[PlainWqe], list[bytes], int, bool]:
+    """What the intake takes, by plain_run and one_segment (Initiator.post_plain's rules)."""
+    memory = cast(MemoryRegistry, SimpleNamespace(by_lmr_context=LMRS))
+    taken, data, total, mixed = [], [], 0, False
+    for wqe in plain_run(ring, opcodes):
+        raw_op, staged, _, flags, _, _, _, _, at, _, _, address, n, context = wqe
+        lmr = one_segment(memory, OWNER, PZ, NEED, address, n, context)
+        if lmr is None or (lmr.pid and not staged):
+            break
+        taken.append(wqe)
+        data.append(bytes(STAGE[at : at + n] if staged else lmr.local(address, n)))
+        total += n
+        mixed = mixed or raw_op != taken[0][0] or n > MAX_OP_BYTES or bool(flags & FENCE)
+    return taken, data, total, mixed
+
+
+def _bits(opcodes: frozenset[int]) -> int:
+    return sum(1 << op for op in opcodes)
+
+
+@pytest.mark.parametrize("opcodes", [PLAIN_REQUESTS, PLAIN_RECEIVES], ids=["requests", "recvs"])
+def test_take_accepts_exactly_what_the_rules_accept(opcodes: frozenset[int]) -> None:
+    rng = random.Random(11)
+    accepted = 0
+    for _ in range(3000):
+        ring = _ring([_wqe(rng, opcodes) for _ in range(rng.randint(1, ENTRIES))])
+        want = _by_the_rules(ring, opcodes)
+        count = ring.available()
+        before = rng.choice([None, LMRS[1], LMRS[3]])  # a hint only: checked again
+        wqes, views, total, mixed, last = plaintake.take(
+            ring.view, SLOTS, count, SIZE, _bits(opcodes), LMRS, OWNER, PZ, NEED, before, STAGE
+        )
+        assert (wqes, [bytes(v) for v in views], total, mixed) == want
+        passed = last is None or (last.owner, last.region.pz, last.pid) == (OWNER, PZ, 0)
+        assert passed or last is LMRS[6], "the hint for the next call is a key that passed"
+        assert ring.mine == 0, "take publishes nothing"
+        accepted += len(wqes)
+    assert accepted > 2000, "the draw reaches the common WQE often"
+
+
+def test_a_view_is_of_the_lmrs_own_buffer() -> None:
+    """Bytes written through a taken view are the LMR's (the Write sends what is there when it
+    leaves), and a staged WQE's are the staging area's."""
+    lmr = LMRS[2]
+    address = lmr.region.address + 100
+    ring = _ring([((2, 0, 1, 0, 7, 0, 8, 0, 0, 0, 0), (address, 8, 2)),
+                  ((1, 1, 1, 0, 8, 0, 8, 0, 4096, 0, 0), (address, 8, 2))])  # fmt: skip
+    wqes, views, *_ = plaintake.take(
+        ring.view, SLOTS, 2, SIZE, _bits(PLAIN_REQUESTS), LMRS, OWNER, PZ, NEED, None, STAGE
+    )
+    assert len(wqes) == 2
+    views[0][:] = b"12345678"
+    assert bytes(lmr.view[100:108]) == b"12345678"
+    views[1][:] = b"abcdefgh"
+    assert bytes(STAGE[4096:4104]) == b"abcdefgh"
+
+
+def test_slots_outside_the_ring_are_refused_and_bad_arguments_raise() -> None:
+    ring = _ring([])
+    bits = _bits(PLAIN_REQUESTS)
+    with pytest.raises(ValueError, match="outside the ring"):
+        plaintake.take(ring.view, SLOTS, ENTRIES + 1, SIZE, bits, LMRS, OWNER, PZ, NEED, None,
+                       STAGE)  # fmt: skip
+    with pytest.raises(ValueError, match="too small"):
+        plaintake.take(ring.view, SLOTS, 1, 16, bits, LMRS, OWNER, PZ, NEED, None, STAGE)
+    with pytest.raises(TypeError):
+        plaintake.take(ring.view, SLOTS, 1, SIZE, bits, [], OWNER, PZ, NEED, None, STAGE)  # type: ignore[arg-type]
+    with pytest.raises(OverflowError):
+        plaintake.take(ring.view, -1, 1, SIZE, bits, LMRS, OWNER, PZ, NEED, None, STAGE)
