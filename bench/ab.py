@@ -75,7 +75,8 @@ def compare(
 ) -> list[str]:
     """The table's lines: each row ``rounds`` times, before then after each round (a side is
     a tree and the variables its runs get)."""
-    out = [f"{'row':<52}{'before':>22}{'after':>22}{'after/before':>14}"]
+    width = max([52, *(len(args) + 1 for args in rows)])  # a row's arguments, then a space
+    out = [f"{'row':<{width}}{'before':>22}{'after':>22}{'after/before':>14}"]
     for args in rows:
         runs: tuple[list[float], list[float]] = ([], [])
         for _ in range(rounds):
@@ -85,7 +86,7 @@ def compare(
         for values in runs:
             cells.append(f"{statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f})")
         ratio = statistics.median(runs[1]) / statistics.median(runs[0])
-        out.append(f"{args:<52}{cells[0]:>22}{cells[1]:>22}{ratio:>14.2f}")
+        out.append(f"{args:<{width}}{cells[0]:>22}{cells[1]:>22}{ratio:>14.2f}")
     return out
 
 
