@@ -6,8 +6,9 @@
  * common WQE (one of ``opcodes``, one segment, no operands; its bytes in that segment or
  * staged inside the staging area, unfenced) whose segment passes every check of a local iov:
  * not empty, a key of this consumer's in this PZ, with the privilege needed, the bytes inside
- * its range, and memory the daemon maps (a process's own memory is fetched by the general
- * path). It stops before the first WQE that is anything else, and takes nothing off the ring:
+ * its range, and (for requests) memory the daemon maps: the bytes of a request in a process's
+ * own memory are fetched by the general path. It stops before the first WQE that is anything
+ * else, and takes nothing off the ring:
  * the caller publishes what it queues, and the general path (hostif.read_wqe, Initiator.post)
  * takes the WQE it stopped at and names what is wrong with it. So this module can only decline
  * work; it never decides an error. */
@@ -181,8 +182,8 @@ static bool add(struct run *run, const struct df_wqe *w, const struct df_wqe_seg
 	return true;
 }
 
-/* take(ring, at, count, entry_size, opcodes, lmrs, owner, pz, need, before, stage) ->
- *     (wqes, views, total, mixed, lmr)
+/* take(ring, at, count, entry_size, opcodes, lmrs, owner, pz, need, before, stage,
+ *      fetchable) -> (wqes, views, total, mixed, lmr)
  *
  * The common WQEs of ``count`` slots of ``entry_size`` bytes from byte ``at`` of ``ring`` (a
  * memoryview), up to the first that is not one or whose segment fails (see the top):
@@ -190,7 +191,10 @@ static bool add(struct run *run, const struct df_wqe *w, const struct df_wqe_seg
  * ``stage`` when staged), their total length, whether the run mixes kinds, sizes or fences
  * (runs.queue), and the LMR whose checks passed last, which the next call may pass as
  * ``before`` (a hint: every segment is still checked against its range).
- * ``lmrs`` maps lmr_context to LMR; ``need`` is the privilege bits a segment's LMR must grant. */
+ * ``lmrs`` maps lmr_context to LMR; ``need`` is the privilege bits a segment's LMR must grant.
+ * ``fetchable`` (receives): a segment in a process's own memory is taken too, and every WQE
+ * of one call is under one key, the returned LMR (the caller makes its spans from it); the
+ * next call goes on from the WQE under another. */
 static PyObject *take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
 	unsigned long long at, count, entry_size, opcodes, owner, pz, need;
@@ -198,11 +202,12 @@ static PyObject *take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	struct key key = {0};
 	PyObject *lmrs, *before, *stage, *out = NULL;
 	Py_ssize_t stage_bytes;
+	int fetchable;
 	Py_buffer ring;
 
 	(void)self;
-	if (nargs != 11) {
-		PyErr_SetString(PyExc_TypeError, "take() takes 11 arguments");
+	if (nargs != 12) {
+		PyErr_SetString(PyExc_TypeError, "take() takes 12 arguments");
 		return NULL;
 	}
 	at = PyLong_AsUnsignedLongLong(args[1]);
@@ -217,6 +222,9 @@ static PyObject *take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	lmrs = args[5];
 	before = args[9];
 	stage = args[10];
+	fetchable = PyObject_IsTrue(args[11]);
+	if (fetchable < 0)
+		return NULL;
 	if (!PyDict_Check(lmrs) || !PyMemoryView_Check(stage)) {
 		PyErr_SetString(PyExc_TypeError, "take(): lmrs must be a dict, stage a memoryview");
 		return NULL;
@@ -251,9 +259,11 @@ static PyObject *take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 			break;
 		if (!(key.lmr && s.lmr_context == key.context &&
 		      inside(&key, s.virtual_address, s.segment_length))) {
-			PyObject *ctx = PyLong_FromUnsignedLongLong(s.lmr_context);
-			PyObject *lmr;
+			PyObject *ctx, *lmr;
 
+			if (fetchable && PyList_GET_SIZE(run.wqes))
+				break; /* one key per call */
+			ctx = PyLong_FromUnsignedLongLong(s.lmr_context);
 			if (!ctx)
 				goto done;
 			lmr = PyDict_GetItemWithError(lmrs, ctx); /* borrowed */
@@ -267,8 +277,8 @@ static PyObject *take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 			if (key.context != s.lmr_context || !inside(&key, s.virtual_address, s.segment_length))
 				break;
 		}
-		if (key.pid && !w.wqe_flags)
-			break; /* a process's own bytes: the general path fetches them */
+		if (key.pid && !w.wqe_flags && !fetchable)
+			break; /* a request's bytes in a process: the general path fetches them */
 		if (!add(&run, &w, &s, &key, stage))
 			goto done;
 	}
@@ -283,7 +293,8 @@ done:
 
 static PyMethodDef methods[] = {
 	{"take", (PyCFunction)(void (*)(void))take, METH_FASTCALL,
-	 "The common WQEs of a stretch of a work queue's slots, checked (Initiator.post_plain)."},
+	 "The common WQEs of a stretch of a work queue's slots, checked (Initiator.post_plain,\n"
+	 "Target.post_recv_plain)."},
 	{NULL, NULL, 0, NULL},
 };
 

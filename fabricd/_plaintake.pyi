@@ -14,4 +14,5 @@ def take(
     need: int,
     before: Any,
     stage: memoryview,
+    fetchable: bool,
 ) -> tuple[list[Any], list[memoryview], int, bool, Any]: ...

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
+from fabricd import _plaintake as plaintake
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.events import Events
@@ -22,7 +23,7 @@ from fabricd.nic.objects import Ep, PeerLink, Recv
 from fabricd.nic.remote_access import direct_writes, stored, stored_writes, write_targets
 from fabricd.nic.responder import Responder
 from fabricd.nic.send_run import SendRun
-from fabricd.nic.views import local_views, next_segment, scatter, truncate, truncate_spans
+from fabricd.nic.views import local_views, scatter, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import parse_sends, parse_writes
 from proto.codec import DISCARD, Frame, Sink, encode
@@ -32,12 +33,14 @@ from proto.constants import EpState as S
 from proto.errors import DatError, MalformedFrame
 from proto.events import RECEIVED_AT
 from proto.frames import FrameType
-from proto.hostif import Ring
-from proto.plainwqe import PLAIN_RECEIVES, plain_run
+from proto.hostif import SLOTS, Ring
+from proto.plainwqe import PLAIN_RECEIVES
 
 log = logging.getLogger("fabricd")
 _CONSUMES_RECEIVE: Final = frozenset({FrameType.SEND, FrameType.WRITE_IMM})
 _LOCAL_WRITE: Final = int(MemPriv.LOCAL_WRITE)  # what a receive needs of its segment
+_RECEIVE: Final = sum(1 << op for op in PLAIN_RECEIVES)  # plaintake.take's opcodes: a bit each
+_NO_STAGE: Final = memoryview(b"")  # a receive is never staged
 
 
 class Target:
@@ -338,28 +341,31 @@ class Target:
             self.unstall(ep.link)
 
     def post_recv_plain(self, ep: Ep, rq: Ring) -> int:
-        """``post_recv`` for a run of plain receives (plainwqe.plain_run: one segment) at the
-        head of the EP's receive queue, taken off it together, each one's segment checked in
-        place; how many. The run ends before the first receive that is not one or whose
+        """``post_recv`` for a run of plain receives (one segment) at the head of the EP's
+        receive queue, read and checked in C (fabricd/_plaintake.c, a key per call), taken off
+        it together; how many. The run ends before the first receive that is not one or whose
         segment fails a check (``post_recv`` gives the error); none is taken by an EP of an
         SRQ or a DISCONNECTED one (``post_recv`` and the intake say what happens to those)."""
         if ep.srq is not None or ep.state == S.DISCONNECTED:
             return 0
-        taken, owner, lmr = 0, ep.consumer.id, None
-        while run := plain_run(rq, PLAIN_RECEIVES):
-            took = len(run)
-            for i, wqe in enumerate(run):
-                _, _, _, flags, cookie, _, _, _, _, _, _, address, n, ctx = wqe
-                lmr = next_segment(lmr, self.memory, owner, ep.pz, _LOCAL_WRITE, address, n, ctx)
-                if lmr is None:
-                    took = i
-                    break
-                spans = [(lmr, address, n)] if lmr.pid else []
-                ep.recvs.append(Recv(cookie, flags, [lmr.local(address, n)], n, spans))
-            rq.publish(took)
-            taken += took
-            if took < len(run):
+        taken, recvs, lmr = 0, ep.recvs, None
+        lmrs, owner, pz, size = self.memory.by_lmr_context, ep.consumer.id, ep.pz, rq.entry_size
+        while count := rq.available():
+            first = rq.mine & rq.mask
+            n = min(count, rq.entries - first)
+            wqes, views, _, _, lmr = plaintake.take(
+                rq.view, SLOTS + first * size, n, size, _RECEIVE, lmrs, owner, pz, _LOCAL_WRITE,
+                lmr, _NO_STAGE, True,
+            )  # fmt: skip
+            if not wqes:
                 break
+            assert lmr is not None  # the key of every receive taken
+            stored = lmr.pid != 0  # a process's memory: a receive's bytes are stored when filled
+            for wqe, view in zip(wqes, views, strict=True):
+                _, _, _, flags, cookie, _, _, _, _, _, _, address, n, _ = wqe
+                recvs.append(Recv(cookie, flags, [view], n, [(lmr, address, n)] if stored else []))
+            rq.publish(len(wqes))
+            taken += len(wqes)
         if taken and ep.link is not None and ep.link.stalled:
             self.unstall(ep.link)
         return taken

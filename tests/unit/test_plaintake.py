@@ -142,7 +142,18 @@ def test_take_accepts_exactly_what_the_rules_accept(opcodes: frozenset[int]) -> 
         count = ring.available()
         before = rng.choice([None, LMRS[1], LMRS[3]])  # a hint only: checked again
         wqes, views, total, mixed, last = plaintake.take(
-            ring.view, SLOTS, count, SIZE, _bits(opcodes), LMRS, OWNER, PZ, NEED, before, STAGE
+            ring.view,
+            SLOTS,
+            count,
+            SIZE,
+            _bits(opcodes),
+            LMRS,
+            OWNER,
+            PZ,
+            NEED,
+            before,
+            STAGE,
+            False,
         )
         assert (wqes, [bytes(v) for v in views], total, mixed) == want
         passed = last is None or (last.owner, last.region.pz, last.pid) == (OWNER, PZ, 0)
@@ -160,7 +171,7 @@ def test_a_view_is_of_the_lmrs_own_buffer() -> None:
     ring = _ring([((2, 0, 1, 0, 7, 0, 8, 0, 0, 0, 0), (address, 8, 2)),
                   ((1, 1, 1, 0, 8, 0, 8, 0, 4096, 0, 0), (address, 8, 2))])  # fmt: skip
     wqes, views, *_ = plaintake.take(
-        ring.view, SLOTS, 2, SIZE, _bits(PLAIN_REQUESTS), LMRS, OWNER, PZ, NEED, None, STAGE
+        ring.view, SLOTS, 2, SIZE, _bits(PLAIN_REQUESTS), LMRS, OWNER, PZ, NEED, None, STAGE, False
     )
     assert len(wqes) == 2
     views[0][:] = b"12345678"
@@ -174,10 +185,57 @@ def test_slots_outside_the_ring_are_refused_and_bad_arguments_raise() -> None:
     bits = _bits(PLAIN_REQUESTS)
     with pytest.raises(ValueError, match="outside the ring"):
         plaintake.take(ring.view, SLOTS, ENTRIES + 1, SIZE, bits, LMRS, OWNER, PZ, NEED, None,
-                       STAGE)  # fmt: skip
+                       STAGE, False)  # fmt: skip
     with pytest.raises(ValueError, match="too small"):
-        plaintake.take(ring.view, SLOTS, 1, 16, bits, LMRS, OWNER, PZ, NEED, None, STAGE)
+        plaintake.take(ring.view, SLOTS, 1, 16, bits, LMRS, OWNER, PZ, NEED, None, STAGE, False)
     with pytest.raises(TypeError):
-        plaintake.take(ring.view, SLOTS, 1, SIZE, bits, [], OWNER, PZ, NEED, None, STAGE)  # type: ignore[arg-type]
+        plaintake.take(ring.view, SLOTS, 1, SIZE, bits, [], OWNER, PZ, NEED, None, STAGE, False)  # type: ignore[arg-type]
     with pytest.raises(OverflowError):
-        plaintake.take(ring.view, -1, 1, SIZE, bits, LMRS, OWNER, PZ, NEED, None, STAGE)
+        plaintake.take(ring.view, -1, 1, SIZE, bits, LMRS, OWNER, PZ, NEED, None, STAGE, False)
+
+
+def test_receives_take_a_key_a_call_and_together_what_the_rules_accept() -> None:
+    """``fetchable`` (Target.post_recv_plain): a receive into a process's own memory is taken
+    too, a call stops where the key changes, and the calls one after the other take exactly
+    the receives the rules accept, each under the LMR its call returns."""
+    need, bits = int(MemPriv.LOCAL_WRITE), _bits(PLAIN_RECEIVES)
+    memory = cast(MemoryRegistry, SimpleNamespace(by_lmr_context=LMRS))
+    rng = random.Random(12)
+    crossed = 0  # rings whose receives took more than one call
+    for _ in range(2000):
+        ring = _ring([_wqe(rng, PLAIN_RECEIVES) for _ in range(rng.randint(1, ENTRIES))])
+        want = []
+        for wqe in plain_run(ring, PLAIN_RECEIVES):
+            address, n, context = wqe[11:]
+            lmr = one_segment(memory, OWNER, PZ, need, address, n, context)
+            if lmr is None:
+                break
+            want.append((wqe, bytes(lmr.local(address, n))))
+        got, at, count, calls = [], 0, ring.available(), 0
+        while at < count:
+            wqes, views, *_, last = plaintake.take(
+                ring.view, SLOTS + at * SIZE, count - at, SIZE, bits, LMRS, OWNER, PZ, need,
+                None, memoryview(b""), True,
+            )  # fmt: skip
+            if not wqes:
+                break
+            calls += 1
+            assert {w[13] for w in wqes} == {last.lmr_context}, "one key, the one returned"
+            got += [(w, bytes(v)) for w, v in zip(wqes, views, strict=True)]
+            at += len(wqes)
+        assert got == want
+        crossed += calls > 1
+    assert crossed > 200, "runs cross keys often"
+
+
+def test_a_request_in_a_process_is_left_to_the_general_path() -> None:
+    """Without ``fetchable``, the bytes of an unstaged request in a process's own memory are
+    not taken (the general path fetches them); staged, they are the staging area's."""
+    lmr = LMRS[6]
+    address = lmr.region.address
+    for staged, taken in ((0, 0), (1, 1)):
+        head = (2, staged, 1, 0, 7, 0, 8, 0, 0, 0, 0)
+        ring = _ring([(head, (address, 8, 6))])
+        wqes, *_ = plaintake.take(ring.view, SLOTS, 1, SIZE, _bits(PLAIN_REQUESTS), LMRS, OWNER,
+                                  PZ, NEED, None, STAGE, False)  # fmt: skip
+        assert len(wqes) == taken
