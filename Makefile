@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed
 
 # The install builds the C extensions (setup.py): it needs Python's headers.
 $(STAMP): pyproject.toml setup.py client/_ringpost.c fabricd/_plaintake.c fabricd/_landing.c \
-          proto/_scatter.c provider/df-abi.h
+          proto/_scatter.c proto/_rows.c provider/df-abi.h
 	@inc=$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
 	if [ ! -f "$$inc/Python.h" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-dev >/dev/null; \

@@ -1,9 +1,11 @@
-"""The C parts of the Python client and the daemon: client/_ringpost.c (the client's common
-post: client/posting.py), fabricd/_plaintake.c (the daemon's intake of the common WQE:
-Initiator.post_plain) and fabricd/_landing.c (where a batch of RDMA Writes lands:
-remote_access.write_targets), and proto/_scatter.c (a payload copied into its sink's views:
-codec.FrameReader); everything else is in pyproject.toml. Their layout header is the C
-provider's."""
+"""The C parts of the Python client and the daemon, each the fast path of one Python caller:
+client/_ringpost.c (the client's common post: client/posting.py), fabricd/_plaintake.c (runs
+of the common WQE read and checked: Initiator.post_plain, Target.post_recv_plain),
+fabricd/_landing.c (where a batch of RDMA Writes or Sends lands: remote_access.write_targets,
+Target._sends), proto/_scatter.c (a payload copied into its sink's views: codec.FrameReader)
+and proto/_rows.c (completion rows into an event queue, the Write list of a WRITES header:
+events.write_rows, batch.encode_write_rows). Everything else is in pyproject.toml; their
+layout header is the C provider's."""
 
 from setuptools import Extension, setup
 
@@ -23,6 +25,7 @@ setup(
             ("fabricd._plaintake", "fabricd/_plaintake.c"),
             ("fabricd._landing", "fabricd/_landing.c"),
             ("proto._scatter", "proto/_scatter.c"),
+            ("proto._rows", "proto/_rows.c"),
         ]
     ]
 )

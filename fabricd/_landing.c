@@ -1,11 +1,13 @@
-/* fabricd._landing: where a batch of RDMA Writes lands, in C (remote_access.write_targets is
- * its caller and holds the rules).
+/* fabricd._landing: where a batch of RDMA Writes or Sends lands, in C (remote_access.write_targets
+ * and Target._sends are its callers and hold the rules).
  *
- * views() answers the common batch only: every Write new, under the one key whose checks the
- * caller made (MemoryRegistry.reach), not empty and inside the key's range. It gives each
- * Write's target bytes as a memoryview of the key's LMR; for any other batch it declines
- * (None), and the caller's loop, Write by Write, says which Write fails and how. So this
- * module can only decline work; it never decides an error. */
+ * views() answers the common batch of Writes only: every Write new, under the one key whose
+ * checks the caller made (MemoryRegistry.reach), not empty and inside the key's range. It
+ * gives each Write's target bytes as a memoryview of the key's LMR; for any other batch it
+ * declines (None), and the caller's loop, Write by Write, says which Write fails and how.
+ * sends() lands Sends of a batch in the EP's receives for as long as the next receive is the
+ * common one (one buffer in shared memory that holds the Send) and stops before any other.
+ * So this module can only decline work; it never decides an error. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -81,18 +83,161 @@ static PyObject *views(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	return out;
 }
 
+static PyObject *s_cookie, *s_views, *s_capacity, *s_spans, *s_popleft;
+
+/* The common receive: no process memory (``spans`` empty), one writable byte buffer of at
+ * least ``n`` bytes, ``capacity`` at least ``n``. Its buffer view (borrowed from the receive's
+ * list, which the receive keeps) and cookie when it is; NULL, no exception left, when not. */
+static PyObject *common_receive(PyObject *recv, unsigned long long n, PyObject **cookie)
+{
+	PyObject *spans = PyObject_GetAttr(recv, s_spans), *views = NULL, *view = NULL;
+	unsigned long long capacity;
+	Py_buffer *b;
+	bool ok = false;
+
+	if (!spans || !PyList_Check(spans) || PyList_GET_SIZE(spans))
+		goto done;
+	views = PyObject_GetAttr(recv, s_views);
+	if (!views || !PyList_Check(views) || PyList_GET_SIZE(views) != 1)
+		goto done;
+	view = PyList_GET_ITEM(views, 0);
+	if (!PyMemoryView_Check(view))
+		goto done;
+	b = PyMemoryView_GET_BUFFER(view);
+	if (b->readonly || b->ndim != 1 || b->itemsize != 1 || b->strides[0] != 1 ||
+	    (unsigned long long)b->len < n)
+		goto done;
+	*cookie = PyObject_GetAttr(recv, s_cookie);
+	if (!*cookie)
+		goto done;
+	{
+		PyObject *c = PyObject_GetAttr(recv, s_capacity);
+		ok = c && as_u64(c, &capacity) && capacity >= n && PyLong_Check(*cookie);
+		Py_XDECREF(c);
+	}
+	if (!ok)
+		Py_CLEAR(*cookie);
+done:
+	Py_XDECREF(spans);
+	Py_XDECREF(views);
+	PyErr_Clear();
+	return ok ? view : NULL; /* the list holds it while the receive lives */
+}
+
+/* sends(payload, at, lengths, i, recvs, done, taken, bodies) -> (i, at)
+ *
+ * Sends ``i``, ``i + 1``, ... of a SENDS frame (``lengths``; Send ``i``'s bytes at ``at`` in
+ * ``payload``) landed, each in the first of ``recvs`` (the EP's deque), which leaves it: its
+ * bytes copied in, its completion row (0, cookie, length) appended to ``done``, the receive to
+ * ``taken``, a view of its bytes to ``bodies`` (send_run.SendRun's lists). It stops at the
+ * last Send, when no receive is left, or before a receive that is not the common one; the
+ * index and offset of the first Send not landed. */
+static PyObject *sends(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	PyObject *lengths = NULL, *recvs, *done, *taken, *bodies, *payload_view = NULL, *out = NULL;
+	Py_ssize_t i, count;
+	unsigned long long at;
+	Py_buffer payload;
+
+	(void)self;
+	if (nargs != 8) {
+		PyErr_SetString(PyExc_TypeError, "sends() takes 8 arguments");
+		return NULL;
+	}
+	recvs = args[4];
+	done = args[5];
+	taken = args[6];
+	bodies = args[7];
+	at = PyLong_AsUnsignedLongLong(args[1]);
+	i = PyLong_AsSsize_t(args[3]);
+	if (PyErr_Occurred())
+		return NULL;
+	if (!PyList_Check(done) || !PyList_Check(taken) || !PyList_Check(bodies) || i < 0) {
+		PyErr_SetString(PyExc_TypeError, "sends(): done, taken and bodies are lists");
+		return NULL;
+	}
+	lengths = PySequence_Fast(args[2], "sends(): lengths is a sequence");
+	if (!lengths)
+		return NULL;
+	if (PyObject_GetBuffer(args[0], &payload, PyBUF_SIMPLE) < 0) {
+		Py_DECREF(lengths);
+		return NULL;
+	}
+	payload_view = PyMemoryView_FromObject(args[0]);
+	if (!payload_view)
+		goto fail;
+	count = PySequence_Fast_GET_SIZE(lengths);
+	for (; i < count; i++) {
+		PyObject *recv, *view, *cookie = NULL, *row, *body;
+		unsigned long long n;
+		int failed;
+
+		if (!as_u64(PySequence_Fast_GET_ITEM(lengths, i), &n) || at > (unsigned long long)payload.len ||
+		    n > (unsigned long long)payload.len - at) {
+			PyErr_SetString(PyExc_ValueError, "sends(): a Send outside the payload");
+			goto fail;
+		}
+		if (PyObject_Length(recvs) <= 0) {
+			PyErr_Clear();
+			break;
+		}
+		recv = PySequence_GetItem(recvs, 0);
+		if (!recv)
+			goto fail;
+		view = common_receive(recv, n, &cookie);
+		if (!view) {
+			Py_DECREF(recv);
+			break;
+		}
+		memcpy(PyMemoryView_GET_BUFFER(view)->buf, (const char *)payload.buf + at, (size_t)n);
+		row = Py_BuildValue("(iOK)", 0, cookie, n);
+		body = PySequence_GetSlice(payload_view, (Py_ssize_t)at, (Py_ssize_t)(at + n));
+		failed = !row || !body || PyList_Append(done, row) || PyList_Append(taken, recv) ||
+			 PyList_Append(bodies, body);
+		Py_XDECREF(row);
+		Py_XDECREF(body);
+		Py_DECREF(cookie);
+		Py_DECREF(recv);
+		if (failed)
+			goto fail;
+		{
+			PyObject *left = PyObject_CallMethodNoArgs(recvs, s_popleft);
+			if (!left)
+				goto fail;
+			Py_DECREF(left);
+		}
+		at += n;
+	}
+	out = Py_BuildValue("(nK)", i, at);
+fail:
+	Py_XDECREF(payload_view);
+	PyBuffer_Release(&payload);
+	Py_DECREF(lengths);
+	return out;
+}
+
 static PyMethodDef methods[] = {
 	{"views", (PyCFunction)(void (*)(void))views, METH_FASTCALL,
 	 "The target bytes of a batch of RDMA Writes under one key, or None."},
+	{"sends", (PyCFunction)(void (*)(void))sends, METH_FASTCALL,
+	 "Sends of a batch landed in the EP's common receives, in order."},
 	{NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
 	PyModuleDef_HEAD_INIT, "fabricd._landing",
-	"Where a batch of RDMA Writes lands, in C.", -1, methods, NULL, NULL, NULL, NULL,
+	"Where a batch of RDMA Writes or Sends lands, in C.", -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__landing(void)
 {
+	static const char *names[] = {"cookie", "views", "capacity", "spans", "popleft"};
+	PyObject **slots[] = {&s_cookie, &s_views, &s_capacity, &s_spans, &s_popleft};
+
+	for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {
+		*slots[i] = PyUnicode_InternFromString(names[i]);
+		if (!*slots[i])
+			return NULL;
+	}
 	return PyModule_Create(&module);
 }

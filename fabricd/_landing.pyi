@@ -1,4 +1,7 @@
-"""fabricd/_landing.c: where a batch of RDMA Writes lands, in C."""
+"""fabricd/_landing.c: where a batch of RDMA Writes or Sends lands, in C."""
+
+from collections.abc import Sequence
+from typing import Any
 
 def views(
     ops: list[tuple[int, int, int]],
@@ -8,3 +11,13 @@ def views(
     origin: int,
     target: memoryview,
 ) -> list[memoryview] | None: ...
+def sends(
+    payload: bytes | bytearray | memoryview,
+    at: int,
+    lengths: Sequence[int],
+    i: int,
+    recvs: Any,
+    done: list[tuple[int, int, int]],
+    taken: list[Any],
+    bodies: list[memoryview],
+) -> tuple[int, int]: ...

@@ -15,6 +15,7 @@ import struct
 from collections.abc import Sequence
 from typing import Final
 
+from proto import _rows as rows_c
 from proto.codec import Frame, encode
 from proto.errors import MalformedFrame
 from proto.frames import FrameType
@@ -37,9 +38,17 @@ WriteOp = tuple[int, int, int]
 def encode_writes(seq: int, ops: list[WriteOp]) -> bytes:
     """The header of a WRITES frame for ``ops``, the first of which has sequence number
     ``seq`` (its payload, the ops' bytes in order, follows it on the stream)."""
-    pack = WRITE_OP.pack
-    packed = b"".join([pack(address, rmr_context, n) for address, rmr_context, n in ops])
-    return encode(FrameType.WRITES, seq, packed, payload_len=sum(op[2] for op in ops))
+    return encode_write_rows(seq, ops, (0, 1, 2), sum(op[2] for op in ops))
+
+
+def encode_write_rows(
+    seq: int, rows: Sequence[tuple[int, ...]], fields: tuple[int, int, int], payload_len: int
+) -> bytes:
+    """encode_writes for Writes given as rows holding each one's address, rmr_context and
+    length at the indices ``fields`` (a plain WQE's fields: no tuple per Write), whose bytes
+    add up to ``payload_len``; the Write list packed in C (proto/_rows.c)."""
+    packed = rows_c.pack_writes(rows, *fields)
+    return encode(FrameType.WRITES, seq, packed, payload_len=payload_len)
 
 
 def parse_writes(frame: Frame) -> tuple[int, list[WriteOp]]:

@@ -12,6 +12,7 @@ import struct
 from collections.abc import Sequence
 from typing import Final, NamedTuple, Protocol
 
+from proto import _rows as rows_c
 from proto.codec import pack, unpack
 from proto.constants import CompletionFlags, DtoCompletionStatus, Dtos, EventNumber
 from proto.errors import DatError, MalformedFrame
@@ -186,22 +187,10 @@ def write_rows(
 ) -> tuple[int, bool]:
     """write_dtos of completions of one ``kind`` (a base DTO: a Send, RDMA Write or receive)
     given as rows (each's flags, cookie and length at the indices ``fields``), read in place:
-    no object per completion."""
-    view, pack_into, mine, written = ring.view, EQE.pack_into, ring.mine, 0
-    mask, size = ring.mask, ring.entry_size
-    ok = int(DtoCompletionStatus.DTO_SUCCESS)
-    flags_at, cookie_at, length_at = fields
-    for row in rows:
-        flags = row[flags_at]
-        if flags & _SUPPRESS:
-            continue
-        if written == room:
-            return written, True
-        notify = 0 if flags & _UNSIGNALLED else NOTIFIES
-        at = SLOTS + ((mine + written) & mask) * size  # Ring.slot, inline
-        pack_into(view, at, _DTO_EVENT, notify, 0, 0, ep, ok, row[cookie_at], row[length_at], kind)
-        written += 1
-    return written, False
+    no object per completion, one C call for the run (proto/_rows.c)."""
+    return rows_c.write_rows(
+        ring.view, ring.mine, ring.mask, ring.entry_size, room, ep, kind, rows, *fields
+    )
 
 
 def encode_event(number: EventNumber, record: Event) -> tuple[int, Head, bytes]:

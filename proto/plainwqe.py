@@ -1,8 +1,9 @@
 """The common WQE of the host interface (docs/host-interface.md section 4): a SEND, RDMA_WRITE
 or RECEIVE of one segment and no operands, its bytes in that segment or staged. A driver writes
-it with one pack of hostif.WQE_ONE; the daemon reads a run of them with one unpack
-(``plain_run``). Any other WQE goes through hostif.write_wqe and hostif.read_wqe, which check
-every rule; a plain one passes all of them by construction."""
+it with one pack of hostif.WQE_ONE. ``plain_run`` is the rule in Python: which slots are the
+common WQE, as one unpack for a run; the daemon reads runs with fabricd/_plaintake.c, which
+tests/unit/test_plaintake.py holds to it. Any other WQE goes through hostif.write_wqe and
+hostif.read_wqe, which check every rule; a plain one passes all of them by construction."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from itertools import groupby
 from typing import Final, cast
 
 from fabricd.nic.objects import Ep, Op
-from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_sends, encode_writes
+from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_sends, encode_write_rows
 from proto.codec import encode
 from proto.constants import CompletionFlags, Dtos
 from proto.frames import FrameType
@@ -174,4 +174,4 @@ def take_batch(ep: Ep) -> tuple[bytes, list[memoryview]]:
         return encode(
             FrameType.WRITE, first, w[R_ADDRESS], w[R_CONTEXT], payload_len=w[LENGTH]
         ), views
-    return encode_writes(first, [(w[R_ADDRESS], w[R_CONTEXT], w[LENGTH]) for w in wqes]), views
+    return encode_write_rows(first, wqes, (R_ADDRESS, R_CONTEXT, LENGTH), total), views

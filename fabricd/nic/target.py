@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
+from fabricd import _landing as landing
 from fabricd import _plaintake as plaintake
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.epdriver import EpDriver
@@ -146,23 +147,46 @@ class Target:
         seq, lengths = parse_sends(frame)
         if frame.payload is None:
             return  # no endpoint: nothing to receive them
-        payload, offset, run = memoryview(frame.payload), 0, SendRun(seq)
-        for i, length in enumerate(lengths):
-            at, offset = offset, offset + length
+        payload, offset, run, i = memoryview(frame.payload), 0, SendRun(seq), 0
+        while i < len(lengths):
+            if link.ep is not None and self._common(link, link.ep, seq + i):
+                i, offset = landing.sends(  # as many as land in common receives, in C
+                    frame.payload, offset, lengths, i, link.ep.recvs, run.done, run.recvs,
+                    run.bodies,
+                )  # fmt: skip
+                if i == len(lengths):
+                    break
+            length, this = lengths[i], seq + i
+            at, offset, i = offset, offset + length, i + 1
             body = payload[at:offset]
             if run.done and (link.ep is None or not link.ep.recvs):
                 self._received(link, frame.payload, run)  # before a fetch, which may complete
-                run = SendRun(seq + i)  # or flush receives itself
-            if not link.stalled and self._landed(link, seq + i, body, at, run):
+                run = SendRun(this)  # or flush receives itself
+            if not link.stalled and self._landed(link, this, body, at, run):
                 continue
             self._received(link, frame.payload, run)
-            run = SendRun(seq + i + 1)
-            send = Frame(FrameType.SEND, [seq + i], length, body)
+            run = SendRun(this + 1)
+            send = Frame(FrameType.SEND, [this], length, body)
             if link.seen(send):
                 link.ack_due = True
             else:
                 self.request(link, send)
         self._received(link, frame.payload, run)
+
+    @staticmethod
+    def _common(link: PeerLink, ep: Ep, seq: int) -> bool:
+        """May the Sends from ``seq`` on land as _landed lands them, in receives taken already
+        (nothing holds them back, the EP's receives are its own, the first in shared memory)?
+        landing.sends then checks each receive."""
+        return (
+            bool(ep.recvs)
+            and not ep.recvs[0].spans  # into a C program's memory: _landed plans the writes
+            and not link.stalled
+            and link.fault is None
+            and seq > link.acked
+            and ep.taking is None
+            and ep.srq is None
+        )
 
     def _landed(self, link: PeerLink, seq: int, body: memoryview, at: int, run: SendRun) -> bool:
         """A Send of a batch (the payload's bytes [at, +len)) as request() runs it when nothing

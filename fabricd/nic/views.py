@@ -65,29 +65,6 @@ def one_segment(
     return None
 
 
-def next_segment(
-    before: Lmr | None,
-    memory: MemoryRegistry,
-    owner: int,
-    pz: int,
-    need: int,
-    address: int,
-    length: int,
-    context: int,
-) -> Lmr | None:
-    """``one_segment`` for the next WQE of a run: ``before``, the LMR of the one before it, when
-    the segment names the same key and lies in its range (nothing can have changed the key's
-    owner, PZ or privileges within the run); else the full checks."""
-    if (
-        before is not None
-        and context == before.lmr_context
-        and length
-        and before.region.contains(address, length)
-    ):
-        return before
-    return one_segment(memory, owner, pz, need, address, length, context)
-
-
 def truncate_spans(spans: Sequence[Span], length: int) -> list[Span]:
     """The front of a span list holding exactly ``length`` bytes."""
     out = []

@@ -35,6 +35,7 @@ EXTENSIONS = [
     ("fabricd._landing", "fabricd/_landing.c", "fabricd.nic.remote_access",
      "tests/unit/test_landing.py"),
     ("proto._scatter", "proto/_scatter.c", "proto.codec", "tests/unit/test_scatter.py"),
+    ("proto._rows", "proto/_rows.c", "proto.events", "tests/unit/test_rows.py"),
 ]  # fmt: skip
 """(module, source, the module that imports it, its differential tests)"""
 
