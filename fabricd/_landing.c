@@ -86,8 +86,8 @@ static PyObject *views(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *s_cookie, *s_views, *s_capacity, *s_spans, *s_popleft;
 
 /* The common receive: no process memory (``spans`` empty), one writable byte buffer of at
- * least ``n`` bytes, ``capacity`` at least ``n``. Its buffer view (borrowed from the receive's
- * list, which the receive keeps) and cookie when it is; NULL, no exception left, when not. */
+ * least ``n`` bytes, ``capacity`` at least ``n``. Its buffer view and cookie (new references)
+ * when it is; NULL, no exception left, when not. */
 static PyObject *common_receive(PyObject *recv, unsigned long long n, PyObject **cookie)
 {
 	PyObject *spans = PyObject_GetAttr(recv, s_spans), *views = NULL, *view = NULL;
@@ -115,13 +115,15 @@ static PyObject *common_receive(PyObject *recv, unsigned long long n, PyObject *
 		ok = c && as_u64(c, &capacity) && capacity >= n && PyLong_Check(*cookie);
 		Py_XDECREF(c);
 	}
-	if (!ok)
+	if (ok)
+		Py_INCREF(view);
+	else
 		Py_CLEAR(*cookie);
 done:
 	Py_XDECREF(spans);
 	Py_XDECREF(views);
 	PyErr_Clear();
-	return ok ? view : NULL; /* the list holds it while the receive lives */
+	return ok ? view : NULL;
 }
 
 /* sends(payload, at, lengths, i, recvs, done, taken, bodies) -> (i, at)
@@ -190,6 +192,7 @@ static PyObject *sends(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 			break;
 		}
 		memcpy(PyMemoryView_GET_BUFFER(view)->buf, (const char *)payload.buf + at, (size_t)n);
+		Py_DECREF(view);
 		row = Py_BuildValue("(iOK)", 0, cookie, n);
 		body = PySequence_GetSlice(payload_view, (Py_ssize_t)at, (Py_ssize_t)(at + n));
 		failed = !row || !body || PyList_Append(done, row) || PyList_Append(taken, recv) ||

@@ -28,13 +28,21 @@ static PyObject *s_owner, *s_region, *s_pz, *s_bits, *s_address, *s_end, *s_pid,
 	*s_context;
 
 /* The LMR that the last segment passed (the checks hold for every segment inside its range:
- * nothing can change its owner, PZ or privileges within one call). */
+ * nothing can change its owner, PZ or privileges within one call). It holds references to
+ * the LMR and its view: a finalizer that the collector runs during a call cannot free them
+ * under it. */
 struct key {
-	PyObject *lmr; /* borrowed from the caller's dict or argument */
+	PyObject *lmr; /* NULL: none passed */
 	unsigned long long context, start, end;
-	PyObject *view; /* borrowed: lmr.view, exactly [start, end) */
+	PyObject *view; /* lmr.view, exactly [start, end) */
 	bool pid; /* a process's own memory: its bytes are not in the daemon's view */
 };
+
+static void key_clear(struct key *key)
+{
+	Py_CLEAR(key->lmr);
+	Py_CLEAR(key->view);
+}
 
 /* A non-negative int attribute of ``o`` that fits a u64; false (no exception left) if not. */
 static bool attr_u64(PyObject *o, PyObject *name, unsigned long long *out)
@@ -51,7 +59,8 @@ static bool attr_u64(PyObject *o, PyObject *name, unsigned long long *out)
 	return ok;
 }
 
-/* ``lmr``'s fields, when it belongs to ``owner`` and ``pz`` and grants ``need``. */
+/* The key becomes ``lmr`` when it belongs to ``owner`` and ``pz`` and grants ``need``; else
+ * none (false). */
 static bool key_of(PyObject *lmr, unsigned long long owner, unsigned long long pz,
 		   unsigned long long need, struct key *key)
 {
@@ -59,6 +68,7 @@ static bool key_of(PyObject *lmr, unsigned long long owner, unsigned long long p
 	PyObject *region, *view;
 	bool ok;
 
+	key_clear(key);
 	if (!attr_u64(lmr, s_owner, &value) || value != owner || !attr_u64(lmr, s_pid, &pid) ||
 	    !attr_u64(lmr, s_context, &key->context))
 		return false;
@@ -73,14 +83,14 @@ static bool key_of(PyObject *lmr, unsigned long long owner, unsigned long long p
 	Py_DECREF(region);
 	if (!ok)
 		return false;
-	view = PyObject_GetAttr(lmr, s_view); /* the dataclass keeps it: borrowed from here on */
-	if (!view) {
+	view = PyObject_GetAttr(lmr, s_view);
+	if (!view || !PyMemoryView_Check(view) ||
+	    PyObject_Length(view) != (Py_ssize_t)(key->end - key->start)) {
+		Py_XDECREF(view);
 		PyErr_Clear();
 		return false;
 	}
-	Py_DECREF(view);
-	if (!PyMemoryView_Check(view) || PyObject_Length(view) != (Py_ssize_t)(key->end - key->start))
-		return false;
+	Py_INCREF(lmr);
 	key->lmr = lmr;
 	key->view = view;
 	key->pid = pid != 0;
@@ -242,8 +252,8 @@ static PyObject *take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 		PyErr_SetString(PyExc_ValueError, "take(): the slots lie outside the ring");
 		goto done;
 	}
-	if (before != Py_None && !key_of(before, owner, pz, need, &key))
-		key.lmr = NULL;
+	if (before != Py_None)
+		key_of(before, owner, pz, need, &key);
 	run.wqes = PyList_New(0);
 	run.views = PyList_New(0);
 	if (!run.wqes || !run.views)
@@ -270,10 +280,8 @@ static PyObject *take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 			Py_DECREF(ctx);
 			if (!lmr && PyErr_Occurred())
 				goto done;
-			if (!lmr || !key_of(lmr, owner, pz, need, &key)) {
-				key.lmr = NULL;
+			if (!lmr || !key_of(lmr, owner, pz, need, &key))
 				break;
-			}
 			if (key.context != s.lmr_context || !inside(&key, s.virtual_address, s.segment_length))
 				break;
 		}
@@ -285,6 +293,7 @@ static PyObject *take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	out = Py_BuildValue("(OOKOO)", run.wqes, run.views, run.total,
 			    run.mixed ? Py_True : Py_False, key.lmr ? key.lmr : Py_None);
 done:
+	key_clear(&key);
 	Py_XDECREF(run.wqes);
 	Py_XDECREF(run.views);
 	PyBuffer_Release(&ring);

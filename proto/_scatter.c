@@ -11,6 +11,24 @@
 
 static PyObject *s_cast, *s_format_B;
 
+/* The buffer of ``v`` when it is a memoryview of writable, contiguous memory; NULL with a
+ * TypeError naming ``who`` otherwise. */
+static Py_buffer *writable(PyObject *v, const char *who)
+{
+	Py_buffer *b;
+
+	if (!PyMemoryView_Check(v)) {
+		PyErr_Format(PyExc_TypeError, "%s(): a sink holds memoryviews", who);
+		return NULL;
+	}
+	b = PyMemoryView_GET_BUFFER(v);
+	if (b->readonly || !PyBuffer_IsContiguous(b, 'C')) {
+		PyErr_Format(PyExc_TypeError, "%s(): a sink's views are writable, contiguous", who);
+		return NULL;
+	}
+	return b;
+}
+
 /* views(sink) -> (views, total): the sink's memoryviews as 1-D byte views, the empty ones
  * dropped, and how many bytes they hold. */
 static PyObject *views(PyObject *self, PyObject *sink)
@@ -27,18 +45,11 @@ static PyObject *views(PyObject *self, PyObject *sink)
 		goto done;
 	for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
 		PyObject *v = PySequence_Fast_GET_ITEM(seq, i);
-		Py_buffer *b;
+		Py_buffer *b = writable(v, "views");
 		int failed;
 
-		if (!PyMemoryView_Check(v)) {
-			PyErr_SetString(PyExc_TypeError, "views(): a sink holds memoryviews");
+		if (!b)
 			goto done;
-		}
-		b = PyMemoryView_GET_BUFFER(v);
-		if (b->readonly || !PyBuffer_IsContiguous(b, 'C')) {
-			PyErr_SetString(PyExc_TypeError, "views(): a sink's views are writable, contiguous");
-			goto done;
-		}
 		if (!b->len)
 			continue;
 		if (b->ndim == 1 && b->itemsize == 1 && b->format && !strcmp(b->format, "B")) {
@@ -81,16 +92,13 @@ static PyObject *fill(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	count = PyList_GET_SIZE(list);
 	while (at < src.len && filled < count) {
 		PyObject *head = PyList_GET_ITEM(list, filled);
-		Py_buffer *b;
+		Py_buffer *b = writable(head, "fill");
 		Py_ssize_t n;
 
-		if (!PyMemoryView_Check(head)) {
-			PyErr_SetString(PyExc_TypeError, "fill(): views holds memoryviews");
+		if (!b)
 			goto fail;
-		}
-		b = PyMemoryView_GET_BUFFER(head);
-		if (b->readonly || b->ndim != 1 || b->itemsize != 1 || b->strides[0] != 1) {
-			PyErr_SetString(PyExc_TypeError, "fill(): views are writable, contiguous bytes");
+		if (b->ndim != 1 || b->itemsize != 1) {
+			PyErr_SetString(PyExc_TypeError, "fill(): views are bytes (views() casts them)");
 			goto fail;
 		}
 		n = b->len < src.len - at ? b->len : src.len - at;

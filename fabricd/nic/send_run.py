@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fabricd.nic.objects import Recv
+from fabricd.nic.objects import Ep, PeerLink, Recv
 from fabricd.nic.views import scatter, truncate, truncate_spans
 from fabricd.procmem import Scatter, add_piece
 
@@ -64,3 +64,18 @@ class SendRun:
         self.recvs.append(recv)
         self.bodies.append(body)
         return True
+
+
+def in_receives(link: PeerLink, ep: Ep, seq: int) -> bool:
+    """May the Sends from ``seq`` on land in a run as Target._landed lands them, in receives
+    taken already (nothing holds them back, the EP's receives are its own, the first in shared
+    memory)? fabricd/_landing.c's ``sends`` then checks each receive."""
+    return (
+        bool(ep.recvs)
+        and not ep.recvs[0].spans  # into a C program's memory: _landed plans the writes
+        and not link.stalled
+        and link.fault is None
+        and seq > link.acked
+        and ep.taking is None
+        and ep.srq is None
+    )

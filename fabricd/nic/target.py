@@ -16,14 +16,14 @@ from collections.abc import Callable
 from typing import Final
 
 from fabricd import _landing as landing
-from fabricd import _plaintake as plaintake
 from fabricd.memory import MemoryRegistry
+from fabricd.nic import plain_recvs
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.events import Events
 from fabricd.nic.objects import Ep, PeerLink, Recv
 from fabricd.nic.remote_access import direct_writes, stored, stored_writes, write_targets
 from fabricd.nic.responder import Responder
-from fabricd.nic.send_run import SendRun
+from fabricd.nic.send_run import SendRun, in_receives
 from fabricd.nic.views import local_views, scatter, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import parse_sends, parse_writes
@@ -34,14 +34,10 @@ from proto.constants import EpState as S
 from proto.errors import DatError, MalformedFrame
 from proto.events import RECEIVED_AT
 from proto.frames import FrameType
-from proto.hostif import SLOTS, Ring
-from proto.plainwqe import PLAIN_RECEIVES
+from proto.hostif import Ring
 
 log = logging.getLogger("fabricd")
 _CONSUMES_RECEIVE: Final = frozenset({FrameType.SEND, FrameType.WRITE_IMM})
-_LOCAL_WRITE: Final = int(MemPriv.LOCAL_WRITE)  # what a receive needs of its segment
-_RECEIVE: Final = sum(1 << op for op in PLAIN_RECEIVES)  # plaintake.take's opcodes: a bit each
-_NO_STAGE: Final = memoryview(b"")  # a receive is never staged
 
 
 class Target:
@@ -149,7 +145,7 @@ class Target:
             return  # no endpoint: nothing to receive them
         payload, offset, run, i = memoryview(frame.payload), 0, SendRun(seq), 0
         while i < len(lengths):
-            if link.ep is not None and self._common(link, link.ep, seq + i):
+            if link.ep is not None and in_receives(link, link.ep, seq + i):
                 i, offset = landing.sends(  # as many as land in common receives, in C
                     frame.payload, offset, lengths, i, link.ep.recvs, run.done, run.recvs,
                     run.bodies,
@@ -172,21 +168,6 @@ class Target:
             else:
                 self.request(link, send)
         self._received(link, frame.payload, run)
-
-    @staticmethod
-    def _common(link: PeerLink, ep: Ep, seq: int) -> bool:
-        """May the Sends from ``seq`` on land as _landed lands them, in receives taken already
-        (nothing holds them back, the EP's receives are its own, the first in shared memory)?
-        landing.sends then checks each receive."""
-        return (
-            bool(ep.recvs)
-            and not ep.recvs[0].spans  # into a C program's memory: _landed plans the writes
-            and not link.stalled
-            and link.fault is None
-            and seq > link.acked
-            and ep.taking is None
-            and ep.srq is None
-        )
 
     def _landed(self, link: PeerLink, seq: int, body: memoryview, at: int, run: SendRun) -> bool:
         """A Send of a batch (the payload's bytes [at, +len)) as request() runs it when nothing
@@ -365,31 +346,12 @@ class Target:
             self.unstall(ep.link)
 
     def post_recv_plain(self, ep: Ep, rq: Ring) -> int:
-        """``post_recv`` for a run of plain receives (one segment) at the head of the EP's
-        receive queue, read and checked in C (fabricd/_plaintake.c, a key per call), taken off
-        it together; how many. The run ends before the first receive that is not one or whose
-        segment fails a check (``post_recv`` gives the error); none is taken by an EP of an
-        SRQ or a DISCONNECTED one (``post_recv`` and the intake say what happens to those)."""
+        """``post_recv`` for a run of plain receives at the head of the EP's receive queue
+        (plain_recvs.take); how many. None is taken by an EP of an SRQ or a DISCONNECTED one
+        (``post_recv`` and the intake say what happens to those)."""
         if ep.srq is not None or ep.state == S.DISCONNECTED:
             return 0
-        taken, recvs, lmr = 0, ep.recvs, None
-        lmrs, owner, pz, size = self.memory.by_lmr_context, ep.consumer.id, ep.pz, rq.entry_size
-        while count := rq.available():
-            first = rq.mine & rq.mask
-            n = min(count, rq.entries - first)
-            wqes, views, _, _, lmr = plaintake.take(
-                rq.view, SLOTS + first * size, n, size, _RECEIVE, lmrs, owner, pz, _LOCAL_WRITE,
-                lmr, _NO_STAGE, True,
-            )  # fmt: skip
-            if not wqes:
-                break
-            assert lmr is not None  # the key of every receive taken
-            stored = lmr.pid != 0  # a process's memory: a receive's bytes are stored when filled
-            for wqe, view in zip(wqes, views, strict=True):
-                _, _, _, flags, cookie, _, _, _, _, _, _, address, n, _ = wqe
-                recvs.append(Recv(cookie, flags, [view], n, [(lmr, address, n)] if stored else []))
-            rq.publish(len(wqes))
-            taken += len(wqes)
+        taken = plain_recvs.take(self.memory, ep, rq)
         if taken and ep.link is not None and ep.link.stalled:
             self.unstall(ep.link)
         return taken
