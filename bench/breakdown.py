@@ -25,7 +25,7 @@ from typing import Any
 from bench import cdriver
 from bench.fabric import Session
 from bench.nodes import Fabric
-from bench.perftest import moderation
+from bench.perftest import at_least_one, moderation
 from bench.proc import usage
 from client.faults import Faults
 from fabricd.launch import start_node
@@ -44,10 +44,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--iters", type=int, default=5000)
     p.add_argument("--window", type=int, default=1)
     p.add_argument("--driver", choices=["python", "c"], default="python")
-    p.add_argument("--cq-mod", type=int, default=1, help="signal one request in N")
+    p.add_argument("--cq-mod", type=at_least_one, default=1, help="signal one request in N")
     args = p.parse_args(argv)
-    if args.cq_mod < 1:
-        p.error("--cq-mod: 1 or more")
     if args.driver == "c":
         if args.op not in cdriver.OPS:
             p.error(f"--driver c runs {' and '.join(cdriver.OPS)}")

@@ -3,6 +3,7 @@ rows, and the CQ moderation a run uses."""
 
 from __future__ import annotations
 
+import argparse
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,3 +139,14 @@ def row(result: Result, limits: dict[str, float]) -> str:
         f"{statistics.median(lat):<16.2f} {statistics.fmean(lat):<13.2f} "
         f"{result.percentile(0.99):<12.2f} {result.percentile(0.999):<13.2f} {r}"
     )
+
+
+def at_least_one(text: str) -> int:
+    """An argparse type for counts such as ``--cq-mod``: a whole number of 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of 1 or more")
+    return value

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 
+from bench.perftest import at_least_one
 from client.faults import Faults
 from fabricd import keyfile
 from fabricd.launch import Node, start_node
@@ -20,17 +21,6 @@ from tools.demo import CONNECTED, DemoError, run_client, serve, table
 from tools.faultctl import load_schedule
 
 DEMO_CONN_QUAL = 45248  # dtest's server conn_qual
-
-
-def _at_least_one(text: str) -> int:
-    """An argparse type: a whole number of 1 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of 1 or more")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--cq-mod",
-        type=_at_least_one,
+        type=at_least_one,
         default=1,
         metavar="N",
         help="perftest's CQ moderation: one operation in N signalled (at most the window)",
