@@ -34,7 +34,7 @@ def scheduling(policy: str) -> str | None:
     the few WQEs posted so far and sends them as a frame of their own, their completions come
     back a few at a time, and the next refill is as small; on two cores the daemons then spend
     twice the CPU per operation (64 B Sends at window 64: 5-12 WQEs a look, every look a
-    doorbell's, 47k-57k/s; README's performance section has the A/B).
+    doorbell's, 47k-57k/s; docs/performance.md, the ninth session, has the A/B).
     Asking for SCHED_BATCH needs no privilege (sched(7))."""
     chosen = SCHEDULING[policy]
     if chosen is None:
