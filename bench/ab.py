@@ -76,17 +76,21 @@ def compare(
     """The table's lines: each row ``rounds`` times, before then after each round (a side is
     a tree and the variables its runs get)."""
     width = max([52, *(len(args) + 1 for args in rows)])  # a row's arguments, then a space
-    out = [f"{'row':<{width}}{'before':>22}{'after':>22}{'after/before':>14}"]
+    table: list[tuple[str, str, str, float]] = []
     for args in rows:
         runs: tuple[list[float], list[float]] = ([], [])
         for _ in range(rounds):
             for (tree, env), values in zip(sides, runs, strict=True):
                 values.append(figure(tree, args, env))
-        cells = []
-        for values in runs:
-            cells.append(f"{statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f})")
-        ratio = statistics.median(runs[1]) / statistics.median(runs[0])
-        out.append(f"{args:<{width}}{cells[0]:>22}{cells[1]:>22}{ratio:>14.2f}")
+        before, after = (
+            f"{statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f})"
+            for values in runs
+        )
+        table.append((args, before, after, statistics.median(runs[1]) / statistics.median(runs[0])))
+    cell = max([22, *(len(c) + 2 for _, *cells, _ in table for c in cells)])  # two spaces apart
+    out = [f"{'row':<{width}}{'before':>{cell}}{'after':>{cell}}{'after/before':>14}"]
+    for args, before, after, ratio in table:
+        out.append(f"{args:<{width}}{before:>{cell}}{after:>{cell}}{ratio:>14.2f}")
     return out
 
 
