@@ -30,6 +30,7 @@ from proto.constants import CompletionFlags, Dtos, MemPriv
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatError, DatInvalidParameter, MalformedFrame
+from proto.events import Row
 from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, SLOTS, Ring, Wqe
 from proto.plainwqe import PLAIN_AT, PLAIN_REQUESTS
 
@@ -261,8 +262,11 @@ class Initiator:
 
     def retire(self, ep: Ep) -> None:
         """Complete, in posting order, every request at the head of the queue that is done
-        (runs of successful DTOs together: their completions are written at once)."""
+        (runs of successful DTOs together: their completions are written at once, the rows
+        of consecutive Runs of one kind in one write)."""
         ops, succeeded = ep.ops, list[Op]()
+        rows: list[Row] = []  # of the Runs since the last Op, all of ``kind``
+        kind = Dtos.RDMA_WRITE
         while ops:
             op = ops[0]
             if isinstance(op, Run):  # a Run's requests are done as the ACK covers them
@@ -272,14 +276,20 @@ class Initiator:
                     break
                 self.eps.complete_run(ep, succeeded)  # what finished before it, first
                 succeeded = []
-                op.done = hi
-                self.eps.events.rows_done(ep, op.kind, op.wqes[lo:hi], PLAIN_AT)
+                if rows and op.kind != kind:
+                    self.eps.events.rows_done(ep, kind, rows, PLAIN_AT)
+                    rows = []
+                kind, op.done = op.kind, hi
+                rows += op.wqes[lo:hi]
                 if hi < end:
                     break
                 ops.popleft()
                 continue
             if not op.done and (op.kind in ANSWERED or op.seq > ep.acked):
                 break
+            if rows:  # the Runs before it, first
+                self.eps.events.rows_done(ep, kind, rows, PLAIN_AT)
+                rows = []
             if op.status == St.DTO_SUCCESS and op.kind != Dtos.BIND_MW:
                 ops.popleft()
                 succeeded.append(op)
@@ -291,6 +301,8 @@ class Initiator:
                 return
             ops.popleft()
             self.eps.complete(ep, op, St.DTO_SUCCESS)
+        if rows:
+            self.eps.events.rows_done(ep, kind, rows, PLAIN_AT)
         self.eps.complete_run(ep, succeeded)
         self.eps.drained(ep)
         self.retired(ep)
