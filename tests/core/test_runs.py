@@ -120,6 +120,29 @@ def test_fenced_and_large_requests_are_ops_between_runs() -> None:
     assert a.log() == [(DTO, c, OK, MAX_OP_BYTES + 1 if c == 4 else 16) for c in range(7)]
 
 
+def test_runs_of_two_kinds_completed_together_keep_their_kinds_in_order() -> None:
+    """One ACK retires a Run of Writes, a Run of Sends and another of Writes: their
+    completions (written a kind at a time) come in posting order, each with its own DTO."""
+    fabric, a, b = _setup()
+    requests = _hold(fabric, a, b)
+    for cookie in range(4):
+        b.c.post(Dtos.RECEIVE, b.ep, [b.triplet(64 * cookie, 64)], 100 + cookie, None, 0)
+    kinds = [Dtos.RDMA_WRITE] * 3 + [Dtos.SEND] * 4 + [Dtos.RDMA_WRITE] * 2
+    for cookie, kind in enumerate(kinds, 1):
+        if kind == Dtos.SEND:
+            a.c.post(Dtos.SEND, a.ep, [a.triplet(0, 16)], cookie, None, 0)
+        else:
+            _write(a, b, cookie)
+        if cookie in (3, 7):
+            fabric.run()  # a turn of one kind: a Run each
+    items = _items(_ep(a))
+    assert len(items) >= 3 and {kind for kind, *_ in items} == {"Run"}, items
+    requests.release()
+    fabric.run()
+    done = [(e.cookie, e.operation, e.status) for e in a.events() if e.event_number == DTO]
+    assert done == [(cookie, kind, OK) for cookie, kind in enumerate([Dtos.RDMA_WRITE, *kinds])]
+
+
 def test_a_run_longer_than_a_batch_goes_in_two_and_its_acks_complete_its_head() -> None:
     fabric, a, b, requests = _held_writes(MAX_OPS + 11)
     writes = fabric.frames(FrameType.WRITES)
