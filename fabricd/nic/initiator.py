@@ -30,9 +30,8 @@ from proto.constants import CompletionFlags, Dtos, MemPriv
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatError, DatInvalidParameter, MalformedFrame
-from proto.events import Row
 from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, SLOTS, Ring, Wqe
-from proto.plainwqe import PLAIN_AT, PLAIN_REQUESTS
+from proto.plainwqe import PLAIN_AT, PLAIN_REQUESTS, PlainWqe
 
 log = logging.getLogger("fabricd")
 _FENCE = int(CompletionFlags.BARRIER_FENCE)
@@ -265,8 +264,8 @@ class Initiator:
         (runs of successful DTOs together: their completions are written at once, the rows
         of consecutive Runs of one kind in one write)."""
         ops, succeeded = ep.ops, list[Op]()
-        rows: list[Row] = []  # of the Runs since the last Op, all of ``kind``
-        kind = Dtos.RDMA_WRITE
+        rows: list[PlainWqe] = []  # of the Runs since the last Op, all of ``kind``
+        kind = Dtos.RDMA_WRITE  # read only once ``rows`` holds some
         while ops:
             op = ops[0]
             if isinstance(op, Run):  # a Run's requests are done as the ACK covers them
@@ -280,7 +279,10 @@ class Initiator:
                     self.eps.events.rows_done(ep, kind, rows, PLAIN_AT)
                     rows = []
                 kind, op.done = op.kind, hi
-                rows += op.wqes[lo:hi]
+                if rows:
+                    rows += op.wqes[lo:hi]
+                else:
+                    rows = op.wqes[lo:hi]  # a retire of one Run copies its rows once, as before
                 if hi < end:
                     break
                 ops.popleft()
