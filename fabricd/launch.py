@@ -79,11 +79,13 @@ def start_node(
     log_path: str | None = None,
     timeout: float = 15.0,
     cluster_key: str | None = "",
+    module: str = "fabricd.cli",
 ) -> Node:
     """Start ``fabricd`` (optionally inside a network namespace) and wait for its ready line.
 
     ``cluster_key`` is the key file its peers must prove: "" is this user's (``user_key``),
-    None runs it with --no-cluster-key."""
+    None runs it with --no-cluster-key. ``module`` runs in its place with fabricd's arguments
+    (bench.timeline's traced daemon)."""
     key = (
         ["--no-cluster-key"]
         if cluster_key is None
@@ -92,7 +94,7 @@ def start_node(
     cmd = [
         sys.executable,
         "-m",
-        "fabricd.cli",
+        module,
         "--name",
         name,
         "--listen",

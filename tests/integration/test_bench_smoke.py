@@ -257,3 +257,22 @@ def test_bench_breakdown_names_every_process_of_a_windowed_send() -> None:
     assert lines[6].startswith("  the client's CPU per operation: post ") and " reap " in lines[6]
     assert "this machine's pace: 1,000,000 additions in " in lines[6]
     assert lines[7].startswith("  consumer-daemon call round trip: ")
+
+
+def test_timeline_shows_every_process_of_a_window() -> None:
+    """``python -m bench.timeline``: the consumer's waits, the initiator's batches and ACKs and
+    the target's landings, in one timeline."""
+    stretch = ["--iters", "300000", "--at", "0.3", "--span", "20", "--rows", "100000"]
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.timeline", *stretch],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    events = [line.split(maxsplit=2)[1:] for line in out.stdout.splitlines()[3:]]
+    seen = {(who, what.split()[0]) for who, what in events}
+    assert {("C", "waits"), ("C", "has"), ("I", "took"), ("I", "sends"), ("I", "ACK")} <= seen
+    assert {("T", "WRITES"), ("T", "acknowledges")} <= seen
+    times = [float(line.split()[0]) for line in out.stdout.splitlines()[3:]]
+    assert times == sorted(times) and times[0] >= 0 and times[-1] <= 20_000
