@@ -20,6 +20,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from fabricd.streams import READ_AHEAD
+from proto.batch import MAX_BATCH_BYTES, encode_writes
 from proto.codec import (
     DIRECT_LANDING_MIN,
     DISCARD,
@@ -716,3 +718,28 @@ def test_protocol_errors_are_not_dat_errors() -> None:
     for cls in (FrameTooLarge, MalformedFrame):
         assert issubclass(cls, ProtocolError)
         assert not issubclass(cls, DatError)
+
+
+@pytest.mark.parametrize(("grows_to", "reads"), [(READ_AHEAD, 1), (256 * 1024, 2)])
+def test_a_whole_batch_of_small_writes_lands_from_one_read(grows_to: int, reads: int) -> None:
+    """A stream's reader (fabricd.streams.READ_AHEAD) grows until a full WRITES batch of 4 KiB
+    Writes (MAX_BATCH_BYTES and its header), alone on the socket as a window of them is, comes
+    in one read; one of 256 KiB, as it was, leaves the header's worth for a second read."""
+    count = MAX_BATCH_BYTES // 4096
+    payload = payload_bytes(3, MAX_BATCH_BYTES)
+    data = encode_writes(7, [(64 * i, 9, 4096) for i in range(count)]) + payload
+    segs = [bytearray(4096) for _ in range(count)]
+    reader = FrameReader(lambda f: [memoryview(s) for s in segs], max_bufsize=grows_to)
+    per_window = []
+    for _ in range(4):  # each window's batch alone on the socket
+        at, n_reads, frames = 0, 0, list[Frame]()
+        while at < len(data):
+            buf = reader.get_buffer(-1)
+            n = min(len(buf), len(data) - at)
+            buf[:n] = data[at : at + n]
+            reader.buffer_updated(n)
+            frames.extend(drain(reader))
+            at, n_reads = at + n, n_reads + 1
+        assert len(frames) == 1 and b"".join(segs) == payload
+        per_window.append(n_reads)
+    assert per_window[-1] == reads
