@@ -194,5 +194,15 @@ class Daemon:
         self.turn.call_idle(fn)
 
     def call_next(self, fn: Callable[[], None]) -> None:
+        """Busy polling's next look, in the next loop iteration; first the CPU goes to a task
+        queued for it (sched_yield: Linux's own busy polling stops when another task needs
+        the CPU). Without it a consumer that shares the daemon's CPU sees its completions only
+        when the looks end: `python -m bench.timeline --op send --size 64` showed 16 empty
+        looks (~70 us) between the retire of a window and the consumer's has-events, then its
+        doorbell; with it, one look, then the consumer posts the window and the next look
+        takes it whole. `python -m bench.ab HEAD --rounds 6`: 64 B Sends at window 64 1.31 x
+        moderated, 1.20 x signalled, 4 KiB Writes moderated 1.17 x; 64 B at window 1, median
+        post to completion, Write 1.07 x and Read 0.97 x (ranges overlapping in every row)."""
         assert self._loop is not None
+        os.sched_yield()
         self._loop.call_soon(fn)
