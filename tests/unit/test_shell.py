@@ -28,3 +28,25 @@ def test_the_next_look_yields_the_cpu_then_runs_in_a_later_iteration(
 
     asyncio.run(main())
     assert said == ["yield", "this iteration", "look"]
+
+
+def test_uvloop_counts_timers_and_its_clock_in_whole_milliseconds() -> None:
+    """What fabricd/nic/intake.py's LINGER and BUSY_LOOKS say of the daemon's loop: a delay of
+    half a millisecond or less is no timer at all (it runs at the next iteration), and
+    loop.time() moves in whole milliseconds."""
+    import uvloop
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        ran: list[str] = []
+        loop.call_later(200e-6, lambda: ran.append("200 us"))  # queued as call_soon is
+        loop.call_later(1e-3, lambda: ran.append("1 ms"))  # a timer: after what is queued
+        loop.call_soon(lambda: ran.append("soon"))
+        await asyncio.sleep(0)
+        assert ran == ["200 us", "soon"]
+        for _ in range(20):
+            ms = loop.time() * 1000
+            assert abs(ms - round(ms)) < 1e-6
+            await asyncio.sleep(0)
+
+    uvloop.run(main())
