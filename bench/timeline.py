@@ -155,9 +155,12 @@ def _traced(fn: Callable[..., Any], point: Point, record: Callable[[str], None])
 
 
 def merge(traces: Sequence[tuple[str, str]], start: int) -> list[str]:
-    """The rows of ``(tag, path)`` traces in time order, as "µs tag what" lines."""
+    """The rows of ``(tag, path)`` traces in time order, as "µs tag what" lines (a process
+    that passed no trace point in the stretch left no file)."""
     rows: list[tuple[int, str, str]] = []
     for tag, path in traces:
+        if not Path(path).exists():
+            continue
         for line in Path(path).read_text().splitlines():
             t, _, what = line.partition(" ")
             rows.append((int(t), tag, what))

@@ -73,7 +73,8 @@ def test_every_point_names_a_function_that_exists(point: Point) -> None:
 def test_traces_merge_in_time_order_from_the_stretch_start(tmp_path: Path) -> None:
     (tmp_path / "c").write_text("1500 waits\n4000 has 4 events\n")
     (tmp_path / "i").write_text("2000 took 64 WQEs\n3500 ACK 63\n")
-    lines = timeline.merge([("C", str(tmp_path / "c")), ("I", str(tmp_path / "i"))], 1000)
+    traces = [("C", str(tmp_path / "c")), ("I", str(tmp_path / "i")), ("T", str(tmp_path / "t"))]
+    lines = timeline.merge(traces, 1000)  # T passed no trace point: no file
     assert [line.split(maxsplit=2) for line in lines] == [
         ["0.5", "C", "waits"],
         ["1.0", "I", "took 64 WQEs"],
