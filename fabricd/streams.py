@@ -30,7 +30,8 @@ READ_AHEAD = 2 * MAX_BATCH_BYTES
 """What a stream's FrameReader buffer grows to: room for a whole WRITES batch of small Writes
 (MAX_BATCH_BYTES and its header), which then lands from one read. At 256 KiB, a window of 64
 4 KiB Writes (263,188 bytes on the wire) took two reads and two loop iterations at the target
-(`python -m bench.timeline`: its read to its ACK 106.5 -> 95.4 us, median of 22-24 windows);
+(`python -m bench.timeline --rows 400`, from each T "reads" of a batch to its "writes 13 B":
+106.5 -> 95.4 us, the median of 22 and 24 windows);
 `python -m bench.ab HEAD --rounds 4`: 4 KiB Writes at window 64, moderated, 1.07 x, 4 KiB
 Sends 1.08 x, 64 B Writes 1.06 x, 1 MiB Writes 1.15 x (both sides' runs from 1.9 to 5.1 GB/s):
 the ranges overlap in every row."""

@@ -31,10 +31,11 @@ LINGER = 200e-6
 (``Intake._looks_again``), unless a retire looks first: the most a post made meanwhile waits
 to be taken. So in the NIC core (its clock is the harness's); uvloop, the daemon's loop,
 counts its timers in whole milliseconds and runs one of up to half a millisecond at its next
-iteration, so there the deadline is the loop iteration after the empty look's turn (uvloop's
-call_later with 200, 499 and 500 us ran after 51, 8 and 3 us, with 1 ms after 1,146 us).
+iteration, so there the deadline is the loop iteration after the empty look's turn (timed once
+with perf_counter: uvloop's call_later with 200, 499 and 500 us ran after 51, 8 and 3 us, with
+1 ms after 1,146 us; tests/unit/test_shell.py checks the order and the clock).
 `fabricctl bench --size 4096 --window 64 --iters 200000 --cq-mod 16`, four interleaved pairs
-with a real deadline of 1 ms: 608-865 MB/s -> 664-864, within this VM's noise: it stays."""
+with LINGER = 1e-3 (a real deadline): 608-865 MB/s -> 664-864, within noise: it stays."""
 BUSY_POLL = 50e-6
 """Seconds POLL stays 1 after the last outstanding request retires, the daemon looking at the
 EP's queues in each loop iteration (Linux's busy polling of a socket): a consumer that posts

@@ -32,7 +32,7 @@ def test_the_next_look_yields_the_cpu_then_runs_in_a_later_iteration(
 
 def test_uvloop_counts_timers_and_its_clock_in_whole_milliseconds() -> None:
     """What fabricd/nic/intake.py's LINGER and BUSY_LOOKS say of the daemon's loop: a delay of
-    half a millisecond or less is no timer at all (it runs at the next iteration), and
+    200 us (LINGER) is no timer at all (it runs as call_soon does, before a 1 ms timer), and
     loop.time() moves in whole milliseconds."""
     import uvloop
 
