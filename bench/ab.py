@@ -11,7 +11,8 @@ before the tools package); this checkout runs its own. ``--before-env`` and ``--
 variables for one side's runs (its bench and the daemons it starts): ``python -m bench.ab HEAD
 --before-env DATFABRIC_SCHED=normal`` compares a setting rather than code. Each row prints both
 sides' medians and ranges and their ratio (after / before: above 1 is better for rates, below 1
-for latencies).
+for latencies). Both sides warm up alike: a revision whose bench predates ``--warmup`` warms up
+50 operations, and the other side's rows are then given ``--warmup 50`` too.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from bench.report import bench
@@ -37,6 +38,23 @@ ROWS = (
     "--op read --size 1048576 --window 16 --iters 600",
     "--op send --size 1048576 --window 16 --iters 600",
 )
+
+
+OLD_WARMUP = "50"  # operations fabricctl bench ran untimed before it had --warmup
+
+
+def has_warmup(tree: Path) -> bool:
+    """Does ``tree``'s fabricctl bench take ``--warmup``?"""
+    ctl = tree / "tools" / "ctl.py"
+    return ctl.exists() and '"--warmup"' in ctl.read_text()
+
+
+def warm_alike(trees: Sequence[Path], args: str) -> list[str]:
+    """Each tree's arguments for a row: as given, but when one tree's bench predates
+    ``--warmup``, the others warm up as it does."""
+    if "--warmup" in args.split() or all(map(has_warmup, trees)):
+        return [args] * len(trees)
+    return [f"{args} --warmup {OLD_WARMUP}" if has_warmup(t) else args for t in trees]
 
 
 def figure(tree: Path, args: str, env: Mapping[str, str]) -> float:
@@ -79,9 +97,10 @@ def compare(
     table: list[tuple[str, str, str, float]] = []
     for args in rows:
         runs: tuple[list[float], list[float]] = ([], [])
+        each = warm_alike([tree for tree, _ in sides], args)
         for _ in range(rounds):
-            for (tree, env), values in zip(sides, runs, strict=True):
-                values.append(figure(tree, args, env))
+            for (tree, env), side_args, values in zip(sides, each, runs, strict=True):
+                values.append(figure(tree, side_args, env))
         before, after = (
             f"{statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f})"
             for values in runs

@@ -1,7 +1,7 @@
 """Our fabric next to UCX over TCP on this machine, one table.
 
 ``python -m bench.compare [--sizes 4096,65536,1048576] [--iters N] [--window 16] [--rounds N]
-[--json]``
+[--warmup N] [--json]``
 
 At each size it runs ``fabricctl bench`` (write, send and read bw at ``--window``; write lat at
 window 1; its Sends, into receives its target reposts, are compared with ucp_put_bw),
@@ -10,7 +10,9 @@ libdatfabric: a C program beside a C program, as users of the provider run; its 
 compared with ucp_put_bw too; over C_ITERS operations at least, C_BYTES at most)
 and ``ucx_perftest`` over TCP on loopback (``ucp_put_bw``, ``ucp_get``, ``ucp_put_lat``), each
 client against its own server, every process under a timeout. A run that fails shows ``n/a``
-and says why on stderr.
+and says why on stderr. Every run warms up first, untimed: ``--warmup`` operations (default
+--iters, at most ucx_perftest's own default of 10,000), ucx_perftest's as its ``-w`` and ours
+as fabricctl bench's ``--warmup``; the C driver's, a tenth of its run (post_reap).
 
 ``--rounds N`` measures everything N times, round by round (every size in a round, then the
 next round), and ends with each size's medians: each ratio there is the median of the rounds'
@@ -40,7 +42,7 @@ from typing import Any
 
 from bench import cdriver
 from bench.compare_table import COLUMNS, Row, format_line, medians, ratios_line
-from bench.perftest import moderation
+from bench.perftest import at_least_zero, moderation, warmup
 from bench.ucx import RunError, run_ucx
 
 DEFAULT_SIZES = (4096, 65536, 1048576)
@@ -62,7 +64,9 @@ LEGEND = (
     "write lat = median post-to-completion at window 1 (a FULL round trip); ours C: "
     "provider/bench/post_reap, a C program writing (sending, into receives it reposts) through "
     "libdatfabric (polling, as ucx_perftest does) at the same window, over --iters "
-    "operations or {c_ops}, whichever is more (at most {c_mib} MiB)",
+    "operations or {c_ops}, whichever is more (at most {c_mib} MiB); every run warms up "
+    "first, untimed: {warm} operations (ucx_perftest -w, ours --warmup; ours C a tenth of "
+    "its run)",
     "# ucx: ucx_perftest UCX_TLS=tcp UCX_NET_DEVICES=lo, 'overall' bandwidth; ucp_get is "
     "emulated over active messages on tcp; put_lat = median of HALF a round trip (RTT/2)",
 )
@@ -93,9 +97,10 @@ def _run_group(argv: list[str], timeout: float, what: str) -> tuple[int, str, st
 class Ours:
     """Runs ``fabricctl bench`` (as ``python -m tools.ctl bench``) and remembers if it can't."""
 
-    def __init__(self, window: int = BW_WINDOW, cq_mod: int = 1) -> None:
+    def __init__(self, window: int = BW_WINDOW, cq_mod: int = 1, warm: int = 0) -> None:
         self.window = window  # of the bandwidth runs
         self.cq_mod = cq_mod  # of the bandwidth runs: one request in cq_mod signalled
+        self.warm = warm  # operations each run does untimed first
         self.no_limits = True  # skip its limit measurement when it offers that
         self.broken: str | None = None  # set when every further run would fail the same way
 
@@ -119,6 +124,8 @@ class Ours:
             str(iters),
             "--window",
             str(window),
+            "--warmup",
+            str(self.warm),
             "--json",
             *(["--cq-mod", str(self.cq_mod)] if mode == "bw" and self.cq_mod > 1 else []),
         ]
@@ -168,7 +175,7 @@ def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
         "ours write bw", lambda t: _num(ours.run("write", "bw", size, iters, t), "bw_MBps")
     )
     row.ucx_put_bw_MBps = attempt(
-        "ucx ucp_put_bw", lambda t: run_ucx("ucp_put_bw", size, iters, t).bw_MBps
+        "ucx ucp_put_bw", lambda t: run_ucx("ucp_put_bw", size, iters, t, ours.warm).bw_MBps
     )
     row.ours_c_write_MBps = attempt(
         "ours C write bw",
@@ -184,12 +191,14 @@ def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
     row.ours_read_MBps = attempt(
         "ours read bw", lambda t: _num(ours.run("read", "bw", size, iters, t), "bw_MBps")
     )
-    row.ucx_get_MBps = attempt("ucx ucp_get", lambda t: run_ucx("ucp_get", size, iters, t).bw_MBps)
+    row.ucx_get_MBps = attempt(
+        "ucx ucp_get", lambda t: run_ucx("ucp_get", size, iters, t, ours.warm).bw_MBps
+    )
     row.ours_write_lat_us_p50 = attempt(
         "ours write lat", lambda t: _num(ours.run("write", "lat", size, iters, t), "lat_us_p50")
     )
     row.ucx_put_lat_us_p50 = attempt(
-        "ucx ucp_put_lat", lambda t: run_ucx("ucp_put_lat", size, iters, t).lat_p50_us
+        "ucx ucp_put_lat", lambda t: run_ucx("ucp_put_lat", size, iters, t, ours.warm).lat_p50_us
     )
     return row
 
@@ -251,6 +260,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="measure everything N times, round by round, then print each size's medians",
     )
+    p.add_argument(
+        "--warmup",
+        type=at_least_zero,
+        default=None,
+        metavar="N",
+        help="operations every run does untimed first (ucx_perftest -w, fabricctl bench"
+        " --warmup); default --iters, at most ucx_perftest's default 10000",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per size instead")
     return p
 
@@ -262,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         print("compare: --iters, --window, --rounds and --cq-mod must be positive", file=sys.stderr)
         return 2
     deadline = time.monotonic() + BUDGET * args.rounds
-    ours = Ours(args.window, args.cq_mod)
+    ours = Ours(args.window, args.cq_mod, warmup(args.iters, args.warmup))
     if not args.json:
         now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
         rounds = f"  rounds {args.rounds}" if args.rounds > 1 else ""
@@ -274,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
                 cq_mod=moderation(args.cq_mod, args.window),
                 c_ops=f"{C_ITERS:,}",
                 c_mib=C_BYTES >> 20,
+                warm=f"{ours.warm:,}",
             )
         )
         print(format_line([name for name, _ in COLUMNS]), flush=True)

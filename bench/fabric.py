@@ -21,7 +21,7 @@ from typing import Any
 
 from bench.connections import main as connections_main
 from bench.nodes import Fabric, fabric_for
-from bench.perftest import LINE, Result, header, moderation, peak, row
+from bench.perftest import LINE, Result, header, moderation, peak, row, warmup
 from bench.target import pattern
 from client.api import Ep, Evd, Ia, Lmr
 from client.records import Event
@@ -190,13 +190,16 @@ def measure(
     progress: Callable[[int], None],
     poll: bool = False,
     cq_mod: int = 1,
+    warm: int | None = None,
 ) -> Result:
-    """Warm up, run, and summarise one size."""
+    """Warm up (``warm`` operations: perftest.warmup), run, and summarise one size."""
     win = 1 if mode == "lat" else window
     mod = moderation(cq_mod, win)
-    session.run(op, size, min(iters, 50), win, lambda _: None, poll, mod)
+    untimed = warmup(iters, warm)
+    if untimed:
+        session.run(op, size, untimed, win, lambda _: None, poll, mod)
     elapsed, lat, finished = session.run(op, size, iters, win, progress, poll, mod)
-    result = Result(op, mode, size, iters, win, same_node, poll, mod)
+    result = Result(op, mode, size, iters, win, same_node, poll, mod, untimed)
     result.bw_MBps = size * iters / elapsed / 1e6
     result.msg_rate = iters / elapsed / 1e6
     result.bw_peak_MBps = peak(size, finished)
@@ -252,7 +255,11 @@ def main(args: Any) -> int:
     plan = [(s, args.iters or default_iters(s, args.mode)) for s in sizes]
     progress = Progress(sum(n for _, n in plan))
     if not args.json:
-        print(header(args.op, args.mode, args.window, args.same_node, limits, args.cq_mod))
+        print(
+            header(
+                args.op, args.mode, args.window, args.same_node, limits, args.cq_mod, args.warmup
+            )
+        )
     with fabric_for(args) as fabric:
         session = Session(fabric, args.op, max(sizes), args.window)
         try:
@@ -268,6 +275,7 @@ def main(args: Any) -> int:
                     progress.step,
                     args.poll,
                     args.cq_mod,
+                    args.warmup,
                 )
                 if args.verify:
                     session.verify(args.op, size)

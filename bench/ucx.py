@@ -104,8 +104,9 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=5)
 
 
-def run_ucx(test: str, size: int, iters: int, timeout: float) -> UcxResult:
-    """One ucx_perftest client/server pair over TCP on loopback; the server is always ended."""
+def run_ucx(test: str, size: int, iters: int, timeout: float, warm: int | None = None) -> UcxResult:
+    """One ucx_perftest client/server pair over TCP on loopback; the server is always ended.
+    ``warm``: its warm-up operations (``-w``; its default, 10,000, when None)."""
     exe = shutil.which(UCX_PERFTEST)
     if exe is None:
         raise RunError("ucx_perftest not found (Debian package ucx-utils)")
@@ -127,6 +128,8 @@ def run_ucx(test: str, size: int, iters: int, timeout: float) -> UcxResult:
         if up is None:
             time.sleep(0.5)  # no /proc: give the server a moment
         argv = [exe, "127.0.0.1", "-p", str(port), "-t", test, "-s", str(size), "-n", str(iters)]
+        if warm is not None:
+            argv += ["-w", str(warm)]
         try:
             client = subprocess.run(
                 [*argv, "-f"],

@@ -11,7 +11,7 @@ import sys
 import tempfile
 import threading
 
-from bench.perftest import at_least_one
+from bench.perftest import WARMUP, at_least_one, at_least_zero
 from client.faults import Faults
 from fabricd import keyfile
 from fabricd.launch import Node, start_node
@@ -76,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         metavar="N",
         help="perftest's CQ moderation: one operation in N signalled (at most the window)",
+    )
+    bench.add_argument(
+        "--warmup",
+        type=at_least_zero,
+        default=None,
+        metavar="N",
+        help=f"operations run untimed before each size (default: --iters, at most {WARMUP},"
+        " ucx_perftest's -w)",
     )
     bench.add_argument("--json", action="store_true", help="one JSON object per size")
     bench.add_argument("--verify", action="store_true", help="check the bytes after each size")

@@ -29,6 +29,7 @@ KEYS = {
     "same_node",
     "poll",
     "cq_mod",
+    "warmup",
     "bw_MBps",
     "msg_rate",
     "lat_us_p50",
@@ -57,6 +58,7 @@ def test_bench_bandwidth_runs_and_verifies(op: str, same_node: bool) -> None:
         assert set(row) >= KEYS
         expected = (op, "bw", int(size), same_node)
         assert (row["op"], row["mode"], row["size"], row["same_node"]) == expected
+        assert row["warmup"] == 40  # as many as it measured (at most ucx_perftest's 10,000)
         assert isinstance(row["bw_MBps"], float) and row["bw_MBps"] > 0
 
 
@@ -104,8 +106,10 @@ def test_a_moderated_run_is_told_of_one_request_in_n_and_the_last(
 
 def test_bench_moderation_is_at_most_the_window_and_none_at_window_1() -> None:
     (bw,) = _bench("--size", "64", "--iters", "100", "--window", "16", "--cq-mod", "100")
-    (lat,) = _bench("--mode", "lat", "--size", "64", "--iters", "20", "--cq-mod", "8")
+    (lat,) = _bench("--mode", "lat", "--size", "64", "--iters", "20", "--cq-mod", "8",
+                    "--warmup", "0")  # fmt: skip
     assert (bw["cq_mod"], lat["cq_mod"]) == (16, 1)
+    assert (bw["warmup"], lat["warmup"]) == (100, 0)
     bad = subprocess.run(
         [sys.executable, "-m", "tools.ctl", "bench", "--cq-mod", "0"],
         capture_output=True, text=True, timeout=60,

@@ -1,0 +1,79 @@
+"""Warm-up before a measurement: fabricctl bench's default and ``--warmup``, bench.compare
+giving every tool the same count, and bench.ab warming both revisions alike."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench import ab, compare, ucx
+from bench.perftest import WARMUP, at_least_zero, warmup
+
+
+def test_a_run_warms_up_as_long_as_it_measures_up_to_ucx_perftests_default() -> None:
+    assert WARMUP == 10_000  # ucx_perftest -w's default
+    assert [warmup(n) for n in (1, 203, 10_000, 20_000)] == [1, 203, 10_000, 10_000]
+    assert warmup(20_000, 0) == 0 and warmup(5, 50) == 50  # asked: as asked
+
+
+@pytest.mark.parametrize("text", ["-1", "x", "1.5"])
+def test_a_warm_up_is_a_whole_number_of_zero_or_more(text: str) -> None:
+    assert at_least_zero("0") == 0
+    with pytest.raises(argparse.ArgumentTypeError):
+        at_least_zero(text)
+
+
+def test_compare_tells_fabricctl_bench_the_warm_up_ucx_perftest_gets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[list[str]] = []
+
+    def run_group(argv: list[str], timeout: float, what: str) -> tuple[int, str, str]:
+        seen.append(argv)
+        return 0, json.dumps({"size": 64, "bw_MBps": 1.0}), ""
+
+    monkeypatch.setattr(compare, "_run_group", run_group)
+    ours = compare.Ours(window=64, cq_mod=16, warm=warmup(20_000))
+    ours.run("write", "bw", 64, 20_000, timeout=5)
+    argv = seen[0]
+    assert argv[argv.index("--warmup") + 1] == "10000"
+
+
+def test_compare_passes_ucx_perftest_its_warm_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_ucx gives ucx_perftest's client ``-w`` when told a warm-up, nothing otherwise."""
+    clients: list[list[str]] = []
+
+    def run(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        clients.append(argv)
+        raise subprocess.TimeoutExpired(argv, 0)  # enough: the argv is what this test wants
+
+    monkeypatch.setattr(subprocess, "run", run)
+    for warm in (123, None):
+        with pytest.raises(ucx.RunError):
+            ucx.run_ucx("ucp_put_bw", 64, 1000, timeout=20, warm=warm)
+    assert clients[0][clients[0].index("-w") + 1] == "123"
+    assert "-w" not in clients[1]
+
+
+def _tree(root: Path, name: str, ctl: str | None) -> Path:
+    tree = root / name
+    (tree / "tools").mkdir(parents=True)
+    if ctl is not None:
+        (tree / "tools" / "ctl.py").write_text(ctl)
+    return tree
+
+
+def test_ab_warms_both_sides_alike(tmp_path: Path) -> None:
+    new = _tree(tmp_path, "new", 'bench.add_argument(\n    "--warmup",\n')
+    old = _tree(tmp_path, "old", 'bench.add_argument("--cq-mod")\n')
+    older = _tree(tmp_path, "older", None)  # client.ctl's time
+    row = "--op write --size 4096"
+    assert ab.warm_alike([new, new], row) == [row, row]
+    assert ab.warm_alike([old, new], row) == [row, f"{row} --warmup 50"]
+    assert ab.warm_alike([new, older], row) == [f"{row} --warmup 50", row]
+    told = f"{row} --warmup 9"
+    assert ab.warm_alike([old, new], told) == [told, told]  # as given: the old side says no
