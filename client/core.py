@@ -94,6 +94,8 @@ class ClientCore(EventPath, MemoryCalls, ConnectionCalls, SrqCalls):
         posting = Posting(name, mapper, self.eps, self.regions, self.ep_mirror)
         self.queues = posting.queues
         self.post = posting.post  # the hot path: no delegating call in between
+        self.plain = posting.plain
+        self.doorbell = posting.doorbell
         self.post_extended = posting.post_extended
         self._kick_eps = posting.kick
         self.check_request = posting.check_request

@@ -141,8 +141,15 @@ class Ep(Handle):
         remote: Triplet | None,
         flags: int,
         operands: tuple[int, int] = (0, 0),
+        rung: bool | None = None,
     ) -> None:
+        """What the common post (``core.plain``) left to do: ``rung``, the doorbell of the WQE
+        it wrote; None, the whole post (it declined: the checks name the error; the IB
+        extensions)."""
         core = self.ia.core
+        if rung:
+            self.ia._send(core.doorbell(self.handle))
+            return
         post = core.post_extended if kind >= _EXTENDED else core.post
         doorbell = post(kind, self.handle, local_iov, cookie, remote, flags, operands)
         if doorbell:
@@ -152,13 +159,17 @@ class Ep(Handle):
         self, local_iov: Sequence[Triplet], cookie: int = 0, flags: int = CompletionFlags.DEFAULT
     ) -> None:
         """dat_ep_post_send."""
-        self._post(_SEND, local_iov, cookie, None, flags)
+        rung = self.ia.core.plain[_SEND](self.handle, local_iov, cookie, None, flags)
+        if rung is not False:  # a doorbell due, or declined
+            self._post(_SEND, local_iov, cookie, None, flags, rung=rung)
 
     def post_recv(
         self, local_iov: Sequence[Triplet], cookie: int = 0, flags: int = CompletionFlags.DEFAULT
     ) -> None:
         """dat_ep_post_recv."""
-        self._post(_RECEIVE, local_iov, cookie, None, flags)
+        rung = self.ia.core.plain[_RECEIVE](self.handle, local_iov, cookie, None, flags)
+        if rung is not False:  # a doorbell due, or declined
+            self._post(_RECEIVE, local_iov, cookie, None, flags, rung=rung)
 
     def post_rdma_write(
         self,
@@ -168,7 +179,9 @@ class Ep(Handle):
         flags: int = CompletionFlags.DEFAULT,
     ) -> None:
         """dat_ep_post_rdma_write."""
-        self._post(_RDMA_WRITE, local_iov, cookie, remote, flags)
+        rung = self.ia.core.plain[_RDMA_WRITE](self.handle, local_iov, cookie, remote, flags)
+        if rung is not False:  # a doorbell due, or declined
+            self._post(_RDMA_WRITE, local_iov, cookie, remote, flags, rung=rung)
 
     def post_rdma_read(
         self,
@@ -178,7 +191,9 @@ class Ep(Handle):
         flags: int = CompletionFlags.DEFAULT,
     ) -> None:
         """dat_ep_post_rdma_read."""
-        self._post(_RDMA_READ, local_iov, cookie, remote, flags)
+        rung = self.ia.core.plain[_RDMA_READ](self.handle, local_iov, cookie, remote, flags)
+        if rung is not False:  # a doorbell due, or declined
+            self._post(_RDMA_READ, local_iov, cookie, remote, flags, rung=rung)
 
     def post_send_with_invalidate(self, *args: Any) -> NoReturn:
         """dat_ep_post_send_with_invalidate: declined (DAT_MODEL_NOT_SUPPORTED)."""

@@ -11,6 +11,7 @@ common post is client/_ringpost.c's (EpMirror.fast is what it reads of the EP).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Final
 
 from client import _ringpost as ringpost
@@ -60,6 +61,23 @@ def _check_atomic(used: Sequence[tuple[Region, int, int]], target: tuple[int, in
         raise DatInvalidParameter(Sub.INVALID_ARG5, "an atomic's remote address is 8-byte aligned")
 
 
+PlainPost = Callable[[int, Sequence[Triplet], int, Triplet | None, int], bool | None]
+"""A kind's common post: (handle, local_iov, cookie, remote, flags) -> True (written, a
+doorbell due), False (written) or None (declined: nothing written)."""
+
+
+def plain_posts(
+    post: Callable[..., bool | None], eps: dict[int, EpMirror], regions: dict[int, Region]
+) -> dict[Dtos, PlainPost]:
+    """``post`` (client._ringpost.post) bound to an IA's tables and each kind's bits, for the
+    kinds it takes."""
+    return {
+        kind: partial(post, eps, regions, rule.opcode_bits, rule.need_bits)
+        for kind, rule in POST_RULES.items()
+        if rule.plain
+    }
+
+
 class Posting:
     """The producer side of an IA's work queues (the core's EP mirrors and LMR regions are
     shared, not copied: the core adds and forgets them)."""
@@ -77,6 +95,14 @@ class Posting:
         self.eps = eps
         self.regions = regions
         self.ep_mirror = ep_mirror
+        self.plain = plain_posts(ringpost.post, eps, regions)
+        """The common post of each kind that has one (client._ringpost.post bound to this
+        IA's tables): ``post`` tries it first, and the blocking API's Ep calls it straight
+        (``doorbell`` when it says one is due; ``post`` when it declines, to name the error):
+        two Python calls less per post. 4 KiB Writes at window 64, the best of 300 windows of
+        posts (a one-off script): Ep.post_rdma_write 0.69 -> 0.49 us; `python -m bench.ab HEAD
+        --rounds 8`, window 64, one in 16 signalled: 4 KiB Writes 1.05 x, 64 B Writes 1.10 x,
+        64 B Sends 1.06 x (ranges overlapping), window-1 Write latency within noise."""
 
     def queues(self, ep: EpMirror) -> tuple[Ring, Ring]:
         """The EP's send and receive queue, mapped on first use."""
@@ -151,14 +177,12 @@ class Posting:
         take or would fail; the checks below then name the error. What depends on the kind
         comes from one table, flags are compared as plain ints (an IntFlag operator costs
         ~1 us) and the EP's state as the raw word the daemon published."""
-        rule = POST_RULES[kind]
-        if rule.plain:
-            posted = ringpost.post(
-                self.eps, self.regions, rule.opcode_bits, rule.need_bits,
-                handle, local_iov, cookie, remote, flags,
-            )  # fmt: skip
+        plain = self.plain.get(kind)
+        if plain is not None:
+            posted = plain(handle, local_iov, cookie, remote, flags)
             if posted is not None:
-                return self._ring(self.eps[handle]) if posted else b""
+                return self.doorbell(handle) if posted else b""
+        rule = POST_RULES[kind]
         ep = self.ep_mirror(handle)
         attr = ep.attr
         if not is_int(cookie) or not 0 <= cookie < 1 << 64:
@@ -228,6 +252,10 @@ class Posting:
         if words[_POLL_AT] or ep.rung % U32 != words[_HEARD_AT]:
             return b""
         return self._ring(ep)
+
+    def doorbell(self, handle: int) -> bytes:
+        """The doorbell frame of a post that wrote its WQE and found one due."""
+        return self._ring(self.eps[handle])
 
     @staticmethod
     def _ring(ep: EpMirror) -> bytes:

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from client import _ringpost
-from client import posting as posting_module
-from client.posting import Posting
+from client.posting import Posting, plain_posts
 from proto.attrs import EpAttr
 from proto.constants import CompletionFlags, Dtos, MemPriv, MemType
 from proto.errors import DatError
@@ -58,6 +57,12 @@ class _Counting:
         posted: bool | None = self.real.post(*args)
         self.took += posted is not None
         return posted
+
+
+def _posting_through(patch: pytest.MonkeyPatch, posting: Posting, c_post: Any) -> None:
+    """``posting`` takes its common posts through ``c_post`` (client._ringpost's ``post`` or a
+    stand-in) for as long as ``patch`` lasts."""
+    patch.setattr(posting, "plain", plain_posts(c_post.post, posting.eps, posting.regions))
 
 
 def _posting(s: Side) -> Posting:
@@ -178,12 +183,12 @@ def test_the_inline_post_gives_exactly_what_the_general_checks_give(
         marks = _marks(posting, who)
         _fill(posting, who, filled)
         with monkeypatch.context() as patch:
-            patch.setattr(posting_module, "ringpost", counting)
+            _posting_through(patch, posting, counting)
             inline = _attempt(posting, who, args)
         _restore(who, marks)
         _fill(posting, who, filled)
         with monkeypatch.context() as patch:
-            patch.setattr(posting_module, "ringpost", _Declines)
+            _posting_through(patch, posting, _Declines)
             checked = _attempt(posting, who, args)
         _restore(who, marks)
         assert inline == checked, f"{args} after {filled} posted"

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from client import _ringpost as ringpost
-from client import posting as posting_module
 from fabricd import _landing as landing
 from fabricd import _plaintake as plaintake
 from fabricd.nic.objects import Recv
@@ -27,7 +26,14 @@ from proto.errors import DatError
 from proto.eventq import EQ_ENTRY_SIZE
 from proto.hostif import SLOTS, U32
 from proto.plainwqe import PLAIN_REQUESTS
-from tests.core.test_post_inline import _Counting, _marks, _posting, _restore, _sides
+from tests.core.test_post_inline import (
+    _Counting,
+    _marks,
+    _posting,
+    _posting_through,
+    _restore,
+    _sides,
+)
 from tests.unit import test_landing as lt
 from tests.unit import test_plaintake as pt
 from tests.unit import test_rows as rt
@@ -194,7 +200,7 @@ def test_a_post_keeps_no_reference(
     a, _, _ = _sides()
     posting = _posting(a)
     counting = _Counting(ringpost)
-    monkeypatch.setattr(posting_module, "ringpost", counting)
+    _posting_through(monkeypatch, posting, counting)
     address, _, lmr_context = a.triplet(0, 64)
     segments = [[address, length, lmr_context]]
     rmr = a.rmr(0, 64) if remote else None
