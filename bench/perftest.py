@@ -17,10 +17,10 @@ def warmup(iters: int, asked: int | None = None) -> int:
     """Operations a run does untimed before it measures: ``asked`` (``--warmup``), else as
     many as it measures, at most WARMUP, so a figure is the warm fabric's, as ucx_perftest's
     is. A fresh fabric's first few thousand operations are slower: 4 KiB Writes at window 64,
-    one in 16 signalled, ran at 550-830 MB/s over their first 1,000 and ~900 from the
-    5,000th on; `fabricctl bench --size 4096 --window 64 --iters 20000 --cq-mod 16`, four
-    interleaved pairs: 527-853 MB/s after 50 operations untimed (this tool's warm-up until
-    then), 858-961 after 10,000."""
+    one in 16 signalled, ran at 547-600 MB/s over their first 1,000 and 785-827 over their
+    first 10,000, ~900-950 after (three runs each); `fabricctl bench --size 4096 --window 64
+    --iters 20000 --cq-mod 16`, four interleaved pairs: 527-853 MB/s after 50 operations
+    untimed (this tool's warm-up until then), 858-961 after 10,000."""
     return asked if asked is not None else min(iters, WARMUP)
 
 
