@@ -7,10 +7,11 @@ import argparse
 import json
 import subprocess
 from pathlib import Path
+from typing import cast
 
 import pytest
 
-from bench import ab, compare, ucx
+from bench import ab, compare, fabric, ucx
 from bench.perftest import WARMUP, at_least_zero, warmup
 
 
@@ -18,6 +19,33 @@ def test_a_run_warms_up_as_long_as_it_measures_up_to_ucx_perftests_default() -> 
     assert WARMUP == 10_000  # ucx_perftest -w's default
     assert [warmup(n) for n in (1, 203, 10_000, 20_000)] == [1, 203, 10_000, 10_000]
     assert warmup(20_000, 0) == 0 and warmup(5, 50) == 50  # asked: as asked
+
+
+class _Session:
+    """bench.fabric.Session's run, recording how many operations each run was asked for."""
+
+    def __init__(self) -> None:
+        self.runs: list[int] = []
+
+    def run(
+        self, op: str, size: int, iters: int, *_: object
+    ) -> tuple[float, list[float], list[float]]:
+        self.runs.append(iters)
+        return 1.0, [10.0] * iters, [float(i) for i in range(iters)]
+
+
+@pytest.mark.parametrize(("asked", "untimed"), [(None, 300), (7, 7), (0, 0)])
+def test_a_size_runs_its_warm_up_untimed_before_the_timed_run(
+    asked: int | None, untimed: int
+) -> None:
+    session = _Session()
+    result = fabric.measure(
+        cast(fabric.Session, session), "write", "bw", 64, 300, 16, False, lambda _: None,
+        warm=asked,
+    )  # fmt: skip
+    assert session.runs == [n for n in (untimed, 300) if n]  # the warm-up first, if any
+    assert result.warmup == untimed
+    assert result.bw_MBps == pytest.approx(64 * 300 / 1.0 / 1e6)  # from the timed run alone
 
 
 @pytest.mark.parametrize("text", ["-1", "x", "1.5"])
