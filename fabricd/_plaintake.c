@@ -1,16 +1,17 @@
 /* fabricd._plaintake: the daemon's intake of the common WQE in C (docs/host-interface.md
- * section 4; Initiator.post_plain is its caller, proto/plainwqe.py its rules in Python).
+ * section 4; Initiator.post_plain and Target.post_recv_plain its callers, proto/plainwqe.py its
+ * rules in Python).
  *
- * take() reads a stretch of a work queue's slots, copies each slot before looking at it (the
- * driver may write there at any moment: what is checked is what is used), and accepts the
- * common WQE (one of ``opcodes``, one segment, no operands; its bytes in that segment or
- * staged inside the staging area, unfenced) whose segment passes every check of a local iov:
- * not empty, a key of this consumer's in this PZ, with the privilege needed, the bytes inside
- * its range, and (for requests) memory the daemon maps: the bytes of a request in a process's
- * own memory are fetched by the general path. It stops before the first WQE that is anything
- * else, and takes nothing off the ring:
- * the caller publishes what it queues, and the general path (hostif.read_wqe, Initiator.post)
- * takes the WQE it stopped at and names what is wrong with it. So this module can only decline
+ * take() (requests) and receives() read a stretch of a work queue's slots, copy each slot
+ * before looking at it (the driver may write there at any moment: what is checked is what is
+ * used), and accept the common WQE (one of ``opcodes``, one segment, no operands; its bytes in
+ * that segment or staged inside the staging area, unfenced) whose segment passes every check
+ * of a local iov: not empty, a key of this consumer's in this PZ, with the privilege needed,
+ * the bytes inside its range, and (for requests) memory the daemon maps: the bytes of a
+ * request in a process's own memory are fetched by the general path. They stop before the
+ * first WQE that is anything else, and take nothing off the ring: the caller publishes what
+ * it queues, and the general path (hostif.read_wqe, Initiator.post, Target.post_recv) takes
+ * the WQE they stopped at and names what is wrong with it. So this module can only decline
  * work; it never decides an error. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -158,10 +159,11 @@ struct run {
 	int kind;
 };
 
-/* Queue one accepted WQE's fields and bytes onto the run; false on a Python error. */
-static bool add(struct run *run, const struct df_wqe *w, const struct df_wqe_segment *s,
-		const struct key *key, PyObject *stage)
+/* Queue one accepted WQE's fields and bytes onto the run (``to``); false on a Python error. */
+static bool add_to_run(void *to, const struct df_wqe *w, const struct df_wqe_segment *s,
+		       const struct key *key, PyObject *stage)
 {
+	struct run *run = to;
 	unsigned long long n = s->segment_length;
 	PyObject *fields, *bytes;
 	int failed;
@@ -192,118 +194,211 @@ static bool add(struct run *run, const struct df_wqe *w, const struct df_wqe_seg
 	return true;
 }
 
-/* take(ring, at, count, entry_size, opcodes, lmrs, owner, pz, need, before, stage,
- *      fetchable) -> (wqes, views, total, mixed, lmr)
- *
- * The common WQEs of ``count`` slots of ``entry_size`` bytes from byte ``at`` of ``ring`` (a
- * memoryview), up to the first that is not one or whose segment fails (see the top):
- * their fields (plainwqe.PlainWqe each), their bytes (memoryviews into the LMR's view, or into
- * ``stage`` when staged), their total length, whether the run mixes kinds, sizes or fences
- * (runs.queue), and the LMR whose checks passed last, which the next call may pass as
- * ``before`` (a hint: every segment is still checked against its range).
- * ``lmrs`` maps lmr_context to LMR; ``need`` is the privilege bits a segment's LMR must grant.
- * ``fetchable`` (receives): a segment in a process's own memory is taken too, and every WQE
- * of one call is under one key, the returned LMR (the caller makes its spans from it); the
- * next call goes on from the WQE under another. */
-static PyObject *take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-	unsigned long long at, count, entry_size, opcodes, owner, pz, need;
-	struct run run = {NULL, NULL, 0, false, -1};
-	struct key key = {0};
-	PyObject *lmrs, *before, *stage, *out = NULL;
-	Py_ssize_t stage_bytes;
-	int fetchable;
+/* What take() and receives() are given first: a stretch of a work queue's slots and the rules
+ * each WQE there must pass. */
+struct stretch {
 	Py_buffer ring;
+	unsigned long long at, count, entry_size, opcodes, owner, pz, need;
+	PyObject *lmrs, *before; /* borrowed */
+};
 
-	(void)self;
-	if (nargs != 12) {
-		PyErr_SetString(PyExc_TypeError, "take() takes 12 arguments");
-		return NULL;
-	}
-	at = PyLong_AsUnsignedLongLong(args[1]);
-	count = PyLong_AsUnsignedLongLong(args[2]);
-	entry_size = PyLong_AsUnsignedLongLong(args[3]);
-	opcodes = PyLong_AsUnsignedLongLong(args[4]);
-	owner = PyLong_AsUnsignedLongLong(args[6]);
-	pz = PyLong_AsUnsignedLongLong(args[7]);
-	need = PyLong_AsUnsignedLongLong(args[8]);
+/* Parse (ring, at, count, entry_size, opcodes, lmrs, owner, pz, need, before); the ring's
+ * buffer is held (the caller releases it) unless it returns false, with an exception set. */
+static bool stretch_open(struct stretch *st, PyObject *const *args)
+{
+	st->at = PyLong_AsUnsignedLongLong(args[1]);
+	st->count = PyLong_AsUnsignedLongLong(args[2]);
+	st->entry_size = PyLong_AsUnsignedLongLong(args[3]);
+	st->opcodes = PyLong_AsUnsignedLongLong(args[4]);
+	st->owner = PyLong_AsUnsignedLongLong(args[6]);
+	st->pz = PyLong_AsUnsignedLongLong(args[7]);
+	st->need = PyLong_AsUnsignedLongLong(args[8]);
 	if (PyErr_Occurred())
-		return NULL;
-	lmrs = args[5];
-	before = args[9];
-	stage = args[10];
-	fetchable = PyObject_IsTrue(args[11]);
-	if (fetchable < 0)
-		return NULL;
-	if (!PyDict_Check(lmrs) || !PyMemoryView_Check(stage)) {
-		PyErr_SetString(PyExc_TypeError, "take(): lmrs must be a dict, stage a memoryview");
-		return NULL;
+		return false;
+	st->lmrs = args[5];
+	st->before = args[9];
+	if (!PyDict_Check(st->lmrs)) {
+		PyErr_SetString(PyExc_TypeError, "lmrs must be a dict");
+		return false;
 	}
-	stage_bytes = PyObject_Length(stage);
-	if (stage_bytes < 0)
-		return NULL;
-	if (entry_size < sizeof(struct df_wqe) + sizeof(struct df_wqe_segment)) {
-		PyErr_SetString(PyExc_ValueError, "take(): a slot too small for a WQE");
-		return NULL;
+	if (st->entry_size < sizeof(struct df_wqe) + sizeof(struct df_wqe_segment)) {
+		PyErr_SetString(PyExc_ValueError, "a slot too small for a WQE");
+		return false;
 	}
-	if (PyObject_GetBuffer(args[0], &ring, PyBUF_SIMPLE) < 0)
-		return NULL;
-	if (at > (unsigned long long)ring.len || count > ((unsigned long long)ring.len - at) / entry_size) {
-		PyErr_SetString(PyExc_ValueError, "take(): the slots lie outside the ring");
-		goto done;
+	if (PyObject_GetBuffer(args[0], &st->ring, PyBUF_SIMPLE) < 0)
+		return false;
+	if (st->at > (unsigned long long)st->ring.len ||
+	    st->count > ((unsigned long long)st->ring.len - st->at) / st->entry_size) {
+		PyErr_SetString(PyExc_ValueError, "the slots lie outside the ring");
+		PyBuffer_Release(&st->ring);
+		return false;
 	}
-	if (before != Py_None)
-		key_of(before, owner, pz, need, &key);
-	run.wqes = PyList_New(0);
-	run.views = PyList_New(0);
-	if (!run.wqes || !run.views)
-		goto done;
-	for (unsigned long long i = 0; i < count; i++) {
-		const unsigned char *slot = (const unsigned char *)ring.buf + at + i * entry_size;
+	return true;
+}
+
+/* One accepted WQE handed on (to a run, or made a receive); false on a Python error. */
+typedef bool (*accept_fn)(void *to, const struct df_wqe *w, const struct df_wqe_segment *s,
+			  const struct key *key, PyObject *stage);
+
+/* The walk both calls make: each slot copied once, then checked (see the top); stops before
+ * the first WQE that is not plain or whose segment fails, and, ``fetchable`` (receives),
+ * where the key changes: one key per call. False on a Python error. */
+static bool walk(struct stretch *st, PyObject *stage, Py_ssize_t stage_bytes, bool fetchable,
+		 struct key *key, accept_fn accept, void *to)
+{
+	if (st->before != Py_None)
+		key_of(st->before, st->owner, st->pz, st->need, key);
+	for (unsigned long long i = 0; i < st->count; i++) {
+		const unsigned char *slot =
+			(const unsigned char *)st->ring.buf + st->at + i * st->entry_size;
 		struct df_wqe w;
 		struct df_wqe_segment s;
 
 		memcpy(&w, slot, sizeof w); /* once: the driver may be writing the slot */
 		memcpy(&s, slot + sizeof w, sizeof s);
-		if (!is_plain(&w, &s, opcodes, stage_bytes) || !s.segment_length)
+		if (!is_plain(&w, &s, st->opcodes, stage_bytes) || !s.segment_length)
 			break;
-		if (!(key.lmr && s.lmr_context == key.context &&
-		      inside(&key, s.virtual_address, s.segment_length))) {
+		if (!(key->lmr && s.lmr_context == key->context &&
+		      inside(key, s.virtual_address, s.segment_length))) {
 			PyObject *ctx, *lmr;
 
-			if (fetchable && PyList_GET_SIZE(run.wqes))
+			if (fetchable && i)
 				break; /* one key per call */
 			ctx = PyLong_FromUnsignedLongLong(s.lmr_context);
 			if (!ctx)
-				goto done;
-			lmr = PyDict_GetItemWithError(lmrs, ctx); /* borrowed */
+				return false;
+			lmr = PyDict_GetItemWithError(st->lmrs, ctx); /* borrowed */
 			Py_DECREF(ctx);
 			if (!lmr && PyErr_Occurred())
-				goto done;
-			if (!lmr || !key_of(lmr, owner, pz, need, &key))
+				return false;
+			if (!lmr || !key_of(lmr, st->owner, st->pz, st->need, key))
 				break;
-			if (key.context != s.lmr_context || !inside(&key, s.virtual_address, s.segment_length))
+			if (key->context != s.lmr_context ||
+			    !inside(key, s.virtual_address, s.segment_length))
 				break;
 		}
-		if (key.pid && !w.wqe_flags && !fetchable)
+		if (key->pid && !w.wqe_flags && !fetchable)
 			break; /* a request's bytes in a process: the general path fetches them */
-		if (!add(&run, &w, &s, &key, stage))
-			goto done;
+		if (!accept(to, &w, &s, key, stage))
+			return false;
 	}
-	out = Py_BuildValue("(OOKOO)", run.wqes, run.views, run.total,
-			    run.mixed ? Py_True : Py_False, key.lmr ? key.lmr : Py_None);
-done:
+	return true;
+}
+
+/* take(ring, at, count, entry_size, opcodes, lmrs, owner, pz, need, before, stage)
+ *      -> (wqes, views, total, mixed, lmr)
+ *
+ * The common requests of ``count`` slots of ``entry_size`` bytes from byte ``at`` of ``ring``
+ * (a memoryview), up to the first that is not one or whose segment fails (see the top):
+ * their fields (plainwqe.PlainWqe each), their bytes (memoryviews into the LMR's view, or into
+ * ``stage`` when staged), their total length, whether the run mixes kinds, sizes or fences
+ * (runs.queue), and the LMR whose checks passed last, which the next call may pass as
+ * ``before`` (a hint: every segment is still checked against its range).
+ * ``lmrs`` maps lmr_context to LMR; ``need`` is the privilege bits a segment's LMR must grant. */
+static PyObject *take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	struct run run = {NULL, NULL, 0, false, -1};
+	struct stretch st;
+	struct key key = {0};
+	PyObject *out = NULL;
+	Py_ssize_t stage_bytes;
+
+	(void)self;
+	if (nargs != 11) {
+		PyErr_SetString(PyExc_TypeError, "take() takes 11 arguments");
+		return NULL;
+	}
+	if (!PyMemoryView_Check(args[10])) {
+		PyErr_SetString(PyExc_TypeError, "take(): stage must be a memoryview");
+		return NULL;
+	}
+	stage_bytes = PyObject_Length(args[10]);
+	if (stage_bytes < 0 || !stretch_open(&st, args))
+		return NULL;
+	run.wqes = PyList_New(0);
+	run.views = PyList_New(0);
+	if (run.wqes && run.views && walk(&st, args[10], stage_bytes, false, &key, add_to_run, &run))
+		out = Py_BuildValue("(OOKOO)", run.wqes, run.views, run.total,
+				    run.mixed ? Py_True : Py_False, key.lmr ? key.lmr : Py_None);
 	key_clear(&key);
 	Py_XDECREF(run.wqes);
 	Py_XDECREF(run.views);
-	PyBuffer_Release(&ring);
+	PyBuffer_Release(&st.ring);
+	return out;
+}
+
+/* Where receives() puts what it makes. */
+struct made {
+	PyObject *list, *make;
+};
+
+/* One receive made as ``make(cookie, flags, [view], length, spans)`` (objects.Recv): its
+ * bytes are its LMR's view, its spans [(lmr, address, length)] when they lie in a process's own
+ * memory (stored there when a Send fills it), else none. */
+static bool add_receive(void *to, const struct df_wqe *w, const struct df_wqe_segment *s,
+			const struct key *key, PyObject *stage)
+{
+	struct made *made = to;
+	unsigned long long n = s->segment_length, at = s->virtual_address - key->start;
+	PyObject *a[5], *recv = NULL;
+	int failed = 1;
+
+	(void)stage;
+	a[0] = PyLong_FromUnsignedLongLong(w->user_cookie);
+	a[1] = PyLong_FromUnsignedLongLong(w->completion_flags);
+	a[2] = Py_BuildValue("[N]", slice_of(key->view, (Py_ssize_t)at, (Py_ssize_t)(at + n)));
+	a[3] = PyLong_FromUnsignedLongLong(n);
+	a[4] = key->pid ? Py_BuildValue("[(OKK)]", key->lmr, s->virtual_address, n) : PyList_New(0);
+	if (a[0] && a[1] && a[2] && a[3] && a[4])
+		recv = PyObject_Vectorcall(made->make, a, 5, NULL);
+	if (recv)
+		failed = PyList_Append(made->list, recv);
+	Py_XDECREF(recv);
+	for (int i = 0; i < 5; i++)
+		Py_XDECREF(a[i]);
+	return !failed;
+}
+
+/* receives(ring, at, count, entry_size, opcodes, lmrs, owner, pz, need, before, make)
+ *      -> (recvs, lmr)
+ *
+ * take() for receives (Target.post_recv_plain): a receive into a process's own memory is
+ * taken too, and every one of a call is under one key, the returned LMR; the next call goes
+ * on from the receive under another. Each is made by ``make`` (add_receive), ready to queue. */
+static PyObject *receives(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	struct made made = {NULL, NULL};
+	struct stretch st;
+	struct key key = {0};
+	PyObject *out = NULL;
+
+	(void)self;
+	if (nargs != 11) {
+		PyErr_SetString(PyExc_TypeError, "receives() takes 11 arguments");
+		return NULL;
+	}
+	if (!PyCallable_Check(args[10])) {
+		PyErr_SetString(PyExc_TypeError, "receives(): make must be callable");
+		return NULL;
+	}
+	if (!stretch_open(&st, args))
+		return NULL;
+	made.make = args[10];
+	made.list = PyList_New(0);
+	if (made.list && walk(&st, NULL, 0, true, &key, add_receive, &made))
+		out = Py_BuildValue("(OO)", made.list, key.lmr ? key.lmr : Py_None);
+	key_clear(&key);
+	Py_XDECREF(made.list);
+	PyBuffer_Release(&st.ring);
 	return out;
 }
 
 static PyMethodDef methods[] = {
 	{"take", (PyCFunction)(void (*)(void))take, METH_FASTCALL,
-	 "The common WQEs of a stretch of a work queue's slots, checked (Initiator.post_plain,\n"
-	 "Target.post_recv_plain)."},
+	 "The common requests of a stretch of a send queue's slots, checked (Initiator.post_plain)."},
+	{"receives", (PyCFunction)(void (*)(void))receives, METH_FASTCALL,
+	 "The plain receives of a stretch of a receive queue's slots, checked and made\n"
+	 "(Target.post_recv_plain)."},
 	{NULL, NULL, 0, NULL},
 };
 

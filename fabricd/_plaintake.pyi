@@ -1,6 +1,9 @@
 """fabricd/_plaintake.c: the daemon's intake of the common WQE, in C."""
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 def take(
     ring: memoryview,
@@ -14,5 +17,17 @@ def take(
     need: int,
     before: Any,
     stage: memoryview,
-    fetchable: bool,
 ) -> tuple[list[Any], list[memoryview], int, bool, Any]: ...
+def receives(
+    ring: memoryview,
+    at: int,
+    count: int,
+    entry_size: int,
+    opcodes: int,
+    lmrs: dict[int, Any],
+    owner: int,
+    pz: int,
+    need: int,
+    before: Any,
+    make: Callable[[int, int, list[memoryview], int, list[Any]], T],
+) -> tuple[list[T], Any]: ...

@@ -119,7 +119,7 @@ class Initiator:
             n = min(count, sq.entries - first)  # to the ring's end: the rest is the next stretch
             at = SLOTS + first * size
             wqes, views, total, mixed, lmr = plaintake.take(
-                sq.view, at, n, size, _PLAIN, lmrs, owner, pz, _LOCAL_READ, lmr, stage, False
+                sq.view, at, n, size, _PLAIN, lmrs, owner, pz, _LOCAL_READ, lmr, stage
             )
             if took := len(wqes):
                 queue(ep, wqes, views, total, mixed)

@@ -1,6 +1,6 @@
 """Runs of plain receives (one segment, proto/plainwqe.py) taken off an EP's receive queue:
-read and checked in C (fabricd/_plaintake.c), one key per call, and queued on the EP as
-Recvs (Target.post_recv_plain)."""
+read, checked and made Recvs in C (fabricd/_plaintake.c), one key per call, and queued on the
+EP (Target.post_recv_plain)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from proto.hostif import SLOTS, Ring
 from proto.plainwqe import PLAIN_RECEIVES
 
 _LOCAL_WRITE: Final = int(MemPriv.LOCAL_WRITE)  # what a receive needs of its segment
-_RECEIVE: Final = sum(1 << op for op in PLAIN_RECEIVES)  # plaintake.take's opcodes: a bit each
-_NO_STAGE: Final = memoryview(b"")  # a receive is never staged
+_RECEIVE: Final = sum(1 << op for op in PLAIN_RECEIVES)  # plaintake.receives' opcodes: a bit each
 
 
 def take(memory: MemoryRegistry, ep: Ep, rq: Ring) -> int:
@@ -23,22 +22,18 @@ def take(memory: MemoryRegistry, ep: Ep, rq: Ring) -> int:
     segment fails a check (Target.post_recv gives the error), queued on ``ep`` and published
     off the ring; how many. A receive into a process's own memory keeps its span: its bytes
     are stored there when a Send fills it."""
-    taken, recvs, lmr = 0, ep.recvs, None
+    taken, lmr = 0, None
     lmrs, owner, pz, size = memory.by_lmr_context, ep.consumer.id, ep.pz, rq.entry_size
     while count := rq.available():
         first = rq.mine & rq.mask
         n = min(count, rq.entries - first)  # to the ring's end: the rest is the next stretch
-        wqes, views, _, _, lmr = plaintake.take(
+        recvs, lmr = plaintake.receives(
             rq.view, SLOTS + first * size, n, size, _RECEIVE, lmrs, owner, pz, _LOCAL_WRITE,
-            lmr, _NO_STAGE, True,
+            lmr, Recv,
         )  # fmt: skip
-        if not wqes:
+        if not recvs:
             break
-        assert lmr is not None  # the key of every receive taken
-        stored = lmr.pid != 0
-        for wqe, view in zip(wqes, views, strict=True):
-            _, _, _, flags, cookie, _, _, _, _, _, _, address, n, _ = wqe
-            recvs.append(Recv(cookie, flags, [view], n, [(lmr, address, n)] if stored else []))
-        rq.publish(len(wqes))
-        taken += len(wqes)
+        ep.recvs.extend(recvs)
+        rq.publish(len(recvs))
+        taken += len(recvs)
     return taken

@@ -21,11 +21,11 @@ from fabricd import _plaintake as plaintake
 from fabricd.nic.objects import Recv
 from proto import _rows as rows_c
 from proto import _scatter as scatter
-from proto.constants import Dtos
+from proto.constants import Dtos, MemPriv
 from proto.errors import DatError
 from proto.eventq import EQ_ENTRY_SIZE
-from proto.hostif import SLOTS, U32
-from proto.plainwqe import PLAIN_REQUESTS
+from proto.hostif import SLOTS, U32, Opcode
+from proto.plainwqe import PLAIN_RECEIVES, PLAIN_REQUESTS
 from tests.core.test_post_inline import (
     _Counting,
     _marks,
@@ -79,10 +79,27 @@ def _plaintake_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ..
 
     def take(ring: Any, count: int, lmrs: Any = pt.LMRS) -> object:
         return plaintake.take(ring.view, SLOTS, count, pt.SIZE, bits, lmrs, pt.OWNER, pt.PZ,
-                              pt.NEED, hint, pt.STAGE, False)  # fmt: skip
+                              pt.NEED, hint, pt.STAGE)  # fmt: skip
+
+    receive = int(Opcode.RECEIVE)
+    recvs = pt._ring([((receive, 0, 1, 0, 7, 0, 0, 0, 0, 0, 0), (address, 8, 2)),
+                      ((receive, 0, 1, 0, 8, 0, 0, 0, 0, 0, 0), (address, 8, 6))])  # fmt: skip
+    need = int(MemPriv.LOCAL_WRITE)
+
+    def receives(count: int, make: Any = Recv) -> object:
+        return plaintake.receives(recvs.view, SLOTS, count, pt.SIZE, pt._bits(PLAIN_RECEIVES),
+                                  pt.LMRS, pt.OWNER, pt.PZ, need, hint, make)  # fmt: skip
+
+    def no_recv(*_: object) -> None:
+        raise RuntimeError("make refused")
 
     held = (good.view, pt.LMRS, hint, pt.STAGE, pt.LMRS[2])
     return {
+        "receives: made": (lambda: receives(2), (recvs.view, pt.LMRS, hint, pt.LMRS[2], Recv)),
+        "receives: make raises": (
+            _raises(RuntimeError, lambda: receives(1, no_recv)),
+            (recvs.view, pt.LMRS, hint, pt.LMRS[2]),
+        ),
         "take: taken": (lambda: take(good, 2), held),
         "take: declined": (lambda: take(refused, 1), (refused.view, pt.LMRS, hint)),
         "take: outside the ring": (

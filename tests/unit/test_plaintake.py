@@ -14,6 +14,7 @@ import pytest
 
 from fabricd import _plaintake as plaintake
 from fabricd.memory import Lmr, MemoryRegistry
+from fabricd.nic.objects import Recv
 from fabricd.nic.views import one_segment
 from proto.batch import MAX_OP_BYTES
 from proto.checks import Region
@@ -26,6 +27,7 @@ from proto.hostif import (
     STAGE_BYTES,
     U32,
     WQE,
+    Opcode,
     Ring,
     RingKind,
     format_ring,
@@ -33,7 +35,7 @@ from proto.hostif import (
     set_u32,
     wqe_size,
 )
-from proto.plainwqe import PLAIN_RECEIVES, PLAIN_REQUESTS, PlainWqe, plain_run
+from proto.plainwqe import COOKIE, FLAGS, PLAIN_RECEIVES, PLAIN_REQUESTS, PlainWqe, plain_run
 
 ENTRIES, SIZE = 8, wqe_size(2)
 OWNER, PZ, NEED = 3, 5, int(MemPriv.LOCAL_READ)
@@ -153,7 +155,6 @@ def test_take_accepts_exactly_what_the_rules_accept(opcodes: frozenset[int]) -> 
             NEED,
             before,
             STAGE,
-            False,
         )
         assert (wqes, [bytes(v) for v in views], total, mixed) == want
         passed = last is None or (last.owner, last.region.pz, last.pid) == (OWNER, PZ, 0)
@@ -171,7 +172,7 @@ def test_a_view_is_of_the_lmrs_own_buffer() -> None:
     ring = _ring([((2, 0, 1, 0, 7, 0, 8, 0, 0, 0, 0), (address, 8, 2)),
                   ((1, 1, 1, 0, 8, 0, 8, 0, 4096, 0, 0), (address, 8, 2))])  # fmt: skip
     wqes, views, *_ = plaintake.take(
-        ring.view, SLOTS, 2, SIZE, _bits(PLAIN_REQUESTS), LMRS, OWNER, PZ, NEED, None, STAGE, False
+        ring.view, SLOTS, 2, SIZE, _bits(PLAIN_REQUESTS), LMRS, OWNER, PZ, NEED, None, STAGE
     )
     assert len(wqes) == 2
     views[0][:] = b"12345678"
@@ -185,23 +186,24 @@ def test_slots_outside_the_ring_are_refused_and_bad_arguments_raise() -> None:
     bits = _bits(PLAIN_REQUESTS)
     with pytest.raises(ValueError, match="outside the ring"):
         plaintake.take(ring.view, SLOTS, ENTRIES + 1, SIZE, bits, LMRS, OWNER, PZ, NEED, None,
-                       STAGE, False)  # fmt: skip
+                       STAGE)  # fmt: skip
     with pytest.raises(ValueError, match="too small"):
-        plaintake.take(ring.view, SLOTS, 1, 16, bits, LMRS, OWNER, PZ, NEED, None, STAGE, False)
+        plaintake.take(ring.view, SLOTS, 1, 16, bits, LMRS, OWNER, PZ, NEED, None, STAGE)
     with pytest.raises(TypeError):
-        plaintake.take(ring.view, SLOTS, 1, SIZE, bits, [], OWNER, PZ, NEED, None, STAGE, False)  # type: ignore[arg-type]
+        plaintake.take(ring.view, SLOTS, 1, SIZE, bits, [], OWNER, PZ, NEED, None, STAGE)  # type: ignore[arg-type]
     with pytest.raises(OverflowError):
-        plaintake.take(ring.view, -1, 1, SIZE, bits, LMRS, OWNER, PZ, NEED, None, STAGE, False)
+        plaintake.take(ring.view, -1, 1, SIZE, bits, LMRS, OWNER, PZ, NEED, None, STAGE)
 
 
 def test_receives_take_a_key_a_call_and_together_what_the_rules_accept() -> None:
-    """``fetchable`` (Target.post_recv_plain): a receive into a process's own memory is taken
-    too, a call stops where the key changes, and the calls one after the other take exactly
-    the receives the rules accept, each under the LMR its call returns."""
+    """receives() (Target.post_recv_plain): a receive into a process's own memory is taken
+    too, a call stops where the key changes, and the calls one after the other make exactly
+    the receives the rules accept, each under the LMR its call returns: its cookie, flags,
+    bytes and capacity, and its span when the LMR is a process's own memory."""
     need, bits = int(MemPriv.LOCAL_WRITE), _bits(PLAIN_RECEIVES)
     memory = cast(MemoryRegistry, SimpleNamespace(by_lmr_context=LMRS))
     rng = random.Random(12)
-    crossed = 0  # rings whose receives took more than one call
+    crossed = spanned = 0  # rings whose receives took more than one call; spans made
     for _ in range(2000):
         ring = _ring([_wqe(rng, PLAIN_RECEIVES) for _ in range(rng.randint(1, ENTRIES))])
         want = []
@@ -210,22 +212,51 @@ def test_receives_take_a_key_a_call_and_together_what_the_rules_accept() -> None
             lmr = one_segment(memory, OWNER, PZ, need, address, n, context)
             if lmr is None:
                 break
-            want.append((wqe, bytes(lmr.local(address, n))))
-        got, at, count, calls = [], 0, ring.available(), 0
+            spans = [(lmr, address, n)] if lmr.pid else []
+            want.append((wqe[COOKIE], wqe[FLAGS], bytes(lmr.local(address, n)), n, spans))
+        got: list[tuple[object, ...]] = []
+        at, count, calls = 0, ring.available(), 0
         while at < count:
-            wqes, views, *_, last = plaintake.take(
+            recvs, last = plaintake.receives(
                 ring.view, SLOTS + at * SIZE, count - at, SIZE, bits, LMRS, OWNER, PZ, need,
-                None, memoryview(b""), True,
+                None, Recv,
             )  # fmt: skip
-            if not wqes:
+            if not recvs:
                 break
             calls += 1
-            assert {w[13] for w in wqes} == {last.lmr_context}, "one key, the one returned"
-            got += [(w, bytes(v)) for w, v in zip(wqes, views, strict=True)]
-            at += len(wqes)
+            assert {s[0] for r in recvs for s in r.spans} <= {last}, "one key, the one returned"
+            for r in recvs:
+                assert len(r.views) == 1
+                got.append((r.cookie, r.flags, bytes(r.views[0]), r.capacity, r.spans))
+            at += len(recvs)
         assert got == want
+        assert ring.mine == 0, "receives publishes nothing"
         crossed += calls > 1
+        spanned += any(spans for *_, spans in got)
     assert crossed > 200, "runs cross keys often"
+    assert spanned > 10, "the draw reaches receives into a process's memory"
+
+
+def test_a_receive_is_a_view_of_its_lmr_and_bad_arguments_raise() -> None:
+    """A receive's view is its LMR's own buffer (a Send lands there); receives() checks its
+    arguments as take() does, and ``make`` must be callable."""
+    lmr = LMRS[2]
+    address = lmr.region.address + 100
+    ring = _ring([((int(Opcode.RECEIVE), 0, 1, 0, 7, 0, 0, 0, 0, 0, 0), (address, 8, 2))])
+    need = int(MemPriv.LOCAL_WRITE)
+    args = (ring.view, SLOTS, 1, SIZE, _bits(PLAIN_RECEIVES), LMRS, OWNER, PZ, need, None)
+    (recv,), last = plaintake.receives(*args, Recv)
+    assert last is lmr and recv.spans == []
+    recv.views[0][:] = b"12345678"
+    assert bytes(lmr.view[100:108]) == b"12345678"
+    with pytest.raises(TypeError, match="callable"):
+        plaintake.receives(*args, None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="outside the ring"):
+        plaintake.receives(ring.view, SLOTS, ENTRIES + 1, *args[3:], Recv)
+    with pytest.raises(ValueError, match="too small"):
+        plaintake.receives(ring.view, SLOTS, 1, 16, *args[4:], Recv)
+    with pytest.raises(TypeError, match="11 arguments"):
+        plaintake.receives(*args)  # type: ignore[call-arg]
 
 
 def test_a_request_in_a_process_is_left_to_the_general_path() -> None:
@@ -237,5 +268,5 @@ def test_a_request_in_a_process_is_left_to_the_general_path() -> None:
         head = (2, staged, 1, 0, 7, 0, 8, 0, 0, 0, 0)
         ring = _ring([(head, (address, 8, 6))])
         wqes, *_ = plaintake.take(ring.view, SLOTS, 1, SIZE, _bits(PLAIN_REQUESTS), LMRS, OWNER,
-                                  PZ, NEED, None, STAGE, False)  # fmt: skip
+                                  PZ, NEED, None, STAGE)  # fmt: skip
         assert len(wqes) == taken
