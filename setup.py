@@ -1,11 +1,11 @@
 """The C parts of the Python client and the daemon, each the fast path of one Python caller:
 client/_ringpost.c (the client's common post: client/posting.py), fabricd/_plaintake.c (runs
-of the common WQE read and checked: Initiator.post_plain, Target.post_recv_plain),
-fabricd/_landing.c (where a batch of RDMA Writes or Sends lands: remote_access.write_targets,
-Target._sends), proto/_scatter.c (a payload copied into its sink's views: codec.FrameReader)
-and proto/_rows.c (completion rows into an event queue, the Write list of a WRITES header:
-events.write_rows, batch.encode_write_rows). Everything else is in pyproject.toml; their
-layout header is the C provider's."""
+of the common WQE read and checked, its walk in fabricd/plaintake_walk.h: Initiator.post_plain,
+Target.post_recv_plain), fabricd/_landing.c (where a batch of RDMA Writes or Sends lands:
+remote_access.write_targets, Target._sends), proto/_scatter.c (a payload copied into its
+sink's views: codec.FrameReader) and proto/_rows.c (completion rows into an event queue, the
+Write list of a WRITES header: events.write_rows, batch.encode_write_rows). Everything else is
+in pyproject.toml; their layout header is the C provider's."""
 
 from setuptools import Extension, setup
 
@@ -16,7 +16,7 @@ setup(
         Extension(
             name,
             [source],
-            depends=["provider/df-abi.h"],
+            depends=["provider/df-abi.h", "fabricd/plaintake_walk.h"],
             include_dirs=["provider"],
             extra_compile_args=FLAGS,
         )

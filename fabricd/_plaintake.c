@@ -13,97 +13,10 @@
  * it queues, and the general path (hostif.read_wqe, Initiator.post, Target.post_recv) takes
  * the WQE they stopped at and names what is wrong with it. So this module can only decline
  * work; it never decides an error. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "plaintake_walk.h"
 
-#include <stdbool.h>
-#include <string.h>
-
-#include "df-abi.h"
-
-#define FLAG_FENCE 0x08u /* DAT_COMPLETION_BARRIER_FENCE_FLAG */
 #define MAX_OP_BYTES (16u * 1024u) /* proto.batch.MAX_OP_BYTES: larger ones go alone */
 #define PLAIN_FIELDS 14 /* plainwqe.PlainWqe */
-
-static PyObject *s_owner, *s_region, *s_pz, *s_bits, *s_address, *s_end, *s_pid, *s_view,
-	*s_context;
-
-/* The LMR that the last segment passed (the checks hold for every segment inside its range:
- * nothing can change its owner, PZ or privileges within one call). It holds references to
- * the LMR and its view: a finalizer that the collector runs during a call cannot free them
- * under it. */
-struct key {
-	PyObject *lmr; /* NULL: none passed */
-	unsigned long long context, start, end;
-	PyObject *view; /* lmr.view, exactly [start, end) */
-	bool pid; /* a process's own memory: its bytes are not in the daemon's view */
-};
-
-static void key_clear(struct key *key)
-{
-	Py_CLEAR(key->lmr);
-	Py_CLEAR(key->view);
-}
-
-/* A non-negative int attribute of ``o`` that fits a u64; false (no exception left) if not. */
-static bool attr_u64(PyObject *o, PyObject *name, unsigned long long *out)
-{
-	PyObject *v = PyObject_GetAttr(o, name);
-	bool ok = false;
-
-	if (v && PyLong_Check(v)) {
-		*out = PyLong_AsUnsignedLongLong(v);
-		ok = !(*out == (unsigned long long)-1 && PyErr_Occurred());
-	}
-	Py_XDECREF(v);
-	PyErr_Clear();
-	return ok;
-}
-
-/* The key becomes ``lmr`` when it belongs to ``owner`` and ``pz`` and grants ``need``; else
- * none (false). */
-static bool key_of(PyObject *lmr, unsigned long long owner, unsigned long long pz,
-		   unsigned long long need, struct key *key)
-{
-	unsigned long long value, bits, pid;
-	PyObject *region, *view;
-	bool ok;
-
-	key_clear(key);
-	if (!attr_u64(lmr, s_owner, &value) || value != owner || !attr_u64(lmr, s_pid, &pid) ||
-	    !attr_u64(lmr, s_context, &key->context))
-		return false;
-	region = PyObject_GetAttr(lmr, s_region);
-	if (!region) {
-		PyErr_Clear();
-		return false;
-	}
-	ok = attr_u64(region, s_pz, &value) && value == pz && attr_u64(region, s_bits, &bits) &&
-	     !(need & ~bits) && attr_u64(region, s_address, &key->start) &&
-	     attr_u64(region, s_end, &key->end) && key->start <= key->end;
-	Py_DECREF(region);
-	if (!ok)
-		return false;
-	view = PyObject_GetAttr(lmr, s_view);
-	if (!view || !PyMemoryView_Check(view) ||
-	    PyObject_Length(view) != (Py_ssize_t)(key->end - key->start)) {
-		Py_XDECREF(view);
-		PyErr_Clear();
-		return false;
-	}
-	Py_INCREF(lmr);
-	key->lmr = lmr;
-	key->view = view;
-	key->pid = pid != 0;
-	return true;
-}
-
-/* Does [address, +length) lie inside the key's range (no u64 overflow on the way)? */
-static bool inside(const struct key *key, unsigned long long address, unsigned long long length)
-{
-	return key->lmr && address >= key->start && address <= key->end &&
-	       length <= key->end - address;
-}
 
 /* view[lo:hi] as a new memoryview of the same buffer (it keeps the buffer's exporter alive). */
 static PyObject *slice_of(PyObject *view, Py_ssize_t lo, Py_ssize_t hi)
@@ -133,23 +46,6 @@ static PyObject *fields_of(const struct df_wqe *w, const struct df_wqe_segment *
 		PyTuple_SET_ITEM(t, i, n);
 	}
 	return t;
-}
-
-/* plainwqe._is_plain: one of ``opcodes`` (a bit each), one segment, no operands; staged only
- * for an unfenced Send or RDMA Write whose bytes lie inside the staging area. */
-static bool is_plain(const struct df_wqe *w, const struct df_wqe_segment *s,
-		     unsigned long long opcodes, Py_ssize_t stage_bytes)
-{
-	if (w->opcode >= 64 || !(opcodes >> w->opcode & 1) || w->num_segments != 1 || w->operand ||
-	    w->compare)
-		return false;
-	if (!w->wqe_flags)
-		return !w->stage_offset;
-	if (w->wqe_flags != DF_WQE_STAGED || w->completion_flags & FLAG_FENCE ||
-	    (w->opcode != DF_OP_SEND && w->opcode != DF_OP_RDMA_WRITE))
-		return false;
-	return s->segment_length <= (unsigned long long)stage_bytes &&
-	       w->stage_offset <= (unsigned long long)stage_bytes - s->segment_length;
 }
 
 struct run {
@@ -191,97 +87,6 @@ static bool add_to_run(void *to, const struct df_wqe *w, const struct df_wqe_seg
 	/* runs.group's rule, one kind for the whole run */
 	run->mixed = run->mixed || w->opcode != run->kind || n > MAX_OP_BYTES ||
 		     (w->completion_flags & FLAG_FENCE);
-	return true;
-}
-
-/* What take() and receives() are given first: a stretch of a work queue's slots and the rules
- * each WQE there must pass. */
-struct stretch {
-	Py_buffer ring;
-	unsigned long long at, count, entry_size, opcodes, owner, pz, need;
-	PyObject *lmrs, *before; /* borrowed */
-};
-
-/* Parse (ring, at, count, entry_size, opcodes, lmrs, owner, pz, need, before); the ring's
- * buffer is held (the caller releases it) unless it returns false, with an exception set. */
-static bool stretch_open(struct stretch *st, PyObject *const *args)
-{
-	st->at = PyLong_AsUnsignedLongLong(args[1]);
-	st->count = PyLong_AsUnsignedLongLong(args[2]);
-	st->entry_size = PyLong_AsUnsignedLongLong(args[3]);
-	st->opcodes = PyLong_AsUnsignedLongLong(args[4]);
-	st->owner = PyLong_AsUnsignedLongLong(args[6]);
-	st->pz = PyLong_AsUnsignedLongLong(args[7]);
-	st->need = PyLong_AsUnsignedLongLong(args[8]);
-	if (PyErr_Occurred())
-		return false;
-	st->lmrs = args[5];
-	st->before = args[9];
-	if (!PyDict_Check(st->lmrs)) {
-		PyErr_SetString(PyExc_TypeError, "lmrs must be a dict");
-		return false;
-	}
-	if (st->entry_size < sizeof(struct df_wqe) + sizeof(struct df_wqe_segment)) {
-		PyErr_SetString(PyExc_ValueError, "a slot too small for a WQE");
-		return false;
-	}
-	if (PyObject_GetBuffer(args[0], &st->ring, PyBUF_SIMPLE) < 0)
-		return false;
-	if (st->at > (unsigned long long)st->ring.len ||
-	    st->count > ((unsigned long long)st->ring.len - st->at) / st->entry_size) {
-		PyErr_SetString(PyExc_ValueError, "the slots lie outside the ring");
-		PyBuffer_Release(&st->ring);
-		return false;
-	}
-	return true;
-}
-
-/* One accepted WQE handed on (to a run, or made a receive); false on a Python error. */
-typedef bool (*accept_fn)(void *to, const struct df_wqe *w, const struct df_wqe_segment *s,
-			  const struct key *key, PyObject *stage);
-
-/* The walk both calls make: each slot copied once, then checked (see the top); stops before
- * the first WQE that is not plain or whose segment fails, and, ``fetchable`` (receives),
- * where the key changes: one key per call. False on a Python error. */
-static bool walk(struct stretch *st, PyObject *stage, Py_ssize_t stage_bytes, bool fetchable,
-		 struct key *key, accept_fn accept, void *to)
-{
-	if (st->before != Py_None)
-		key_of(st->before, st->owner, st->pz, st->need, key);
-	for (unsigned long long i = 0; i < st->count; i++) {
-		const unsigned char *slot =
-			(const unsigned char *)st->ring.buf + st->at + i * st->entry_size;
-		struct df_wqe w;
-		struct df_wqe_segment s;
-
-		memcpy(&w, slot, sizeof w); /* once: the driver may be writing the slot */
-		memcpy(&s, slot + sizeof w, sizeof s);
-		if (!is_plain(&w, &s, st->opcodes, stage_bytes) || !s.segment_length)
-			break;
-		if (!(key->lmr && s.lmr_context == key->context &&
-		      inside(key, s.virtual_address, s.segment_length))) {
-			PyObject *ctx, *lmr;
-
-			if (fetchable && i)
-				break; /* one key per call */
-			ctx = PyLong_FromUnsignedLongLong(s.lmr_context);
-			if (!ctx)
-				return false;
-			lmr = PyDict_GetItemWithError(st->lmrs, ctx); /* borrowed */
-			Py_DECREF(ctx);
-			if (!lmr && PyErr_Occurred())
-				return false;
-			if (!lmr || !key_of(lmr, st->owner, st->pz, st->need, key))
-				break;
-			if (key->context != s.lmr_context ||
-			    !inside(key, s.virtual_address, s.segment_length))
-				break;
-		}
-		if (key->pid && !w.wqe_flags && !fetchable)
-			break; /* a request's bytes in a process: the general path fetches them */
-		if (!accept(to, &w, &s, key, stage))
-			return false;
-	}
 	return true;
 }
 
@@ -409,15 +214,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__plaintake(void)
 {
-	static const char *names[] = {"owner", "region", "pz",	 "privilege_bits", "address",
-				      "end",   "pid",	 "view", "lmr_context"};
-	PyObject **slots[] = {&s_owner, &s_region, &s_pz,   &s_bits,   &s_address,
-			      &s_end,	&s_pid,	   &s_view, &s_context};
-
-	for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {
-		*slots[i] = PyUnicode_InternFromString(names[i]);
-		if (!*slots[i])
-			return NULL;
-	}
+	if (!walk_names())
+		return NULL;
 	return PyModule_Create(&module);
 }
