@@ -175,8 +175,8 @@ static bool stretch_open(struct stretch *st, PyObject *const *args)
 typedef bool (*accept_fn)(void *to, const struct df_wqe *w, const struct df_wqe_segment *s,
 			  const struct key *key, PyObject *stage);
 
-/* The walk both calls make: each slot copied once, then checked (see the top); stops before
- * the first WQE that is not plain or whose segment fails, and, ``fetchable`` (receives),
+/* The walk both calls make: each slot copied once, then checked (_plaintake.c says how); stops
+ * before the first WQE that is not plain or whose segment fails, and, ``fetchable`` (receives),
  * where the key changes: one key per call. False on a Python error. */
 static bool walk(struct stretch *st, PyObject *stage, Py_ssize_t stage_bytes, bool fetchable,
 		 struct key *key, accept_fn accept, void *to)
