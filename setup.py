@@ -16,16 +16,16 @@ setup(
         Extension(
             name,
             [source],
-            depends=["provider/df-abi.h", "fabricd/plaintake_walk.h"],
+            depends=["provider/df-abi.h", *headers],
             include_dirs=["provider"],
             extra_compile_args=FLAGS,
         )
-        for name, source in [
-            ("client._ringpost", "client/_ringpost.c"),
-            ("fabricd._plaintake", "fabricd/_plaintake.c"),
-            ("fabricd._landing", "fabricd/_landing.c"),
-            ("proto._scatter", "proto/_scatter.c"),
-            ("proto._rows", "proto/_rows.c"),
+        for name, source, headers in [
+            ("client._ringpost", "client/_ringpost.c", []),
+            ("fabricd._plaintake", "fabricd/_plaintake.c", ["fabricd/plaintake_walk.h"]),
+            ("fabricd._landing", "fabricd/_landing.c", []),
+            ("proto._scatter", "proto/_scatter.c", []),
+            ("proto._rows", "proto/_rows.c", []),
         ]
     ]
 )

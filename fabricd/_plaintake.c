@@ -90,6 +90,15 @@ static bool add_to_run(void *to, const struct df_wqe *w, const struct df_wqe_seg
 	return true;
 }
 
+/* take() and receives() are given 11 arguments; false with TypeError if not. */
+static bool arity(Py_ssize_t nargs, const char *name)
+{
+	if (nargs == 11)
+		return true;
+	PyErr_Format(PyExc_TypeError, "%s() takes 11 arguments", name);
+	return false;
+}
+
 /* take(ring, at, count, entry_size, opcodes, lmrs, owner, pz, need, before, stage)
  *      -> (wqes, views, total, mixed, lmr)
  *
@@ -103,32 +112,27 @@ static bool add_to_run(void *to, const struct df_wqe *w, const struct df_wqe_seg
 static PyObject *take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
 	struct run run = {NULL, NULL, 0, false, -1};
-	struct stretch st;
-	struct key key = {0};
-	PyObject *out = NULL;
+	PyObject *lmr, *out = NULL;
 	Py_ssize_t stage_bytes;
 
 	(void)self;
-	if (nargs != 11) {
-		PyErr_SetString(PyExc_TypeError, "take() takes 11 arguments");
+	if (!arity(nargs, "take"))
 		return NULL;
-	}
 	if (!PyMemoryView_Check(args[10])) {
 		PyErr_SetString(PyExc_TypeError, "take(): stage must be a memoryview");
 		return NULL;
 	}
 	stage_bytes = PyObject_Length(args[10]);
-	if (stage_bytes < 0 || !stretch_open(&st, args))
+	if (stage_bytes < 0)
 		return NULL;
 	run.wqes = PyList_New(0);
 	run.views = PyList_New(0);
-	if (run.wqes && run.views && walk(&st, args[10], stage_bytes, false, &key, add_to_run, &run))
-		out = Py_BuildValue("(OOKOO)", run.wqes, run.views, run.total,
-				    run.mixed ? Py_True : Py_False, key.lmr ? key.lmr : Py_None);
-	key_clear(&key);
+	if (run.wqes && run.views &&
+	    (lmr = walk_args(args, args[10], stage_bytes, false, add_to_run, &run)))
+		out = Py_BuildValue("(OOKON)", run.wqes, run.views, run.total,
+				    run.mixed ? Py_True : Py_False, lmr);
 	Py_XDECREF(run.wqes);
 	Py_XDECREF(run.views);
-	PyBuffer_Release(&st.ring);
 	return out;
 }
 
@@ -173,28 +177,20 @@ static bool add_receive(void *to, const struct df_wqe *w, const struct df_wqe_se
 static PyObject *receives(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
 	struct made made = {NULL, NULL};
-	struct stretch st;
-	struct key key = {0};
-	PyObject *out = NULL;
+	PyObject *lmr, *out = NULL;
 
 	(void)self;
-	if (nargs != 11) {
-		PyErr_SetString(PyExc_TypeError, "receives() takes 11 arguments");
+	if (!arity(nargs, "receives"))
 		return NULL;
-	}
 	if (!PyCallable_Check(args[10])) {
 		PyErr_SetString(PyExc_TypeError, "receives(): make must be callable");
 		return NULL;
 	}
-	if (!stretch_open(&st, args))
-		return NULL;
 	made.make = args[10];
 	made.list = PyList_New(0);
-	if (made.list && walk(&st, NULL, 0, true, &key, add_receive, &made))
-		out = Py_BuildValue("(OO)", made.list, key.lmr ? key.lmr : Py_None);
-	key_clear(&key);
+	if (made.list && (lmr = walk_args(args, NULL, 0, true, add_receive, &made)))
+		out = Py_BuildValue("(ON)", made.list, lmr);
 	Py_XDECREF(made.list);
-	PyBuffer_Release(&st.ring);
 	return out;
 }
 

@@ -220,4 +220,25 @@ static bool walk(struct stretch *st, PyObject *stage, Py_ssize_t stage_bytes, bo
 	return true;
 }
 
+/* The stretch ``args`` name (stretch_open) walked (walk), its buffer and key let go after: the
+ * LMR whose checks passed last, which the next call may pass as ``before`` (a new reference;
+ * None when none did), or NULL with an exception set. */
+static PyObject *walk_args(PyObject *const *args, PyObject *stage, Py_ssize_t stage_bytes,
+			   bool fetchable, accept_fn accept, void *to)
+{
+	struct stretch st;
+	struct key key = {0};
+	PyObject *lmr = NULL;
+
+	if (!stretch_open(&st, args))
+		return NULL;
+	if (walk(&st, stage, stage_bytes, fetchable, &key, accept, to)) {
+		lmr = key.lmr ? key.lmr : Py_None;
+		Py_INCREF(lmr);
+	}
+	key_clear(&key);
+	PyBuffer_Release(&st.ring);
+	return lmr;
+}
+
 #endif
