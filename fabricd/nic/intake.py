@@ -110,12 +110,14 @@ class Intake:
         left CONNECTED) out of the consumer's polled EPs."""
         q = ep.queues
         while q is not None:
-            taken = self._requests(ep, q)
-            if taken:
-                self.counts.takes += 1
-                self.counts.requests += taken
-                self.initiator.transmit(ep)  # together: small Writes leave as one batch
-            received = self._receives(ep, q)
+            taken = received = 0
+            if q.sq.available() or q.rq.available():  # else an empty look reads two indices
+                taken = self._requests(ep, q)
+                if taken:
+                    self.counts.takes += 1
+                    self.counts.requests += taken
+                    self.initiator.transmit(ep)  # together: small Writes leave as one batch
+                received = self._receives(ep, q)
             if taken or received:
                 if q.busy_looks:
                     self.counts.busy_takes += 1
