@@ -24,6 +24,7 @@ from typing import Any
 
 from bench import cdriver
 from bench.fabric import Session
+from bench.limits import PACE_LOOP, pace
 from bench.nodes import Fabric
 from bench.perftest import at_least_one, moderation
 from bench.proc import usage
@@ -110,22 +111,6 @@ def intake(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
         f" ({each:.1f} each), {its['doorbells']:,} doorbells, {its['busy_polls']:,} busy polls"
         f" ({its['busy_looks']:,} empty looks); the peer daemon's doorbells: {peer['doorbells']:,}"
     )
-
-
-PACE_LOOP = 1_000_000  # additions in a Python loop (31-46 ms of CPU on this VM)
-
-
-def pace() -> float:
-    """The CPU microseconds of a fixed Python loop (the best of three): the same work takes
-    half as long again or more in this VM's slow minutes, so the client's figures beside it
-    can be read."""
-    best = float("inf")
-    for _ in range(3):
-        t0, total = time.thread_time(), 0
-        for i in range(PACE_LOOP):
-            total += i
-        best = min(best, (time.thread_time() - t0) * 1e6)
-    return best
 
 
 def post_reap(session: Session, op: str, size: int, window: int) -> tuple[float, float]:

@@ -42,6 +42,7 @@ from typing import Any
 
 from bench import cdriver
 from bench.compare_table import COLUMNS, Row, format_line, medians, ratios_line
+from bench.limits import PACE_LOOP, pace
 from bench.perftest import at_least_zero, moderation, warmup
 from bench.ucx import RunError, run_ucx
 
@@ -283,7 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.json:
         now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
         rounds = f"  rounds {args.rounds}" if args.rounds > 1 else ""
-        print(f"# {now}  {platform.machine()}  nproc {_nproc()}  iters {args.iters}{rounds}")
+        print(
+            f"# {now}  {platform.machine()}  nproc {_nproc()}  iters {args.iters}{rounds}"
+            f"  pace {pace() / 1e3:.1f} ms ({PACE_LOOP:,} additions in a Python loop, CPU time)"
+        )
         legend = "\n".join(LEGEND)
         print(
             legend.format(
@@ -298,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[int, list[Row]] = {size: [] for size in args.sizes}
     for k in range(1, args.rounds + 1):
         if args.rounds > 1 and not args.json:
-            print(f"# round {k} of {args.rounds}", flush=True)
+            print(f"# round {k} of {args.rounds}  pace {pace() / 1e3:.1f} ms", flush=True)
         for size in args.sizes:
             row = compare_size(size, args.iters, ours, deadline)
             row.round = k if args.rounds > 1 else 0

@@ -67,6 +67,22 @@ class Limits:
         }
 
 
+PACE_LOOP = 1_000_000  # additions in a Python loop (27-84 ms of CPU on the VMs so far)
+
+
+def pace() -> float:
+    """The CPU microseconds of a fixed Python loop (the best of three): the same work takes
+    half as long again or more in a VM's slow minutes, and twice as long on a slower VM, so
+    figures printed beside it can be read."""
+    best = float("inf")
+    for _ in range(3):
+        t0, total = time.thread_time(), 0
+        for i in range(PACE_LOOP):
+            total += i
+        best = min(best, (time.thread_time() - t0) * 1e6)
+    return best
+
+
 # ---------------------------------------------------------------- helper processes (peers)
 
 

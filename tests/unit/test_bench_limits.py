@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from bench import limits
 from bench.limits import Limits, measure
 from bench.ucx import UCX_MB, parse_ucx, run_ucx
 
@@ -54,6 +55,17 @@ def test_measure_returns_positive_finite_limits() -> None:
         "limit_rr_pipelined_per_s",
     }
     assert all(_positive_finite(v) for v in limits.to_json().values())
+
+
+def test_pace_is_the_best_of_three_loops_in_cpu_microseconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pace(): three runs of the loop, each timed with the thread's CPU clock; the least."""
+    readings = iter([1.0, 1.05, 2.0, 2.02, 3.0, 3.07])  # loops of 50, 20 and 70 ms
+    monkeypatch.setattr("bench.limits.time.thread_time", lambda: next(readings))
+    monkeypatch.setattr(limits, "PACE_LOOP", 10)
+    assert limits.pace() == pytest.approx(20_000)
+    assert next(readings, None) is None  # read twice per loop, three loops
 
 
 def test_parse_ucx_table_takes_the_final_row() -> None:
