@@ -222,6 +222,10 @@ def run(args: argparse.Namespace) -> int:
         lines = merge(
             [("C", f"{tmp}/c.trace"), ("I", f"{tmp}/a.trace"), ("T", f"{tmp}/b.trace")], start
         )
+    if not lines:
+        print("no process passed a trace point in the stretch: the benchmark was still setting"
+              " up (raise --at)", file=sys.stderr)  # fmt: skip
+        return 1
     mbps = json.loads(out.getvalue().splitlines()[-1])["bw_MBps"]
     print(f"# {args.op} {args.size} B, window {args.window}, one in {args.cq_mod} signalled,")
     print(f"# traced: {mbps * 1e6 / args.size:,.0f} operations/s ({mbps:,.1f} MB/s);")

@@ -263,10 +263,25 @@ def test_bench_breakdown_names_every_process_of_a_windowed_send() -> None:
     assert lines[7].startswith("  consumer-daemon call round trip: ")
 
 
+def test_timeline_of_a_stretch_before_the_first_request_says_so() -> None:
+    """A stretch that ends before anything passed a trace point (the benchmark still setting
+    up): an error that says to start later, not an empty timeline."""
+    stretch = ["--iters", "2000", "--at", "0", "--span", "0.05"]  # its first 50 us
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.timeline", *stretch],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1
+    assert "raise --at" in out.stderr and out.stdout == ""
+
+
 def test_timeline_shows_every_process_of_a_window() -> None:
     """``python -m bench.timeline``: the consumer's waits, the initiator's batches and ACKs and
     the target's landings, in one timeline."""
-    stretch = ["--iters", "300000", "--at", "0.3", "--span", "20", "--rows", "100000"]
+    # a second in: the set-up before the first WQE took 0.4 s on a slow VM under load
+    stretch = ["--iters", "400000", "--at", "1.0", "--span", "20", "--rows", "100000"]
     out = subprocess.run(
         [sys.executable, "-m", "bench.timeline", *stretch],
         capture_output=True,
