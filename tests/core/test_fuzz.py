@@ -114,16 +114,20 @@ def fuzz(plane: Callable[[Live, random.Random], Iterator[bool]], seed: int) -> i
     rng = random.Random(seed)
     inputs = plane(live, rng)
     closed = 0
-    for n in range(INPUTS):
-        try:
-            closed += bool(next(inputs))
-        except AssertionError:
-            raise
-        except Exception as err:
-            raise AssertionError(f"seed {seed}, input {n}: {err!r}") from err
-        if n % CHECK_EVERY == 0:
-            live.check()
-    live.check()
+    gc.freeze()  # what lives already (the suite, the pair): no collection walks it again
+    try:
+        for n in range(INPUTS):
+            try:
+                closed += bool(next(inputs))
+            except AssertionError:
+                raise
+            except Exception as err:
+                raise AssertionError(f"seed {seed}, input {n}: {err!r}") from err
+            if n % CHECK_EVERY == 0:
+                live.check()
+        live.check()
+    finally:
+        gc.unfreeze()
     return closed
 
 
