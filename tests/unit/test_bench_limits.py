@@ -7,8 +7,7 @@ import shutil
 
 import pytest
 
-from bench import limits
-from bench.limits import Limits, measure
+from bench.limits import Limits, measure, pace
 from bench.ucx import UCX_MB, parse_ucx, run_ucx
 
 # Captured on this machine (UCX 1.13, UCX_TLS=tcp UCX_NET_DEVICES=lo):
@@ -63,8 +62,8 @@ def test_pace_is_the_best_of_three_loops_in_cpu_microseconds(
     """pace(): three runs of the loop, each timed with the thread's CPU clock; the least."""
     readings = iter([1.0, 1.05, 2.0, 2.02, 3.0, 3.07])  # loops of 50, 20 and 70 ms
     monkeypatch.setattr("bench.limits.time.thread_time", lambda: next(readings))
-    monkeypatch.setattr(limits, "PACE_LOOP", 10)
-    assert limits.pace() == pytest.approx(20_000)
+    monkeypatch.setattr("bench.limits.PACE_LOOP", 10)
+    assert pace() == pytest.approx(20_000)
     assert next(readings, None) is None  # read twice per loop, three loops
 
 
