@@ -11,9 +11,10 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test provider system-deps container-deps containers containers-up containers-down lint bench clean mutation fuzz
 
-# The install builds the C extensions (setup.py): it needs Python's headers.
-$(STAMP): pyproject.toml setup.py client/_ringpost.c fabricd/_plaintake.c fabricd/_landing.c \
-          proto/_scatter.c proto/_rows.c provider/df-abi.h
+# The install builds the C extensions (setup.py): it needs Python's headers. A change to any of
+# their sources or headers installs again.
+EXTENSIONS := $(wildcard client/*.[ch] fabricd/*.[ch] proto/*.[ch]) provider/df-abi.h
+$(STAMP): pyproject.toml setup.py $(EXTENSIONS)
 	@inc=$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
 	if [ ! -f "$$inc/Python.h" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-dev >/dev/null; \
