@@ -17,6 +17,7 @@ from fabricd.nic.queues import (
     RQ_OPCODES,
     SQ_OPCODES,
     doorbell,
+    posted,
     set_polling,
     take_one,
     watch,
@@ -98,7 +99,7 @@ class Intake:
         doorbell(ep)
         self.memory.fence()  # HEARD, then a look: a driver that saw HEARD old rang nothing
         q = ep.queues
-        if q is not None and (q.sq.available() or q.rq.available()):
+        if q is not None and posted(q):
             self.drain(ep)
 
     def drain(self, ep: Ep, linger: bool = True) -> None:
@@ -111,7 +112,7 @@ class Intake:
         q = ep.queues
         while q is not None:
             taken = received = 0
-            if q.sq.available() or q.rq.available():  # else an empty look reads two indices
+            if posted(q):
                 taken = self._requests(ep, q)
                 if taken:
                     self.counts.takes += 1
@@ -136,7 +137,7 @@ class Intake:
             if ep.handle not in ep.consumer.polled:
                 return  # not polled: a doorbell covers every post since its last empty look
             self.memory.fence()
-            if not (q.sq.available() or q.rq.available()):
+            if not posted(q):
                 del ep.consumer.polled[ep.handle]
                 return
             q = ep.queues

@@ -84,6 +84,12 @@ def publish_state(ep: Ep) -> None:
             set_polling(ep.queues, False)
 
 
+def posted(q: WorkQueues) -> bool:
+    """Has the driver published WQEs the daemon has not taken, on either queue? (Two index
+    reads: an empty look stops here.)"""
+    return bool(q.sq.available() or q.rq.available())
+
+
 def watch(ep: Ep, q: WorkQueues) -> None:
     """WQEs of the EP were taken: POLL 1, and the EP joins its consumer's polled EPs. Only
     those can hold WQEs no doorbell announced (a driver skips it when it sees POLL 1; one in
