@@ -514,8 +514,12 @@ class Fabric:
         return stranger
 
     def forget_ended(self) -> None:
-        """Let go of the pipes whose stream ended (a long run opens many)."""
+        """Let go of what a long run piles up: the pipes whose stream ended, the trace, and
+        the cancelled timers (a clock that never advances keeps every one)."""
         self.pipes = [p for p in self.pipes if p.end is None]
+        self.trace.clear()
+        self._timers = [entry for entry in self._timers if not entry[2].cancelled]
+        heapq.heapify(self._timers)
 
     def pipe(self, src: Node, dst: Node) -> Pipe:
         """The newest stream direction from ``src`` to ``dst``."""
