@@ -1,6 +1,7 @@
 """The C parts of the Python client and the daemon, each the fast path of one Python caller:
-client/_ringpost.c (the client's common post: client/posting.py), fabricd/_plaintake.c (runs
-of the common WQE read and checked, its walk in fabricd/plaintake_walk.h: Initiator.post_plain,
+client/_ringpost.c (the client's common post: client/posting.py), client/_ringtake.c (runs of
+its common completions: ClientCore.refill), fabricd/_plaintake.c (runs of the common WQE read
+and checked, its walk in fabricd/plaintake_walk.h: Initiator.post_plain,
 Target.post_recv_plain), fabricd/_landing.c (where a batch of RDMA Writes or Sends lands:
 remote_access.write_targets, Target._sends), proto/_scatter.c (a payload copied into its
 sink's views: codec.FrameReader) and proto/_rows.c (completion rows into an event queue, the
@@ -22,6 +23,7 @@ setup(
         )
         for name, source, headers in [
             ("client._ringpost", "client/_ringpost.c", []),
+            ("client._ringtake", "client/_ringtake.c", []),
             ("fabricd._plaintake", "fabricd/_plaintake.c", ["fabricd/plaintake_walk.h"]),
             ("fabricd._landing", "fabricd/_landing.c", []),
             ("proto._scatter", "proto/_scatter.c", []),

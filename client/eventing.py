@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from client import _ringtake as ringtake
 from client.records import Call as Call
 from client.records import CrInfo as CrInfo
 from client.records import EpMirror, EvdState, QueueMapper
@@ -36,15 +37,12 @@ from proto.errors import (
 )
 from proto.eventq import (
     EQ_ENTRY_SIZE,
-    EQE_SLOTS,
-    NOTIFIES,
-    SRQ_RECEIVE,
     eq_ring,
     eq_segment,
     read_eqe,
 )
 from proto.events import decode_event
-from proto.hostif import ASYNC_EVD, SLOTS, RingKind, check_descriptor
+from proto.hostif import ASYNC_EVD, RingKind, check_descriptor
 
 Sub = DatReturnSubtype
 Triplet = Sequence[int]
@@ -74,32 +72,31 @@ class EventPath:
 
     def refill(self, evd: EvdState) -> None:
         """Read the entries the daemon added to ``evd``'s queue since the last look (they keep
-        their slots until handed out): each run of slots up to the ring's end with one
-        iter_unpack, the EVD's counts kept in locals and stored once (an entry that is garbage
-        raises RingError with those before it queued and counted)."""
+        their slots until handed out): the plain DTO completions of each run of slots up to the
+        ring's end in C (client._ringtake, which stops at any other entry), the others here,
+        the EVD's counts kept in locals and stored once (an entry that is garbage raises
+        RingError with those before it queued and counted)."""
         ring = evd.ring
         if ring is None or self.catastrophic:
             return
         ready, taken = ring.available(), evd.from_ring
-        queue, handle, completion = evd.queue, evd.handle, Event.completion
+        queue, handle = evd.queue, evd.handle
         dto_bytes, notifying = evd.dto_bytes, evd.notifying
         try:
             while taken < ready:
                 first = (ring.mine + taken) & ring.mask
-                at = SLOTS + first * EQ_ENTRY_SIZE
-                run = ring.view[at : at + min(ready - taken, ring.entries - first) * EQ_ENTRY_SIZE]
-                entries = EQE_SLOTS.iter_unpack(run)
-                for raw, flags, reserved, size, ep, status, cookie, length, op in entries:
-                    if raw == _DTO_COMPLETION and not (reserved or size or flags & SRQ_RECEIVE):
-                        # the common entry (proto.events.dto_entry's layout), made here
-                        notify = bool(flags & NOTIFIES)
-                        event = completion(handle, ep, cookie, status, length, op, notify)
-                        dto_bytes += (length - dto_bytes) // 8
-                    else:  # checked: RingError if garbage
-                        raw, flags, head, body = read_eqe(ring, ring.mine + taken)
-                        event = self._event(*decode_event(handle, raw, flags, head, body))
-                        if raw == _DTO_COMPLETION:  # an SRQ's receive (decode_event reads it)
-                            dto_bytes += (event.transfered_length - dto_bytes) // 8
+                run = min(ready - taken, ring.entries - first)
+                events, notifies, dto_bytes = ringtake.completions(
+                    ring.view, first, run, Event, _DTO_COMPLETION, handle, dto_bytes
+                )
+                queue.extend(events)
+                taken += len(events)
+                notifying += notifies
+                if len(events) < run:  # checked: RingError if garbage
+                    raw, flags, head, body = read_eqe(ring, ring.mine + taken)
+                    event = self._event(*decode_event(handle, raw, flags, head, body))
+                    if raw == _DTO_COMPLETION:  # an SRQ's receive (decode_event reads it)
+                        dto_bytes += (event.transfered_length - dto_bytes) // 8
                     taken += 1
                     queue.append(event)
                     notifying += event.notify
@@ -347,15 +344,16 @@ class EventPath:
             self.mapper.unmap(eq_segment(self.name, handle))
 
     def evd_dequeue(self, handle: int) -> Event:
-        """dat_evd_dequeue: the oldest event, or DAT_QUEUE_EMPTY."""
-        evd = self.evd(handle)
+        """dat_evd_dequeue: the oldest event, or DAT_QUEUE_EMPTY. (Once per completion a
+        polling program reaps: the lookup and ``take`` are written out here, two calls fewer.)"""
+        evd = (type(handle) is int and self.evds.get(handle)) or self.evd(handle)
         if evd.waiting:
             raise DatInvalidState(Sub.INVALID_STATE_EVD_WAITER, "a waiter owns the EVD")
         if not evd.queue:
             self.refill(evd)
             if not evd.queue:
                 raise DatQueueEmpty(message="no event queued")
-        return self.take(evd)
+        return self.reaped(evd.pop()) if self.srqs else evd.pop()
 
     def take(self, evd: EvdState) -> Event:
         """Hand out the EVD's oldest event (a receive of an SRQ stops occupying it)."""

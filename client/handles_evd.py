@@ -26,11 +26,12 @@ class Evd(Handle):
         socket once, so a dead daemon's IA_CATASTROPHIC shows, and kicks the EPs' queues)."""
         core = self.ia.core
         try:
-            return self._handed_out(core.evd_dequeue(self.handle))
+            event = core.evd_dequeue(self.handle)
         except DatQueueEmpty:
             self.ia._pump(0)
             self.ia.kick()
-        return self._handed_out(core.evd_dequeue(self.handle))
+            event = core.evd_dequeue(self.handle)
+        return self._handed_out(event) if event.cr else event
 
     def _handed_out(self, event: Event) -> Event:
         if event.cr:

@@ -43,7 +43,9 @@ _DTO_COMPLETION: Final = EventNumber.DTO_COMPLETION_EVENT
 @dataclass
 class Event:
     """A DAT_EVENT: the number, the EVD it was queued on, and the fields of its kind. (No
-    __slots__: a field never set reads its class default, which ``completion`` relies on.)"""
+    __slots__: a field never set reads its class default, which client._ringtake relies on:
+    it sets a DTO completion's own fields only, ~0.3 us an event against ~0.5 us for the
+    generated __init__.)"""
 
     event_number: EventNumber
     evd: int
@@ -71,18 +73,6 @@ class Event:
     """For IB_DTO_EVENT of type RDMA_WRITE_IMMED_DATA: the 32-bit immediate data."""
     srq: int = field(default=0, compare=False, repr=False)
     """For a receive taken from an SRQ: the SRQ's handle (its count of receives handed out)."""
-
-    @classmethod
-    def completion(
-        cls, evd: int, ep: int, cookie: int, status: int, length: int, op: int, notify: bool
-    ) -> Event:
-        """A DTO_COMPLETION_EVENT, made with only its own fields set (~0.3 us against ~0.5 us
-        for the generated __init__, once per completion)."""
-        event = cls.__new__(cls)
-        event.event_number, event.evd, event.ep, event.cookie = _DTO_COMPLETION, evd, ep, cookie
-        event.status, event.transfered_length, event.operation = status, length, op
-        event.notify = notify
-        return event
 
 
 @dataclass(eq=False)

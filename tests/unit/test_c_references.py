@@ -8,6 +8,7 @@ where it began (or a crash)."""
 from __future__ import annotations
 
 import gc
+import random
 import sys
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -16,6 +17,8 @@ from typing import Any
 import pytest
 
 from client import _ringpost as ringpost
+from client import _ringtake as ringtake
+from client.records import Event
 from fabricd import _landing as landing
 from fabricd import _plaintake as plaintake
 from fabricd.nic.objects import Recv
@@ -36,6 +39,7 @@ from tests.core.test_post_inline import (
 )
 from tests.unit import test_landing as lt
 from tests.unit import test_plaintake as pt
+from tests.unit import test_ringtake as tt
 from tests.unit import test_rows as rt
 
 CALLS = 3000
@@ -190,7 +194,29 @@ def _rows_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]]]:
     }  # fmt: skip
 
 
-CASES = {**_plaintake_cases(), **_landing_cases(), **_scatter_cases(), **_rows_cases()}
+def _ringtake_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]]]:
+    whole, _ = tt._queue(random.Random(9))  # sixteen plain completions
+    stopped, _ = tt._queue(random.Random(0))  # six, then another entry
+    number, evd = tt.DTO, tt.EVD
+
+    def take(view: memoryview, first: int, count: int, cls: Any = Event) -> object:
+        return ringtake.completions(view, first, count, cls, number, evd, 64)
+
+    return {
+        "completions: a whole run": (lambda: take(whole, 0, tt.ENTRIES), (whole, number)),
+        "completions: up to another entry": (lambda: take(stopped, 0, 9), (stopped, number)),
+        "completions: past the ring": (_raises(ValueError, lambda: take(whole, 8, 9)), (whole,)),
+        "completions: no class": (_raises(ValueError, lambda: take(whole, 0, 1, 1)), (whole,)),
+    }
+
+
+CASES = {
+    **_plaintake_cases(),
+    **_landing_cases(),
+    **_scatter_cases(),
+    **_rows_cases(),
+    **_ringtake_cases(),
+}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

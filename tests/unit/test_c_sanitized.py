@@ -30,6 +30,7 @@ sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", tests]))
 """
 EXTENSIONS = [
     ("client._ringpost", "client/_ringpost.c", "client.posting", "tests/core/test_post_inline.py"),
+    ("client._ringtake", "client/_ringtake.c", "client.eventing", "tests/unit/test_ringtake.py"),
     ("fabricd._plaintake", "fabricd/_plaintake.c", "fabricd.nic.initiator",
      "tests/unit/test_plaintake.py"),
     ("fabricd._landing", "fabricd/_landing.c", "fabricd.nic.remote_access",
