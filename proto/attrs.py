@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Final
 
 from proto.constants import (
@@ -61,8 +61,9 @@ class EpAttr:
     max_rdma_write_iov: int = 4
 
     def to_wire(self) -> dict[str, int]:
-        """The attributes as a msgpack-able mapping."""
-        return asdict(self)
+        """The attributes as a msgpack-able mapping (a shallow copy: dataclasses.asdict
+        deep-copies every field, ~0.2 ms an EP)."""
+        return {name: getattr(self, name) for name in _EP_ATTR_NAMES}
 
     @classmethod
     def from_wire(cls, data: object) -> EpAttr:
@@ -107,6 +108,9 @@ class EpAttr:
                 )
         if self.service_type != ServiceType.RC:
             raise DatInvalidParameter(DatReturnSubtype.INVALID_ARG6, "only RC service is offered")
+
+
+_EP_ATTR_NAMES = tuple(f.name for f in fields(EpAttr))
 
 
 @dataclass(frozen=True)
