@@ -10,7 +10,8 @@ no byte of the pair's memory changes but the ones the pair wrote.
 
 ``DATFABRIC_FUZZ_INPUTS`` sets the inputs per plane (100,000 by default, the CI run;
 ``make fuzz`` runs 1,000,000 per plane); ``DATFABRIC_FUZZ_SEED`` the seed (a failure prints the
-seed and the input's number, and the same seed replays it).
+seed and the input's number, and the same seed replays it). The planes run two at a time in
+forked child processes (the ``planes`` fixture); each plane's test reads its child's outcome.
 """
 
 from __future__ import annotations
