@@ -13,6 +13,8 @@
 
 #include "df-abi.h"
 
+#define MEAN_MAX 0x100000000LL
+
 static PyObject *s_event_number, *s_evd, *s_ep, *s_cookie, *s_status, *s_length, *s_operation,
 	*s_notify, *s_no_args;
 
@@ -80,8 +82,9 @@ static PyObject *completions(PyObject *module, PyObject *const *args, Py_ssize_t
 	mean = PyLong_AsLongLong(args[6]);
 	if (PyErr_Occurred())
 		return NULL;
-	if (!PyType_Check(cls) || first < 0 || count < 0) {
-		PyErr_SetString(PyExc_ValueError, "completions: a class and two counts");
+	/* The mean is of u32 lengths: bounded, so no step of it overflows. */
+	if (!PyType_Check(cls) || first < 0 || count < 0 || mean < 0 || mean > MEAN_MAX) {
+		PyErr_SetString(PyExc_ValueError, "completions: a class, two counts and a mean");
 		return NULL;
 	}
 	if (PyObject_GetBuffer(args[0], &buf, PyBUF_SIMPLE) < 0)

@@ -103,6 +103,8 @@ def test_a_run_past_the_ring_raises(args: tuple[int, int], error: type[Exception
         (bytearray(SLOTS + EQ_ENTRY_SIZE), 0, 1, "Event", DTO, EVD, 0),  # no class
         (bytearray(SLOTS + EQ_ENTRY_SIZE), 0, 1, Event, "1", EVD, 0),  # no event number
         (bytearray(SLOTS + EQ_ENTRY_SIZE), 0, 1, Event, DTO, EVD, "0"),  # no mean
+        (bytearray(SLOTS + EQ_ENTRY_SIZE), 0, 1, Event, DTO, EVD, -1),  # no mean of lengths
+        (bytearray(SLOTS + EQ_ENTRY_SIZE), 0, 1, Event, DTO, EVD, 2**32 + 1),
         (None, 0, 1, Event, DTO, EVD, 0),  # no buffer
         (bytearray(SLOTS + EQ_ENTRY_SIZE), 0, 1, Event, DTO, EVD),  # one argument short
     ],
