@@ -31,27 +31,28 @@ static long long mean_step(long long mean, long long length)
  * instances then share one key table). */
 static PyObject *completion(PyObject *cls, PyObject *number, PyObject *evd, const struct df_eqe *e)
 {
-	PyObject *event, *values[6];
-	PyObject *names[] = {s_ep, s_cookie, s_status, s_length, s_operation};
+	PyObject *names[] = {s_ep, s_cookie, s_status, s_length, s_operation, s_notify};
+	PyObject *values[] = {
+		PyLong_FromUnsignedLong(e->ep),     PyLong_FromUnsignedLongLong(e->cookie),
+		PyLong_FromUnsignedLong(e->status), PyLong_FromUnsignedLong(e->length),
+		PyLong_FromUnsignedLong(e->aux),    PyBool_FromLong(e->flags & DF_EQE_NOTIFIES),
+	};
+	const size_t n = sizeof(names) / sizeof(names[0]);
+	PyObject *event = NULL;
 	int failed = 0;
 
-	event = PyBaseObject_Type.tp_new((PyTypeObject *)cls, s_no_args, NULL);
-	if (!event)
-		return NULL;
-	values[0] = PyLong_FromUnsignedLong(e->ep);
-	values[1] = PyLong_FromUnsignedLongLong(e->cookie);
-	values[2] = PyLong_FromUnsignedLong(e->status);
-	values[3] = PyLong_FromUnsignedLong(e->length);
-	values[4] = PyLong_FromUnsignedLong(e->aux);
-	values[5] = PyBool_FromLong(e->flags & DF_EQE_NOTIFIES);
-	failed = PyObject_SetAttr(event, s_event_number, number) || PyObject_SetAttr(event, s_evd, evd);
-	for (size_t i = 0; i < 5; i++)
-		failed = failed || !values[i] || PyObject_SetAttr(event, names[i], values[i]);
-	failed = failed || PyObject_SetAttr(event, s_notify, values[5]);
-	for (size_t i = 0; i < 6; i++)
+	for (size_t i = 0; i < n; i++)
+		failed = failed || !values[i]; /* no call below with an exception pending */
+	if (!failed)
+		event = PyBaseObject_Type.tp_new((PyTypeObject *)cls, s_no_args, NULL);
+	failed = failed || !event || PyObject_SetAttr(event, s_event_number, number) ||
+		 PyObject_SetAttr(event, s_evd, evd);
+	for (size_t i = 0; i < n; i++) {
+		failed = failed || PyObject_SetAttr(event, names[i], values[i]);
 		Py_XDECREF(values[i]);
+	}
 	if (failed) {
-		Py_DECREF(event);
+		Py_XDECREF(event);
 		return NULL;
 	}
 	return event;

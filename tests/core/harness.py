@@ -513,7 +513,7 @@ class Fabric:
         stranger.end = end
         return stranger
 
-    def forget_ended(self) -> None:
+    def forget_history(self) -> None:
         """Let go of what a long run piles up: the pipes whose stream ended, the trace, and
         the cancelled timers (a clock that never advances keeps every one)."""
         self.pipes = [p for p in self.pipes if p.end is None]

@@ -129,7 +129,7 @@ def fuzz(plane: Callable[[Live, random.Random], Iterator[bool]], seed: int) -> i
                 raise AssertionError(f"seed {seed}, input {n}: {err!r}") from err
             if n % CHECK_EVERY == 0:
                 live.check()
-                live.fabric.forget_ended()  # the trace alone made 100,000 inputs 3 x slower
+                live.fabric.forget_history()  # the trace alone made 100,000 inputs 3 x slower
         live.check()
     finally:
         gc.unfreeze()
@@ -287,7 +287,7 @@ def ring_plane(live: Live, rng: random.Random) -> Iterator[bool]:
             live.fabric.run()
             rotations += 1
             if rotations % 16 == 0:  # a closed IA's queues (8 MB each here) are in cycles
-                live.fabric.forget_ended()
+                live.fabric.forget_history()
                 gc.collect()
             s, t, sq = _ring_side(live, rng)
         yield gone
@@ -328,7 +328,7 @@ def srq_plane(live: Live, rng: random.Random) -> Iterator[bool]:
         if gone:
             s.c.close()
             live.fabric.run()
-            live.fabric.forget_ended()
+            live.fabric.forget_history()
             s, t, srq, ring = _srq_side(live)
         yield gone
 

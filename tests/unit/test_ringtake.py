@@ -53,7 +53,8 @@ def _expected(heads: list[tuple[int, ...]], mean: int) -> tuple[list[Event], int
     for number, flags, rsvd, size, ep, status, cookie, length, op in heads:
         if number != DTO or rsvd or size or flags & SRQ_RECEIVE:
             break
-        events.append(Event(DTO, EVD, ep, cookie, status, length, op, notify=bool(flags & 1)))
+        notify = bool(flags & NOTIFIES)
+        events.append(Event(DTO, EVD, ep, cookie, status, length, op, notify=notify))
         notifies += flags & NOTIFIES
         mean += (length - mean) // 8
     return events, notifies, mean
