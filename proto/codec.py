@@ -28,6 +28,8 @@ from proto.frames import (
 )
 
 _LEN = struct.Struct(">I")
+_KINDS: Final = {int(kind): kind for kind in FrameType}
+"""Frame types by number: a dict lookup, where FrameType(n) is two Python calls a frame."""
 _packer = msgpack.Packer(use_bin_type=True)
 
 DIRECT_LANDING_MIN: Final = 32 * 1024
@@ -99,10 +101,9 @@ def decode_header(raw: bytes | memoryview, max_payload: int = MAX_PAYLOAD_LEN) -
     ftype, plen = obj[0], obj[1]
     if type(ftype) is not int or type(plen) is not int:
         raise MalformedFrame("frame type and payload length must be integers")
-    try:
-        kind = FrameType(ftype)
-    except ValueError:
-        raise MalformedFrame(f"unknown frame type {ftype:#x}") from None
+    kind = _KINDS.get(ftype)
+    if kind is None:
+        raise MalformedFrame(f"unknown frame type {ftype:#x}")
     fields = obj[2:]
     if len(fields) != len(FIELDS[kind]):
         raise MalformedFrame(f"{kind.name} has {len(fields)} fields, expected {len(FIELDS[kind])}")

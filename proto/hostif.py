@@ -162,16 +162,26 @@ class Ring:
         theirs: int = self.words[self.theirs_at]
         ahead = (theirs - self.mine) % U32 if not self.producer else (self.mine - theirs) % U32
         if ahead > self.entries:
-            side = "producer" if not self.producer else "consumer"
-            raise RingError(
-                f"the {side} index {theirs} is {ahead} entries from {self.mine}: "
-                "past the ring or running backwards"
-            )
+            raise self._beyond(theirs, ahead)
         return theirs
 
+    def _beyond(self, theirs: int, ahead: int) -> RingError:
+        side = "producer" if not self.producer else "consumer"
+        return RingError(
+            f"the {side} index {theirs} is {ahead} entries from {self.mine}: "
+            "past the ring or running backwards"
+        )
+
     def available(self) -> int:
-        """Consumer: how many entries are ready to take."""
-        return (self._theirs() - self.mine) % U32
+        """Consumer: how many entries are ready to take (``_theirs``' check, inline: the
+        daemon's empty look reads two of these)."""
+        if self.producer:
+            return (self._theirs() - self.mine) % U32
+        theirs: int = self.words[self.theirs_at]
+        ready: int = (theirs - self.mine) % U32
+        if ready > self.entries:
+            raise self._beyond(theirs, ready)
+        return ready
 
     def space(self) -> int:
         """Producer: how many slots are free."""

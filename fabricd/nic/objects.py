@@ -317,7 +317,9 @@ class PeerLink:
         executes once. (A batch is one when its last request is; one partly seen lands only
         the rest.)"""
         last = last_seq(frame)
-        return last <= self.acked or any(
+        if last <= self.acked:
+            return True
+        return bool(self.stalled) and any(
             f.fields[0] <= last and frame.fields[0] <= last_seq(f) for f in self.stalled
         )
 
