@@ -159,7 +159,7 @@ def serve_echo(port: int) -> None:
 
 
 @contextmanager
-def _helper(kind: str) -> Iterator[int]:
+def helper(kind: str) -> Iterator[int]:
     """Start ``python -m bench.limits KIND 0``, yield its port, and kill it afterwards."""
     root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ)
@@ -216,7 +216,7 @@ def _stream_round(port: int, seconds: float) -> float:
 
 def measure_stream(seconds: float) -> float:
     """Median loopback TCP stream throughput in 10^6 B/s over ``ROUNDS`` rounds."""
-    with _helper("serve-stream") as port:
+    with helper("serve-stream") as port:
         return statistics.median(_stream_round(port, seconds / ROUNDS) for _ in range(ROUNDS))
 
 
@@ -315,7 +315,7 @@ async def _request_reply(port: int, seconds: float) -> tuple[float, float]:
 def measure_request_reply(seconds: float) -> tuple[float, float]:
     """(median RTT in us at one in flight, replies/s at 64 in flight), uvloop both ends."""
     with (
-        _helper("serve-echo") as port,
+        helper("serve-echo") as port,
         asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
     ):
         return runner.run(_request_reply(port, seconds))
