@@ -111,8 +111,9 @@ async def _relay(path: str, port: int, bell: int) -> None:
         words = memoryview(page).cast("I")
         loop = asyncio.get_running_loop()
         transport, _ = await loop.create_connection(lambda: _Relay(words, bell), HOST, port)
+        parent = os.getppid()
         try:
-            while os.getppid() != 1 and not transport.is_closing():
+            while os.getppid() == parent and not transport.is_closing():  # until orphaned
                 await asyncio.sleep(0.2)
         finally:
             transport.close()
