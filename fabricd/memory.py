@@ -120,7 +120,7 @@ class MemoryRegistry:
         self._reserved: set[int] = set()
         self._written: dict[str, list[tuple[int, int]]] = {}  # segment -> I/O-view ranges
         self.owners: dict[str, int] = {}  # segment -> the consumer it belongs to (0: the node)
-        self.revoked = 0  # keys that stopped working (free, unbind): a plan checks it still holds
+        self.revoked = 0  # keys that stopped working (free, unbind, revoke): a plan checks it
 
     def new_key(self) -> int:
         """A fresh non-zero 32-bit key not in use as a local or remote context."""
@@ -153,6 +153,19 @@ class MemoryRegistry:
         entry = self.by_rmr_context.pop(key, None)
         if isinstance(entry, Window):
             entry.lmr.bound_rmrs -= 1
+
+    def revoke(self, key: int) -> bool:
+        """A remote key stops working, whatever it opens (an LMR's or a bound window's: the
+        admin plane's revoke); False if there is no such key."""
+        entry = self.by_rmr_context.get(key)
+        if entry is None:
+            return False
+        if isinstance(entry, Window):
+            self.unbind(key)
+        else:
+            self.revoked += 1  # as unbind and free count theirs: a plan made before fails
+            del self.by_rmr_context[key]
+        return True
 
     def map_segment(self, name: str) -> memoryview:
         """Map a consumer's segment; raises OSError or ValueError on a bad name."""

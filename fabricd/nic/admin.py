@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 
 from fabricd.faults import FaultEngine
-from fabricd.memory import Lmr, MemoryRegistry
+from fabricd.memory import MemoryRegistry
 from fabricd.nic.objects import Consumer, Shell
 from fabricd.nic.wire import Wire
 from proto import calls
@@ -74,13 +74,8 @@ class Admin:
 
     def rmr_revoke(self, consumer: Consumer, a: calls.RmrRevoke) -> Empty:
         """Revoke a remote key (of any consumer of this node): later accesses fail."""
-        entry = self.memory.by_rmr_context.get(a.rmr_context)
-        if entry is None:
+        if not self.memory.revoke(a.rmr_context):
             raise DatInvalidParameter(Sub.INVALID_ARG1, f"no rmr_context {a.rmr_context!r}")
-        if isinstance(entry, Lmr):
-            del self.memory.by_rmr_context[a.rmr_context]
-        else:
-            self.memory.unbind(a.rmr_context)
         log.info("rmr_context %#x revoked", a.rmr_context)
         return Empty()
 

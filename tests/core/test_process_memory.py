@@ -4,7 +4,7 @@ ProcessMemory it was given (here the harness's Processes)."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
@@ -184,13 +184,18 @@ def test_writes_of_a_batch_onto_bytes_written_before_leave_the_later_ones_bytes(
 def _free_mid_payload(fabric: Fabric, a: Side, b: Side, handle: int) -> list[int]:
     """Hold what ``a`` posted on its way to ``b``, deliver all of it but its last 4 bytes,
     free LMR ``handle`` of ``b``, deliver the rest: the completion statuses ``a`` then gets."""
+    return _mid_payload(fabric, a, b, lambda: b.c.call(b.c.core.lmr_free(handle)))
+
+
+def _mid_payload(fabric: Fabric, a: Side, b: Side, act: Callable[[], object]) -> list[int]:
+    """``_free_mid_payload`` with ``act`` in place of the free."""
     link = fabric.pipe(a.c.node, b.c.node)
     link.held = True
     fabric.run()
     data = b"".join(link.chunks)
     link.chunks.clear()
     link.deliver(data[:-4])
-    b.c.call(b.c.core.lmr_free(handle))
+    act()
     link.deliver(data[-4:])
     link.release()
     fabric.run()
@@ -209,6 +214,20 @@ def test_a_batch_whose_key_is_revoked_while_its_bytes_arrive_writes_nothing_ther
     handle, _, rmr_context = own_lmr_handle(b, BASE, 64)
     _batch_to_process(a, 5, lambda _: rmr_context)  # the lone Write, then the batch
     assert _free_mid_payload(fabric, a, b, handle)[:2] == _FIRST_THEN_REVOKED
+    held = fabric.processes.buffers[b.c.pid][BASE]
+    assert held[:8] == b"\x01" * 8 and held[8:] == bytes(56), "the lone Write's bytes alone"
+
+
+def test_a_batch_whose_lmr_key_is_revoked_by_the_admin_plane_writes_nothing_there() -> None:
+    """The same, with the LMR's rmr_context revoked (`fabricctl fault revoke`) instead of the
+    LMR freed: the revoke counts as a key that stopped working, so the batch's plan, made
+    before it, no longer holds."""
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(64))
+    _, _, rmr_context = own_lmr_handle(b, BASE, 64)
+    _batch_to_process(a, 5, lambda _: rmr_context)
+    revoke = lambda: b.c.admin("rmr_revoke", [rmr_context])  # noqa: E731
+    assert _mid_payload(fabric, a, b, revoke)[:2] == _FIRST_THEN_REVOKED
     held = fabric.processes.buffers[b.c.pid][BASE]
     assert held[:8] == b"\x01" * 8 and held[8:] == bytes(56), "the lone Write's bytes alone"
 
