@@ -142,6 +142,7 @@ class _Stream(asyncio.BufferedProtocol):
         self.turn.begin()
         bulk = False
         try:
+            self._head(reader)
             while not self._closed:
                 frame = reader.next_event()
                 if frame is None:
@@ -156,6 +157,9 @@ class _Stream(asyncio.BufferedProtocol):
             self._fail(f"bad frame: {err!r}")
         finally:
             self.turn.end(later=bulk)
+
+    def _head(self, reader: FrameReader) -> None:
+        """Before the read's frames are decoded one by one (a peer stream's lane)."""
 
     def _fail(self, reason: str) -> None:
         log.warning("%s %s: %s; closing the connection", self.kind, self._peer, reason)
@@ -280,6 +284,14 @@ class PeerStream(_Stream):
         if self._out:
             self._flush()
         return self.nic.peer_sink(self.link, frame)
+
+    def _head(self, reader: FrameReader) -> None:
+        if self.link is not None:
+            self.nic.peer_lane(self.link, reader, self._before_landing)
+
+    def _before_landing(self) -> None:
+        if self._out:  # as in _sink
+            self._flush()
 
     def _frame(self, frame: Frame) -> None:
         assert self.link is not None

@@ -198,6 +198,19 @@ class FrameReader:
             self.buffer_updated(n)
             mv = mv[n:]
 
+    def take_head(self, taker: Callable[[memoryview, int, int], int]) -> None:
+        """Let ``taker`` consume whole frames at the head of the buffered bytes when no frame
+        is in progress: it is given (buffer, start, end) and returns where it stopped (a
+        frame boundary; what it left is decoded here as before)."""
+        if self._frame is not None or self._start == self._end:
+            return
+        start = taker(self._view, self._start, self._end)
+        if not self._start <= start <= self._end:
+            raise ValueError(f"a taker stopped at {start}, outside {self._start}..{self._end}")
+        self._start = start
+        if start == self._end:
+            self._start = self._end = 0
+
     @property
     def landing(self) -> bool:
         """A payload is arriving and is not complete: the last bytes read were all its (no

@@ -14,6 +14,7 @@ from dataclasses import asdict
 
 from fabricd.faults import FaultEngine
 from fabricd.memory import MemoryRegistry, SegmentMapper
+from fabricd.nic import lane
 from fabricd.nic.admin import Admin
 from fabricd.nic.cm import ConnectionManager
 from fabricd.nic.ep import Endpoints
@@ -42,7 +43,7 @@ from fabricd.nic.target import Target
 from fabricd.nic.wire import Wire
 from fabricd.procmem import ProcessMemory
 from proto import calls
-from proto.codec import DISCARD, Frame, Sink, encode, hello
+from proto.codec import DISCARD, Frame, FrameReader, Sink, encode, hello
 from proto.errors import (
     DatError,
     DatInternalError,
@@ -368,6 +369,23 @@ class Nic:
         if frame.type in _LANDS:
             return self.target.sink(link, frame)
         raise MalformedFrame(f"{frame.type.name} carries no payload")
+
+    def peer_lane(self, link: PeerLink, reader: FrameReader, before: Callable[[], None]) -> None:
+        """Before a read's frames are decoded: the lone RDMA Writes at its head land through
+        fabricd/nic/lane.py when nothing about the link needs the long way."""
+        if (
+            link.authenticated
+            and link.ep is not None
+            and not link.stalled
+            and link.fault is None
+            and link.direct is None
+            and not link.closed
+            and self.memory.coherent
+        ):
+            memory = self.memory
+            reader.take_head(
+                lambda view, start, end: lane.land(memory, link, view, start, end, before)
+            )
 
     def peer_frame(self, link: PeerLink, frame: Frame) -> None:
         """Handle one complete frame from a peer daemon; the first must be HELLO, then the

@@ -17,7 +17,7 @@ from typing import Final
 
 from fabricd import _landing as landing
 from fabricd.memory import MemoryRegistry
-from fabricd.nic import plain_recvs
+from fabricd.nic import lane, plain_recvs
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.events import Events
 from fabricd.nic.objects import Ep, PeerLink, Recv
@@ -90,14 +90,15 @@ class Target:
             address, rmr_context = frame.fields[1:3]
             if type(address) is not int or type(rmr_context) is not int:
                 raise MalformedFrame("an RDMA Write's address and rmr_context are integers")
-            view = self.memory.remote(
-                rmr_context, address, frame.payload_len, MemPriv.REMOTE_WRITE, ep.pz, ep.handle
-            )
-            if view is None:
+            reach = self.memory.reach(rmr_context, MemPriv.REMOTE_WRITE, ep.pz, ep.handle)
+            view = None if reach is None else reach.bytes(address, frame.payload_len)
+            if view is None or reach is None:
                 link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
                 return DISCARD
             if not self.memory.coherent:
                 self.memory.mark_written(rmr_context, address, frame.payload_len)
+            elif frame.type == FrameType.WRITE:
+                lane.grant(self.memory, link, ep, rmr_context, reach)  # the next may take it
             return [view]
         if frame.type != FrameType.SEND:
             raise MalformedFrame(f"{frame.type.name} carries no payload")

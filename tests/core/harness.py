@@ -206,6 +206,7 @@ class PeerEnd:
             return
         try:
             self.reader.feed(data)
+            self.node.nic.peer_lane(self.link, self.reader, lambda: None)  # sends are unbuffered
             while not self.closed and (frame := self.reader.next_event()) is not None:
                 self.node.nic.peer_frame(self.link, frame)
             self.node.nic.peer_batch_end(self.link)

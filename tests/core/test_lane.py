@@ -1,0 +1,134 @@
+"""The target's lane for lone RDMA Writes (fabricd/nic/lane.py): after one Write under a key
+has passed its checks the long way, the next ones under it land in the lane; a key revoked,
+a range outside the key, another frame type or a duplicate leaves it, so each is handled as
+it always was."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from fabricd.memory import MemoryRegistry
+from fabricd.nic import lane
+from fabricd.nic.objects import PeerLink
+from proto.constants import DtoCompletionStatus as St
+from proto.constants import Dtos, MemPriv, MemType
+from proto.constants import EventNumber as E
+from tests.core.flows import Side, pair
+from tests.core.harness import Fabric
+
+OK = St.DTO_SUCCESS
+
+
+@pytest.fixture
+def laned(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The number of Writes each lane call landed (the frames it consumed)."""
+    counts: list[int] = []
+    land = lane.land
+
+    def counted(
+        memory: MemoryRegistry,
+        link: PeerLink,
+        view: memoryview,
+        start: int,
+        end: int,
+        before: Callable[[], None],
+    ) -> int:
+        acked = link.acked
+        stop = land(memory, link, view, start, end, before)
+        counts.append(link.acked - acked)
+        return stop
+
+    monkeypatch.setattr(lane, "land", counted)
+    yield counts
+
+
+def _write(fabric: Fabric, a: Side, cookie: int, remote: list[int], fill: int) -> St:
+    """One 64 B Write of ``fill`` bytes at window 1: its completion's status (an error's
+    connection event after it left aside)."""
+    a.memory(0, 64)[:] = bytes([fill]) * 64
+    a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(0, 64)], cookie, remote, 0)
+    fabric.run()
+    [done] = [e for e in a.events() if e.event_number == E.DTO_COMPLETION_EVENT]
+    assert done.cookie == cookie
+    return St(done.status)
+
+
+def test_lone_writes_after_the_first_land_in_the_lane(laned: list[int]) -> None:
+    fabric, a, b = pair()
+    b.memory()[:] = bytes(4096)
+    for i in range(6):
+        assert _write(fabric, a, i, b.rmr(64 * i, 64), i + 1) == OK
+    assert sum(laned) == 5, "the first Write passed the checks the long way, the rest took the lane"
+    for i in range(6):
+        assert bytes(b.memory(64 * i, 64)) == bytes([i + 1]) * 64
+    assert bytes(b.memory(64 * 6)) == bytes(4096 - 64 * 6)
+
+
+def _lmr_free(b: Side) -> None:
+    b.c.call(b.c.core.lmr_free(b.lmr.handle))
+
+
+def _revoke(b: Side) -> None:
+    b.c.admin("rmr_revoke", [b.lmr.rmr_context])
+
+
+@pytest.mark.parametrize("stop", [_lmr_free, _revoke], ids=["lmr_free", "rmr_revoke"])
+def test_a_key_revoked_after_its_writes_took_the_lane_refuses_the_next(
+    laned: list[int], stop: Callable[[Side], None]
+) -> None:
+    """No grant outlives its key: the Write after the revoke is a remote access error and
+    writes nothing (then the connection breaks, as RC's errors do)."""
+    fabric, a, b = pair()
+    view = b.c.view(b.address, b.size)  # the bytes stay readable in the consumer's mapping
+    view[:] = bytes(4096)
+    assert _write(fabric, a, 1, b.rmr(0, 64), 1) == OK
+    assert _write(fabric, a, 2, b.rmr(64, 64), 2) == OK
+    assert sum(laned) == 1
+    stop(b)
+    assert _write(fabric, a, 3, b.rmr(128, 64), 3) == St.DTO_ERR_REMOTE_ACCESS
+    assert bytes(view[128:192]) == bytes(64)
+    assert sum(laned) == 1
+
+
+def test_a_write_outside_the_keys_range_takes_the_long_way_and_fails(laned: list[int]) -> None:
+    fabric, a, b = pair()
+    assert _write(fabric, a, 1, b.rmr(0, 64), 1) == OK
+    past = [b.address + b.size - 32, 64, b.lmr.rmr_context]
+    assert _write(fabric, a, 2, past, 2) == St.DTO_ERR_REMOTE_ACCESS
+    assert sum(laned) == 0
+
+
+def test_a_write_under_another_key_passes_its_own_checks_first(laned: list[int]) -> None:
+    """A grant is one key's: a Write under a second LMR's key (read-only remotely) is
+    checked the long way and refused, though the first key's Writes take the lane."""
+    fabric, a, b = pair()
+    core = b.c.core
+    address = b.c.alloc(4096)
+    privileges = MemPriv.LOCAL_READ | MemPriv.LOCAL_WRITE | MemPriv.REMOTE_READ
+    other = b.c.call(core.lmr_create(MemType.VIRTUAL, address, 4096, b.pz, privileges, b.c.locate))
+    assert _write(fabric, a, 1, b.rmr(0, 64), 1) == OK
+    assert _write(fabric, a, 2, b.rmr(64, 64), 2) == OK
+    refused = [address, 64, other.rmr_context]
+    assert _write(fabric, a, 3, refused, 3) == St.DTO_ERR_REMOTE_ACCESS
+    assert bytes(b.c.view(address, 64)) == bytes(64)
+    assert sum(laned) == 1
+
+
+def test_writes_behind_a_send_wait_for_its_receive_as_before(laned: list[int]) -> None:
+    """A Send with no receive posted stalls the stream: the Write behind it lands only once a
+    receive takes the Send (the lane does not run on a stalled link)."""
+    fabric, a, b = pair()
+    assert _write(fabric, a, 1, b.rmr(0, 64), 1) == OK  # the grant
+    a.memory(0, 8)[:] = b"sendsend"
+    a.c.post(Dtos.SEND, a.ep, [a.triplet(0, 8)], 2, None, 0)
+    a.memory(64, 64)[:] = b"\x05" * 64
+    a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(64, 64)], 3, b.rmr(64, 64), 0)
+    fabric.run()
+    assert a.events() == [] and bytes(b.memory(64, 64)) == bytes(64)
+    b.c.post(Dtos.RECEIVE, b.ep, [b.triplet(1024, 64)], 9, None, 0)
+    fabric.run()
+    assert [(e.cookie, e.status) for e in a.events()] == [(2, OK), (3, OK)]
+    assert bytes(b.memory(64, 64)) == b"\x05" * 64
+    assert bytes(b.memory(1024, 8)) == b"sendsend"
