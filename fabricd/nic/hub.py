@@ -372,9 +372,11 @@ class Nic:
 
     def peer_lane(self, link: PeerLink, reader: FrameReader, before: Callable[[], None]) -> None:
         """Before a read's frames are decoded: the lone RDMA Writes at its head land through
-        fabricd/nic/lane.py when nothing about the link needs the long way."""
+        fabricd/nic/lane.py when nothing about the link needs the long way (and some key was
+        granted on it: an initiator's link has none)."""
         if (
-            link.authenticated
+            link.grants
+            and link.authenticated
             and link.ep is not None
             and not link.stalled
             and link.fault is None
