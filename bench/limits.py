@@ -173,8 +173,9 @@ def helper(kind: str) -> Iterator[int]:
     )
     try:
         assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], IO_TIMEOUT)
-        line = proc.stdout.readline() if ready else ""
+        poller = select.poll()  # not select(): the pipe may be a descriptor past 1,023
+        poller.register(proc.stdout, select.POLLIN)
+        line = proc.stdout.readline() if poller.poll(IO_TIMEOUT * 1000) else ""
         if not line.startswith("READY "):
             raise RuntimeError(f"bench.limits {kind} did not start (got {line!r})")
         yield int(line.split()[1])

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
+import resource
 import shutil
 
 import pytest
 
-from bench.limits import Limits, measure, pace
+from bench.limits import Limits, helper, measure, pace
 from bench.ucx import UCX_MB, parse_ucx, run_ucx
 
 # Captured on this machine (UCX 1.13, UCX_TLS=tcp UCX_NET_DEVICES=lo):
@@ -99,3 +101,23 @@ def test_live_ucx_perftest_output_parses() -> None:
     assert r.iters == 200
     assert _positive_finite(r.lat_p50_us)
     assert _positive_finite(r.bw_MBps)
+
+
+HIGH_FD = 1100
+
+
+def test_a_helper_starts_when_its_pipe_is_a_descriptor_past_1023() -> None:
+    """select(2) cannot wait on a descriptor past 1,023; a test process late in a suite may
+    hold that many: the helper's READY line is waited for with poll(2)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < HIGH_FD + 64:
+        pytest.skip(f"the descriptor limit ({hard}) is below {HIGH_FD + 64}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, HIGH_FD + 64), hard))
+    fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(HIGH_FD)]
+    try:
+        with helper("serve-echo") as port:
+            assert 0 < port < 65536
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
