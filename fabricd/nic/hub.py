@@ -14,7 +14,6 @@ from dataclasses import asdict
 
 from fabricd.faults import FaultEngine
 from fabricd.memory import MemoryRegistry, SegmentMapper
-from fabricd.nic import lane
 from fabricd.nic.admin import Admin
 from fabricd.nic.cm import ConnectionManager
 from fabricd.nic.ep import Endpoints
@@ -371,23 +370,8 @@ class Nic:
         raise MalformedFrame(f"{frame.type.name} carries no payload")
 
     def peer_lane(self, link: PeerLink, reader: FrameReader, before: Callable[[], None]) -> None:
-        """Before a read's frames are decoded: the lone RDMA Writes at its head land through
-        fabricd/nic/lane.py when nothing about the link needs the long way (and some key was
-        granted on it: an initiator's link has none)."""
-        if (
-            link.grants
-            and link.authenticated
-            and link.ep is not None
-            and not link.stalled
-            and link.fault is None
-            and link.direct is None
-            and not link.closed
-            and self.memory.coherent
-        ):
-            memory = self.memory
-            reader.take_head(
-                lambda view, start, end: lane.land(memory, link, view, start, end, before)
-            )
+        """Before a read's frames are decoded: its lone RDMA Writes (Target.lane)."""
+        self.target.lane(link, reader, before)
 
     def peer_frame(self, link: PeerLink, frame: Frame) -> None:
         """Handle one complete frame from a peer daemon; the first must be HELLO, then the

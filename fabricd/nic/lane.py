@@ -9,8 +9,8 @@ has been revoked since (``MemoryRegistry.revoked``). It stops, having done nothi
 frame, at anything else (another frame type, a duplicate, a partial frame, a header that does
 not decode, a key without a grant, a range outside it), and the FrameReader and the Target take
 the rest of the read as before; so every frame that is not the common one keeps one
-implementation. The caller (Nic.peer_lane) runs it only for an authenticated link with an EP,
-with no frame stalled or refused, no batch collected for a process, and coherent memory.
+implementation. It runs only for an authenticated link with an EP, no frame stalled or
+refused, no batch collected for a process, coherent memory, and a key granted (``take``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Final
 
 from fabricd.memory import MemoryRegistry, Reach
 from fabricd.nic.objects import Ep, PeerLink
-from proto.codec import decode_header
+from proto.codec import FrameReader, decode_header
 from proto.errors import ProtocolError
 from proto.frames import MAX_HEADER_LEN, FrameType
 
@@ -42,6 +42,24 @@ def grant(memory: MemoryRegistry, link: PeerLink, ep: Ep, rmr_context: int, reac
     segment's memory: later Writes under it may take the lane, within the key's range."""
     if ep is link.ep and not reach.lmr.pid:
         _current(memory, link)[rmr_context] = reach
+
+
+def take(
+    memory: MemoryRegistry, link: PeerLink, reader: FrameReader, before: Callable[[], None]
+) -> None:
+    """The lane's turn at the head of ``reader``'s bytes, when nothing about the link needs
+    the long way (an initiator's link has no grants: it never runs there)."""
+    if (
+        link.grants
+        and link.authenticated
+        and link.ep is not None
+        and not link.stalled
+        and link.fault is None
+        and link.direct is None
+        and not link.closed
+        and memory.coherent
+    ):
+        reader.take_head(lambda view, start, end: land(memory, link, view, start, end, before))
 
 
 def land(

@@ -6,6 +6,7 @@ it always was."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -27,16 +28,9 @@ def laned(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     counts: list[int] = []
     land = lane.land
 
-    def counted(
-        memory: MemoryRegistry,
-        link: PeerLink,
-        view: memoryview,
-        start: int,
-        end: int,
-        before: Callable[[], None],
-    ) -> int:
+    def counted(memory: MemoryRegistry, link: PeerLink, *rest: Any) -> int:
         acked = link.acked
-        stop = land(memory, link, view, start, end, before)
+        stop = land(memory, link, *rest)
         counts.append(link.acked - acked)
         return stop
 
