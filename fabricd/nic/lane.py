@@ -95,12 +95,12 @@ def land(
         reach = grants.get(rmr_context)
         if reach is None or type(address) is not int:
             break
-        if not (reach.start <= address and address + size <= reach.end):
+        if not (reach.start <= address and address + size <= reach.end):  # Reach.covers
             break
         if not ready:
             before()
             ready = True
-        at = address - reach.origin
+        at = address - reach.origin  # Reach.bytes' place, written out: two calls a Write
         reach.target[at : at + size] = view[head : head + size]
         acked, start = seq, head + size
     if acked != link.acked:
