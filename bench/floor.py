@@ -34,12 +34,20 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import cast
 
 import uvloop
 
-from bench.limits import HOST, IO_TIMEOUT, MSG, REQUEST, WARMUP, helper, measure_request_reply
+from bench.limits import (
+    HOST,
+    IO_TIMEOUT,
+    MSG,
+    REQUEST,
+    WARMUP,
+    helper,
+    measure_request_reply,
+    module_env,
+)
 from fabricd.nic.intake import BUSY_LOOKS
 
 PAGE = 4096
@@ -128,14 +136,11 @@ def relay(path: str, port: int, bell: int) -> None:
 
 @contextmanager
 def _relay_process(path: str, port: int, bell: int) -> Iterator[None]:
-    root = str(Path(__file__).resolve().parents[1])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     proc = subprocess.Popen(
         [sys.executable, "-m", "bench.floor", "relay", path, str(port), str(bell)],
         pass_fds=(bell,),
         stdin=subprocess.DEVNULL,
-        env=env,
+        env=module_env(),
     )
     try:
         yield

@@ -158,17 +158,23 @@ def serve_echo(port: int) -> None:
         runner.run(_serve_echo(port))
 
 
-@contextmanager
-def helper(kind: str) -> Iterator[int]:
-    """Start ``python -m bench.limits KIND 0``, yield its port, and kill it afterwards."""
+def module_env() -> dict[str, str]:
+    """This process's environment with this checkout first on PYTHONPATH (for ``python -m``
+    helpers started from anywhere)."""
     root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+@contextmanager
+def helper(kind: str) -> Iterator[int]:
+    """Start ``python -m bench.limits KIND 0``, yield its port, and kill it afterwards."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "bench.limits", kind, "0"],
         stdout=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
-        env=env,
+        env=module_env(),
         text=True,
     )
     try:
