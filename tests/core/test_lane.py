@@ -112,7 +112,9 @@ def test_a_write_under_another_key_passes_its_own_checks_first(laned: list[int])
 
 def test_writes_behind_a_send_wait_for_its_receive_as_before(laned: list[int]) -> None:
     """A Send with no receive posted stalls the stream: the Write behind it lands only once a
-    receive takes the Send (the lane does not run on a stalled link)."""
+    receive takes the Send. (The lane stops at the Send, and the Write is not the next request
+    while the Send waits; its refusal of a stalled link is a second guard this cannot tell
+    apart.)"""
     fabric, a, b = pair()
     assert _write(fabric, a, 1, b.rmr(0, 64), 1) == OK  # the grant
     a.memory(0, 8)[:] = b"sendsend"
