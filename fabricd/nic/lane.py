@@ -15,18 +15,16 @@ refused, no batch collected for a process, coherent memory, and a key granted (`
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Final
 
+from fabricd import _landing as landing
 from fabricd.memory import MemoryRegistry, Reach
 from fabricd.nic.objects import Ep, PeerLink
-from proto.codec import FrameReader, decode_header
-from proto.errors import ProtocolError
+from proto.codec import FrameReader
 from proto.frames import MAX_HEADER_LEN, FrameType
 
-_LEN: Final = struct.Struct(">I")
-_WRITE: Final = FrameType.WRITE
+_WRITE: Final = int(FrameType.WRITE)
 
 
 def _current(memory: MemoryRegistry, link: PeerLink) -> dict[int, Reach]:
@@ -70,39 +68,14 @@ def land(
     end: int,
     before: Callable[[], None],
 ) -> int:
-    """Land the lone Writes at ``view[start:end]``'s head (``before()`` first, once: frames
-    queued earlier leave before a payload lands); returns where the lane stopped."""
+    """Land the lone Writes at ``view[start:end]``'s head, in C (fabricd/_landing.c: each
+    decoded by the codec's msgpack, in order, under a key ``grants`` holds, inside its range,
+    ``before()`` called once before the first payload lands: frames queued earlier leave
+    first); returns where the lane stopped."""
     grants = _current(memory, link)
     if not grants:
         return start
-    acked = link.acked
-    ready = False
-    while end - start > 4:
-        (hlen,) = _LEN.unpack_from(view, start)
-        head = start + 4 + hlen
-        if not 0 < hlen <= MAX_HEADER_LEN or head > end:
-            break
-        try:
-            frame = decode_header(view[start + 4 : head])
-        except ProtocolError:
-            break  # the FrameReader raises it
-        size = frame.payload_len
-        if frame.type is not _WRITE or not size or head + size > end:
-            break
-        seq, address, rmr_context = frame.fields
-        if type(seq) is not int or seq != acked + 1 or type(rmr_context) is not int:
-            break
-        reach = grants.get(rmr_context)
-        if reach is None or type(address) is not int:
-            break
-        if not (reach.start <= address and address + size <= reach.end):  # Reach.covers
-            break
-        if not ready:
-            before()
-            ready = True
-        at = address - reach.origin  # Reach.bytes' place, written out: two calls a Write
-        reach.target[at : at + size] = view[head : head + size]
-        acked, start = seq, head + size
+    stop, acked = landing.lane(view, start, end, grants, link.acked, before, _WRITE, MAX_HEADER_LEN)
     if acked != link.acked:
         link.acked, link.ack_due = acked, True
-    return start
+    return stop

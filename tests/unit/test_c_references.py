@@ -21,12 +21,15 @@ from client import _ringtake as ringtake
 from client.records import Event
 from fabricd import _landing as landing
 from fabricd import _plaintake as plaintake
+from fabricd.memory import Lmr, Reach
 from fabricd.nic.objects import Recv
 from proto import _rows as rows_c
 from proto import _scatter as scatter
+from proto.codec import encode
 from proto.constants import Dtos, MemPriv
 from proto.errors import DatError
 from proto.eventq import EQ_ENTRY_SIZE
+from proto.frames import MAX_HEADER_LEN, FrameType
 from proto.hostif import SLOTS, U32, Opcode
 from proto.plainwqe import PLAIN_RECEIVES, PLAIN_REQUESTS
 from tests.core.test_post_inline import (
@@ -133,6 +136,22 @@ def _landing_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]
         recvs = deque([Recv(1, 0, [memoryview(memory)[:64]], 64, [])])
         return landing.sends(payload[:8], 0, [16], 0, recvs, [], [], [])
 
+    lane_target = Lmr(1, 1, lt.LMR.region, "seg", memoryview(bytearray(lt.LENGTH)), 1, 11)
+    grants = {lt.KEY: Reach(lt.WINDOW, lane_target)}
+    writes = memoryview(
+        b"".join(
+            encode(FrameType.WRITE, seq, start, lt.KEY, payload_len=64) + payload[:64]
+            for seq in (1, 2)
+        )
+        + encode(FrameType.ACK, 2)
+    )
+
+    def lane(before: Callable[[], None]) -> object:
+        return landing.lane(writes, 0, len(writes), grants, 0, before, lt.WRITE, MAX_HEADER_LEN)
+
+    def fails() -> None:
+        raise RuntimeError("before")
+
     return {
         "views: landed": (lambda: landing.views(ops, lt.KEY, start, end, lt.ORIGIN, target),
                           (ops, target)),
@@ -145,6 +164,9 @@ def _landing_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]
         ),
         "sends: landed": (sends, (payload, memory)),
         "sends: outside the payload": (_raises(ValueError, outside), (payload, memory)),
+        "lane: landed": (lambda: lane(lambda: None), (writes, grants, lane_target.view)),
+        "lane: before raised": (_raises(RuntimeError, lambda: lane(fails)),
+                                (writes, grants, lane_target.view)),
     }  # fmt: skip
 
 

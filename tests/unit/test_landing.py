@@ -3,12 +3,19 @@ batches drawn around the key's range (inside, at its edges, across them, empty, 
 it gives each Write's bytes exactly where Reach.bytes puts them when every Write of the batch
 passes, and declines (None) any other batch, which the Python loop then answers. Sends,
 against send_run.SendRun's rule for the common receive: it lands the same Sends in the same
-receives, and stops before the first receive the Python path must take."""
+receives, and stops before the first receive the Python path must take. The lane, against the
+lone-Write rule of fabricd/nic/lane.py written with the codec's decode_header and Reach: on
+streams of frames of every kind, whole, cut or malformed, it lands the same Writes in the same
+bytes, stops at the same frame and reports the same last sequence number."""
 
 from __future__ import annotations
 
+import functools
 import random
+import struct
 from collections import deque
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -16,7 +23,10 @@ from fabricd import _landing as landing
 from fabricd.memory import Lmr, Reach
 from fabricd.nic.objects import Recv
 from proto.checks import Region
+from proto.codec import decode_header, encode
 from proto.constants import MemPriv
+from proto.errors import ProtocolError
+from proto.frames import MAX_HEADER_LEN, FrameType
 
 ORIGIN, LENGTH = 0x40000, 8192
 LMR = Lmr(1, 1, Region(ORIGIN, LENGTH, 1, MemPriv.ALL), "seg",
@@ -161,3 +171,150 @@ def test_a_send_outside_its_payload_raises() -> None:
     with pytest.raises(ValueError, match="outside the payload"):
         landing.sends(b"x" * 8, 0, [16], 0, recvs, [], [], [])
     assert len(recvs) == 1, "nothing taken"
+
+
+WRITE = int(FrameType.WRITE)
+
+
+def _lane_by_the_rules(
+    view: memoryview, start: int, end: int, grants: dict[int, Reach], acked: int,
+    before: Callable[[], None],
+) -> tuple[int, int]:  # fmt: skip
+    """fabricd/nic/lane.py's rule, frame by frame: the next Write in order, whole, under a
+    granted key, inside its range."""
+    ready = False
+    while end - start > 4:
+        (hlen,) = struct.unpack_from(">I", view, start)
+        head = start + 4 + hlen
+        if not 0 < hlen <= MAX_HEADER_LEN or head > end:
+            break
+        try:
+            frame = decode_header(view[start + 4 : head])
+        except ProtocolError:
+            break
+        size = frame.payload_len
+        if frame.type is not FrameType.WRITE or not size or head + size > end:
+            break
+        seq, address, key = frame.fields
+        if type(seq) is not int or seq != acked + 1 or type(key) is not int:
+            break
+        reach = grants.get(key)
+        if reach is None or type(address) is not int:
+            break
+        target = reach.bytes(address, size)
+        if target is None:
+            break
+        if not ready:
+            before()
+            ready = True
+        target[:] = view[head : head + size]
+        acked, start = seq, head + size
+    return start, acked
+
+
+def _frame(rng: random.Random, seq: int) -> bytes:
+    """One frame of a peer's stream: mostly the next lone Write, else one of each kind the
+    lane must leave to the long way."""
+    n = rng.choice([1, 64, 64, 300])
+    lo, hi = WINDOW.address, WINDOW.address + WINDOW.length
+    address = rng.choice([lo, lo + 8, hi - n, hi - n + 1, lo - 1, hi])
+    fields: list[Any] = [seq, address, rng.choice([KEY] * 8 + [KEY + 1, KEY + 2])]
+    kind = rng.choices(
+        ["write", "dup", "ack", "fields", "str", "bool", "garbage", "empty", "big"],
+        [30, 1, 1, 1, 1, 1, 1, 1, 1],
+    )[0]
+    if kind == "dup":
+        fields[0] = seq - 1
+    elif kind == "ack":
+        return encode(FrameType.ACK, seq)
+    elif kind == "fields":
+        fields.append(0)
+    elif kind == "str":
+        fields[1] = "address"
+    elif kind == "bool":
+        fields[2] = True
+    elif kind == "garbage":
+        return struct.pack(">I", 3) + b"\xc1\xc1\xc1"
+    elif kind == "empty":
+        n = 0
+    elif kind == "big":
+        fields[1] = rng.choice([(1 << 64) - 1, -5])
+    payload = rng.randbytes(n)
+    return encode(FrameType.WRITE, *fields, payload_len=n) + payload
+
+
+def test_the_lane_lands_what_the_rule_lands_and_stops_where_it_stops() -> None:
+    rng = random.Random(11)
+    landed = 0
+    for _ in range(1500):
+        acked = rng.randrange(1, 1000)
+        stream = b"".join(_frame(rng, acked + 1 + k) for k in range(rng.randint(1, 6)))
+        stream = stream[: rng.choice([len(stream)] * 3 + [rng.randrange(len(stream) + 1)])]
+        skip = rng.randint(0, 7)
+        buf = memoryview(bytearray(rng.randbytes(skip)) + stream + bytearray(3))
+        start, end = skip, skip + len(stream)
+        sides = []
+        for _ in range(2):
+            memory = memoryview(bytearray(LMR.view))
+            lmr = Lmr(1, 1, LMR.region, "seg", memory, 1, 11)
+            grants = {KEY: Reach(WINDOW, lmr), KEY + 1: Reach(LMR.region, lmr)}
+            calls: list[int] = []
+            sides.append((memory, grants, calls))
+        (want_mem, want_grants, want_calls), (got_mem, got_grants, got_calls) = sides
+        want = _lane_by_the_rules(
+            buf, start, end, want_grants, acked, functools.partial(want_calls.append, 1)
+        )
+        got = landing.lane(
+            buf,
+            start,
+            end,
+            got_grants,
+            acked,
+            functools.partial(got_calls.append, 1),
+            WRITE,
+            MAX_HEADER_LEN,
+        )
+        assert got == want and got_mem == want_mem and got_calls == want_calls
+        landed += want[1] - acked
+    assert landed > 500, "the draw reaches the common Write often"
+
+
+def test_the_lane_stops_at_a_header_length_outside_its_bounds() -> None:
+    reach = {KEY: Reach(WINDOW, LMR)}
+    write = encode(FrameType.WRITE, 1, WINDOW.address, KEY, payload_len=4) + b"land"
+    for head in [struct.pack(">I", 0), struct.pack(">I", MAX_HEADER_LEN + 1), b"\0\0"]:
+        buf = memoryview(bytearray(write + head + b"\x94" * 8))
+        assert landing.lane(buf, 0, len(buf), reach, 0, lambda: None, WRITE, MAX_HEADER_LEN) == (
+            len(write),
+            1,
+        )
+
+
+def test_an_exception_in_before_lands_nothing_and_propagates() -> None:
+    memory = memoryview(bytearray(LMR.view))
+    lmr = Lmr(1, 1, LMR.region, "seg", memory, 1, 11)
+    write = encode(FrameType.WRITE, 1, WINDOW.address, KEY, payload_len=4) + b"land"
+
+    def before() -> None:
+        raise RuntimeError("the flush failed")
+
+    with pytest.raises(RuntimeError, match="the flush failed"):
+        landing.lane(memoryview(write), 0, len(write), {KEY: Reach(WINDOW, lmr)}, 0, before,
+                     WRITE, MAX_HEADER_LEN)  # fmt: skip
+    assert memory == LMR.view
+
+
+def test_the_lane_refuses_arguments_of_the_wrong_kind() -> None:
+    buf = memoryview(bytearray(16))
+    cases: list[tuple[Any, ...]] = [
+        (bytearray(16), 0, 16, {}, 0),  # not a memoryview
+        (buf, 0, 17, {}, 0),  # a range past the buffer
+        (buf, 8, 4, {}, 0),  # a range that ends before it starts
+        (buf, 0, 16, [], 0),  # grants not a dict
+    ]
+    lane: Callable[..., object] = landing.lane
+    for args in cases:
+        with pytest.raises(TypeError):
+            lane(*args, lambda: None, WRITE, MAX_HEADER_LEN)
+    with pytest.raises(TypeError):
+        landing.lane(buf, "0", 16, {}, 0, lambda: None, WRITE, MAX_HEADER_LEN)  # type: ignore[arg-type]
