@@ -1,6 +1,6 @@
 /* fabricd._landing: where a batch of RDMA Writes or Sends lands, in C (remote_access.write_targets
  * and Target._sends are its callers and hold the rules), and the target's lane for lone Writes
- * (fabricd/nic/lane.py holds its rules and calls lane()).
+ * (fabricd/nic/lane.py holds its rules and calls lane()) and the initiator's for ACKs.
  *
  * views() answers the common batch of Writes only: every Write new, under the one key whose
  * checks the caller made (MemoryRegistry.reach), not empty and inside the key's range. It
@@ -9,7 +9,8 @@
  * sends() lands Sends of a batch in the EP's receives for as long as the next receive is the
  * common one (one buffer in shared memory that holds the Send) and stops before any other.
  * lane() lands the lone WRITE frames at the head of a read, in order, each under a key the
- * caller granted, and stops before the first frame it cannot finish whole.
+ * caller granted, and stops before the first frame it cannot finish whole; acks() reads the
+ * lone ACKs at the head of a read for the initiator (Initiator.lane) the same way.
  * So this module can only decline work; it never decides an error. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -249,30 +250,63 @@ static bool attr_u64(PyObject *reach, PyObject *name, unsigned long long *out)
 	return ok;
 }
 
-/* One lone Write whose header is ``header`` (its msgpack bytes) and whose payload is the
- * ``available`` bytes at ``payload``, landed if it is the common one: a WRITE header
- * [type, size, seq, address, rmr_context] of exact ints, ``seq`` == ``acked`` + 1, a payload
- * that is all there, a key in ``grants`` whose range holds [address, +size) inside its
- * target. Its payload size, 0 when it is not (nothing written, no exception left);
- * ``before`` is called once, before the first landing (-1 when it raised). */
-static long long land_one(PyObject *header, const char *payload, Py_ssize_t available,
-			  PyObject *grants, long long acked, unsigned long long write_type,
-			  PyObject *before, bool *ready)
+/* The header of the frame at buf[start:end]'s head when it is whole and is ``count`` exact
+ * u64s (into ``fields``; where its payload starts into ``head``): the list the codec's msgpack
+ * decoded it into (a new reference). NULL when it is not, with no exception left, unless one
+ * was raised that is not the header's (``failed``). */
+static PyObject *header_at(const Py_buffer *buf, Py_ssize_t start, Py_ssize_t end,
+			   unsigned long long max_header, unsigned long long *fields, Py_ssize_t count,
+			   Py_ssize_t *head, bool *failed)
 {
-	unsigned long long fields[5], start, end, origin;
-	PyObject *obj = PyObject_CallOneArg(unpackb, header), *reach = NULL, *view = NULL;
+	const unsigned char *at = (const unsigned char *)buf->buf + start;
+	unsigned long long hlen;
+	PyObject *raw, *obj;
+
+	*failed = false;
+	if (end - start <= 4)
+		return NULL;
+	hlen = (unsigned long long)at[0] << 24 | (unsigned long long)at[1] << 16 |
+	       (unsigned long long)at[2] << 8 | at[3];
+	if (!hlen || hlen > max_header || hlen > (unsigned long long)(end - start - 4))
+		return NULL;
+	raw = PyMemoryView_FromMemory((char *)at + 4, (Py_ssize_t)hlen, PyBUF_READ);
+	if (!raw) {
+		*failed = true;
+		return NULL;
+	}
+	obj = PyObject_CallOneArg(unpackb, raw);
+	Py_DECREF(raw);
+	if (!obj || !PyList_CheckExact(obj) || PyList_GET_SIZE(obj) != count)
+		goto not_it;
+	for (Py_ssize_t i = 0; i < count; i++)
+		if (!as_u64(PyList_GET_ITEM(obj, i), &fields[i]))
+			goto not_it;
+	*head = start + 4 + (Py_ssize_t)hlen;
+	return obj;
+not_it:
+	Py_XDECREF(obj);
+	PyErr_Clear();
+	return NULL;
+}
+
+/* The lone Write whose header is ``obj`` ([type, size, seq, address, rmr_context]: ``fields``)
+ * and whose payload is the ``available`` bytes at ``payload``, landed if it is the common one:
+ * a WRITE, ``seq`` == ``acked`` + 1, a payload that is all there, a key in ``grants`` whose
+ * range holds [address, +size) inside its target. Its payload size, 0 when it is not
+ * (nothing written, no exception left); ``before`` is called once, before the first landing
+ * (-1 when it raised). */
+static long long land_one(PyObject *obj, const unsigned long long *fields, const char *payload,
+			  Py_ssize_t available, PyObject *grants, long long acked,
+			  unsigned long long write_type, PyObject *before, bool *ready)
+{
+	unsigned long long start, end, origin;
+	PyObject *reach, *view = NULL;
 	long long size = 0;
 	Py_buffer *target;
 
-	if (!obj || !PyList_CheckExact(obj) || PyList_GET_SIZE(obj) != 5)
-		goto done;
-	for (int i = 0; i < 5; i++)
-		if (!as_u64(PyList_GET_ITEM(obj, i), &fields[i]))
-			goto done;
-	/* fields: type, payload size, seq, address, rmr_context */
 	if (fields[0] != write_type || !fields[1] || fields[1] > (unsigned long long)available ||
 	    acked < 0 || fields[2] != (unsigned long long)acked + 1)
-		goto done;
+		return 0;
 	reach = PyDict_GetItemWithError(grants, PyList_GET_ITEM(obj, 4));
 	Py_XINCREF(reach); /* held, with its target, across before() */
 	if (!reach || !attr_u64(reach, s_start, &start) || !attr_u64(reach, s_end, &end) ||
@@ -301,8 +335,23 @@ done:
 		PyErr_Clear();
 	Py_XDECREF(view);
 	Py_XDECREF(reach);
-	Py_XDECREF(obj);
 	return size;
+}
+
+/* The arguments both lanes start with: (buffer, start, end); false with TypeError set when
+ * they are not a byte buffer and a range in it. */
+static bool lane_range(PyObject *const *args, Py_buffer **buf, Py_ssize_t *start, Py_ssize_t *end)
+{
+	*start = PyLong_AsSsize_t(args[1]);
+	*end = PyLong_AsSsize_t(args[2]);
+	if (PyErr_Occurred())
+		return false;
+	*buf = byte_buffer(args[0], false);
+	if (!*buf || *start < 0 || *start > *end || *end > (*buf)->len) {
+		PyErr_SetString(PyExc_TypeError, "a lane takes a byte buffer and a range in it");
+		return false;
+	}
+	return true;
 }
 
 /* lane(buffer, start, end, grants, acked, before, write_type, max_header) -> (stop, acked)
@@ -312,10 +361,10 @@ done:
  * is not one; where it stopped (a frame boundary) and the last sequence number landed. */
 static PyObject *lane(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-	unsigned long long write_type, max_header;
-	Py_ssize_t start, end;
+	unsigned long long write_type, max_header, fields[5];
+	Py_ssize_t start, end, head;
 	long long acked;
-	bool ready = false;
+	bool ready = false, failed;
 	Py_buffer *buf;
 
 	(void)self;
@@ -323,32 +372,27 @@ static PyObject *lane(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 		PyErr_SetString(PyExc_TypeError, "lane() takes 8 arguments");
 		return NULL;
 	}
-	start = PyLong_AsSsize_t(args[1]);
-	end = PyLong_AsSsize_t(args[2]);
+	if (!lane_range(args, &buf, &start, &end))
+		return NULL;
 	acked = PyLong_AsLongLong(args[4]);
 	if (PyErr_Occurred())
 		return NULL;
-	buf = byte_buffer(args[0], false);
-	if (!buf || !PyDict_Check(args[3]) || !as_u64(args[6], &write_type) ||
-	    !as_u64(args[7], &max_header) || start < 0 || start > end || end > buf->len) {
-		PyErr_SetString(PyExc_TypeError, "lane(): a byte buffer, a range in it, a dict, ints");
+	if (!PyDict_Check(args[3]) || !as_u64(args[6], &write_type) || !as_u64(args[7], &max_header)) {
+		PyErr_SetString(PyExc_TypeError, "lane(): grants is a dict, the types ints");
 		return NULL;
 	}
-	while (end - start > 4) {
-		const unsigned char *at = (const unsigned char *)buf->buf + start;
-		unsigned long long hlen = (unsigned long long)at[0] << 24 | at[1] << 16 | at[2] << 8 | at[3];
-		Py_ssize_t head = start + 4 + (Py_ssize_t)hlen;
-		PyObject *header;
+	for (;;) {
+		PyObject *obj = header_at(buf, start, end, max_header, fields, 5, &head, &failed);
 		long long size;
 
-		if (!hlen || hlen > max_header || hlen > (unsigned long long)(end - start - 4))
+		if (!obj) {
+			if (failed)
+				return NULL;
 			break;
-		header = PyMemoryView_FromMemory((char *)at + 4, (Py_ssize_t)hlen, PyBUF_READ);
-		if (!header)
-			return NULL;
-		size = land_one(header, (const char *)buf->buf + head, end - head, args[3], acked,
+		}
+		size = land_one(obj, fields, (const char *)buf->buf + head, end - head, args[3], acked,
 				write_type, args[5], &ready);
-		Py_DECREF(header);
+		Py_DECREF(obj);
 		if (size < 0)
 			return NULL;
 		if (!size)
@@ -359,6 +403,49 @@ static PyObject *lane(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	return Py_BuildValue("(nL)", start, acked);
 }
 
+/* acks(buffer, start, end, acked, limit, ack_type, max_header) -> (stop, acked)
+ *
+ * The initiator's lane: the lone ACKs at buffer[start:end]'s head ([type, 0, seq], each
+ * ``seq`` below ``limit``, the EP's next sequence number), taken until the first frame that is
+ * not one; where it stopped and the highest ``seq`` seen (``acked`` when none is higher). */
+static PyObject *acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	unsigned long long acked, limit, ack_type, max_header, fields[3];
+	Py_ssize_t start, end, head;
+	bool failed;
+	Py_buffer *buf;
+
+	(void)self;
+	if (nargs != 7) {
+		PyErr_SetString(PyExc_TypeError, "acks() takes 7 arguments");
+		return NULL;
+	}
+	if (!lane_range(args, &buf, &start, &end))
+		return NULL;
+	if (!as_u64(args[3], &acked) || !as_u64(args[4], &limit) || !as_u64(args[5], &ack_type) ||
+	    !as_u64(args[6], &max_header)) {
+		PyErr_SetString(PyExc_TypeError, "acks(): the sequence numbers and types are u64s");
+		return NULL;
+	}
+	for (;;) {
+		PyObject *obj = header_at(buf, start, end, max_header, fields, 3, &head, &failed);
+
+		if (!obj) {
+			if (failed)
+				return NULL;
+			break;
+		}
+		Py_DECREF(obj);
+		/* fields: type, payload size, seq */
+		if (fields[0] != ack_type || fields[1] || fields[2] >= limit)
+			break;
+		if (fields[2] > acked)
+			acked = fields[2];
+		start = head;
+	}
+	return Py_BuildValue("(nK)", start, acked);
+}
+
 static PyMethodDef methods[] = {
 	{"views", (PyCFunction)(void (*)(void))views, METH_FASTCALL,
 	 "The target bytes of a batch of RDMA Writes under one key, or None."},
@@ -366,6 +453,8 @@ static PyMethodDef methods[] = {
 	 "Sends of a batch landed in the EP's common receives, in order."},
 	{"lane", (PyCFunction)(void (*)(void))lane, METH_FASTCALL,
 	 "The lone RDMA Writes at the head of a read, landed under granted keys."},
+	{"acks", (PyCFunction)(void (*)(void))acks, METH_FASTCALL,
+	 "The lone ACKs at the head of a read: where they end, the highest."},
 	{NULL, NULL, 0, NULL},
 };
 

@@ -31,3 +31,12 @@ def lane(
     write_type: int,
     max_header: int,
 ) -> tuple[int, int]: ...
+def acks(
+    buffer: memoryview,
+    start: int,
+    end: int,
+    acked: int,
+    limit: int,
+    ack_type: int,
+    max_header: int,
+) -> tuple[int, int]: ...

@@ -3,8 +3,7 @@
 One table of consumer calls (method -> its argument record and handler; the record is parsed
 before the handler runs) and one table of peer frame handlers. A DatError from a handler is the
 call's DAT_RETURN; anything else is a bug of the daemon, logged with its traceback and answered
-with DAT_INTERNAL_ERROR.
-"""
+with DAT_INTERNAL_ERROR."""
 
 from __future__ import annotations
 
@@ -370,8 +369,9 @@ class Nic:
         raise MalformedFrame(f"{frame.type.name} carries no payload")
 
     def peer_lane(self, link: PeerLink, reader: FrameReader, before: Callable[[], None]) -> None:
-        """Before a read's frames are decoded: its lone RDMA Writes (Target.lane)."""
+        """Before a read's frames are decoded: its lone RDMA Writes, then ACKs (the lanes)."""
         self.target.lane(link, reader, before)
+        self.initiator.lane(link, reader)
 
     def peer_frame(self, link: PeerLink, frame: Frame) -> None:
         """Handle one complete frame from a peer daemon; the first must be HELLO, then the

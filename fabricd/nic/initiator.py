@@ -16,6 +16,7 @@ from collections.abc import Callable
 from fabricd import _plaintake as plaintake
 from fabricd.faults import FaultEngine
 from fabricd.memory import Lmr, MemoryRegistry, Window
+from fabricd.nic import lane
 from fabricd.nic.cork import BATCHED, corked
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.faultpath import decide_bind
@@ -25,7 +26,7 @@ from fabricd.nic.runs import Run, expand, find, queue, take_batch
 from fabricd.nic.views import local_views, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_sends, encode_writes
-from proto.codec import DISCARD, Frame, Sink
+from proto.codec import DISCARD, Frame, FrameReader, Sink
 from proto.constants import CompletionFlags, Dtos, MemPriv
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
@@ -324,9 +325,17 @@ class Initiator:
             return
         if type(seq) is not int or seq >= ep.next_seq:
             raise MalformedFrame(f"ACK of {seq!r}, which was never sent")
+        self.ack(ep, seq)
+
+    def ack(self, ep: Ep, seq: int) -> None:
+        """Every request up to ``seq`` (one that was sent) was executed."""
         if seq > ep.acked:
             ep.acked = seq
             self.transmit(ep)  # what was corked leaves; then the done requests retire
+
+    def lane(self, link: PeerLink, reader: FrameReader) -> None:
+        """The lone ACKs at the head of a read (fabricd/nic/lane.py)."""
+        lane.take_acks(link, reader, self.ack)
 
     def read_sink(self, link: PeerLink, frame: Frame) -> Sink:
         """Where a READ_RESP's payload lands: the RDMA Read's local buffers."""

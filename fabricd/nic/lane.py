@@ -1,16 +1,17 @@
-"""The target's lane for lone RDMA Writes: whole WRITE frames at the head of one read from a
-peer, landed in a few calls each instead of the FrameReader's and Target's path (a 64 B Write
-at window 1 is one such frame a round trip).
+"""The lanes of a peer's read: the target's for lone RDMA Writes, whole WRITE frames at the
+head of one read from a peer, landed in a call instead of the FrameReader's and Target's path
+(a 64 B Write at window 1 is one such frame a round trip); then the initiator's for the lone
+ACKs after them (``take_acks``).
 
-The lane takes a frame only when its effect is all it would have had the long way: the next
-request in order (the link's ``acked`` + 1), a payload that has arrived whole, and a key whose
-checks passed before for this link's EP (``grant``, called by Target._landing) while no key
-has been revoked since (``MemoryRegistry.revoked``). It stops, having done nothing to that
+The Write lane takes a frame only when its effect is all it would have had the long way: the
+next request in order (the link's ``acked`` + 1), a payload that has arrived whole, and a key
+whose checks passed before for this link's EP (``grant``, called by Target._landing) while no
+key has been revoked since (``MemoryRegistry.revoked``). It stops, having done nothing to that
 frame, at anything else (another frame type, a duplicate, a partial frame, a header that does
 not decode, a key without a grant, a range outside it), and the FrameReader and the Target take
 the rest of the read as before; so every frame that is not the common one keeps one
-implementation. It runs only for an authenticated link with an EP, no frame stalled or
-refused, no batch collected for a process, coherent memory, and a key granted (``take``).
+implementation. Both lanes run only when nothing about the link needs the long way
+(``_open``); the Write lane also needs coherent memory and a key granted (``take``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from proto.codec import FrameReader
 from proto.frames import MAX_HEADER_LEN, FrameType
 
 _WRITE: Final = int(FrameType.WRITE)
+_ACK: Final = int(FrameType.ACK)
 
 
 def _current(memory: MemoryRegistry, link: PeerLink) -> dict[int, Reach]:
@@ -42,22 +44,45 @@ def grant(memory: MemoryRegistry, link: PeerLink, ep: Ep, rmr_context: int, reac
         _current(memory, link)[rmr_context] = reach
 
 
-def take(
-    memory: MemoryRegistry, link: PeerLink, reader: FrameReader, before: Callable[[], None]
-) -> None:
-    """The lane's turn at the head of ``reader``'s bytes, when nothing about the link needs
-    the long way (an initiator's link has no grants: it never runs there)."""
-    if (
-        link.grants
-        and link.authenticated
+def _open(link: PeerLink) -> bool:
+    """Nothing about the link needs the long way: authenticated, an EP, no frame stalled or
+    refused, no batch collected for a process, not closing."""
+    return (
+        link.authenticated
         and link.ep is not None
         and not link.stalled
         and link.fault is None
         and link.direct is None
         and not link.closed
-        and memory.coherent
-    ):
+    )
+
+
+def take(
+    memory: MemoryRegistry, link: PeerLink, reader: FrameReader, before: Callable[[], None]
+) -> None:
+    """The lane's turn at the head of ``reader``'s bytes, when nothing about the link needs
+    the long way (an initiator's link has no grants: it never runs there)."""
+    if link.grants and memory.coherent and _open(link):
         reader.take_head(lambda view, start, end: land(memory, link, view, start, end, before))
+
+
+def take_acks(link: PeerLink, reader: FrameReader, acked: Callable[[Ep, int], None]) -> None:
+    """The initiator's lane: the lone ACKs at the head of ``reader``'s bytes, when the link's
+    EP has requests outstanding, read in C (fabricd/_landing.c's acks: each [ACK, 0, seq] with
+    ``seq`` below the EP's next sequence number); ``acked(ep, seq)`` with the highest, as
+    Initiator.acked would have been called for each (an ACK is cumulative). Any other frame,
+    a malformed one or an ACK of a request never sent, ends it: the long way takes it."""
+    ep = link.ep
+    if ep is None or not ep.ops or not _open(link):
+        return
+
+    def acks(view: memoryview, start: int, end: int) -> int:
+        assert ep is not None
+        stop, seq = landing.acks(view, start, end, ep.acked, ep.next_seq, _ACK, MAX_HEADER_LEN)
+        acked(ep, seq)
+        return stop
+
+    reader.take_head(acks)
 
 
 def land(

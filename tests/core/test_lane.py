@@ -1,7 +1,8 @@
 """The target's lane for lone RDMA Writes (fabricd/nic/lane.py): after one Write under a key
 has passed its checks the long way, the next ones under it land in the lane; a key revoked,
 a range outside the key, another frame type or a duplicate leaves it, so each is handled as
-it always was."""
+it always was. The initiator's lane takes the ACKs that retire them (an ACK of a request never
+sent still breaks the link the long way: tests/core/test_batching.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 
 from fabricd.memory import MemoryRegistry
 from fabricd.nic import lane
-from fabricd.nic.objects import PeerLink
+from fabricd.nic.initiator import Initiator
+from fabricd.nic.objects import Ep, PeerLink
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos, MemPriv, MemType
 from proto.constants import EventNumber as E
@@ -58,6 +60,26 @@ def test_lone_writes_after_the_first_land_in_the_lane(laned: list[int]) -> None:
     for i in range(6):
         assert bytes(b.memory(64 * i, 64)) == bytes([i + 1]) * 64
     assert bytes(b.memory(64 * 6)) == bytes(4096 - 64 * 6)
+
+
+def test_the_acks_of_lone_writes_take_the_initiators_lane(
+    laned: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each Write's ACK retires it through the ACK lane (Initiator.ack, not Initiator.acked's
+    frame), its completion as before."""
+    taken: list[int] = []
+    ack = Initiator.ack
+
+    def counted(self: Initiator, ep: Ep, seq: int) -> None:
+        taken.append(seq)
+        ack(self, ep, seq)
+
+    monkeypatch.setattr(Initiator, "ack", counted)
+    monkeypatch.setattr(Initiator, "acked", lambda *_: pytest.fail("an ACK took the long way"))
+    fabric, a, b = pair()  # its table of frame handlers takes the one above
+    for i in range(4):
+        assert _write(fabric, a, i, b.rmr(64 * i, 64), i + 1) == OK
+    assert taken == [1, 2, 3, 4] and sum(laned) == 3
 
 
 def _lmr_free(b: Side) -> None:

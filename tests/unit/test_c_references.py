@@ -152,6 +152,8 @@ def _landing_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]
     def fails() -> None:
         raise RuntimeError("before")
 
+    acks = memoryview(encode(FrameType.ACK, 3) + encode(FrameType.ACK, 9) + writes.tobytes())
+
     return {
         "views: landed": (lambda: landing.views(ops, lt.KEY, start, end, lt.ORIGIN, target),
                           (ops, target)),
@@ -167,6 +169,8 @@ def _landing_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]
         "lane: landed": (lambda: lane(lambda: None), (writes, grants, lane_target.view)),
         "lane: before raised": (_raises(RuntimeError, lambda: lane(fails)),
                                 (writes, grants, lane_target.view)),
+        "acks": (lambda: landing.acks(acks, 0, len(acks), 2, 10, lt.ACK, MAX_HEADER_LEN),
+                 (acks,)),
     }  # fmt: skip
 
 

@@ -6,7 +6,8 @@ against send_run.SendRun's rule for the common receive: it lands the same Sends 
 receives, and stops before the first receive the Python path must take. The lane, against the
 lone-Write rule of fabricd/nic/lane.py written with the codec's decode_header and Reach: on
 streams of frames of every kind, whole, cut or malformed, it lands the same Writes in the same
-bytes, stops at the same frame and reports the same last sequence number."""
+bytes, stops at the same frame and reports the same last sequence number; the initiator's lane
+for ACKs likewise, against [ACK, 0, seq] decoded by the codec."""
 
 from __future__ import annotations
 
@@ -174,6 +175,7 @@ def test_a_send_outside_its_payload_raises() -> None:
 
 
 WRITE = int(FrameType.WRITE)
+ACK = int(FrameType.ACK)
 
 
 def _lane_by_the_rules(
@@ -318,3 +320,70 @@ def test_the_lane_refuses_arguments_of_the_wrong_kind() -> None:
             lane(*args, lambda: None, WRITE, MAX_HEADER_LEN)
     with pytest.raises(TypeError):
         landing.lane(buf, "0", 16, {}, 0, lambda: None, WRITE, MAX_HEADER_LEN)  # type: ignore[arg-type]
+
+
+def _acks_by_the_rules(
+    view: memoryview, start: int, end: int, acked: int, limit: int
+) -> tuple[int, int]:
+    """fabricd/nic/lane.py's take_acks, frame by frame: ACKs without payload, each of a
+    sequence number (a u64) that was sent, below ``limit``."""
+    while end - start > 4:
+        (hlen,) = struct.unpack_from(">I", view, start)
+        head = start + 4 + hlen
+        if not 0 < hlen <= MAX_HEADER_LEN or head > end:
+            break
+        try:
+            frame = decode_header(view[start + 4 : head])
+        except ProtocolError:
+            break
+        (seq, *_) = frame.fields or [None]
+        if frame.type is not FrameType.ACK or frame.payload_len or type(seq) is not int:
+            break
+        if not 0 <= seq < limit:
+            break
+        acked, start = max(acked, seq), head
+    return start, acked
+
+
+def _ack_frame(rng: random.Random, limit: int) -> bytes:
+    kind = rng.choices(["ack", "old", "unsent", "negative", "payload", "write", "str"],
+                       [20, 3, 1, 1, 1, 1, 1])[0]  # fmt: skip
+    seq = rng.randrange(limit // 2, limit)
+    if kind == "old":
+        seq = rng.randrange(limit // 2)
+    elif kind == "unsent":
+        seq = limit + rng.randrange(3)
+    elif kind == "negative":
+        seq = -1
+    elif kind == "payload":
+        return encode(FrameType.ACK, seq, payload_len=1) + b"x"
+    elif kind == "write":
+        return encode(FrameType.WRITE, seq, WINDOW.address, KEY, payload_len=1) + b"x"
+    elif kind == "str":
+        return encode(FrameType.ACK, str(seq))
+    return encode(FrameType.ACK, seq)
+
+
+def test_the_ack_lane_takes_what_the_rule_takes_and_stops_where_it_stops() -> None:
+    rng = random.Random(12)
+    taken = 0
+    for _ in range(2000):
+        limit = rng.choice([2, 100, 1 << 20, 1 << 40])
+        acked = rng.randrange(limit)
+        stream = b"".join(_ack_frame(rng, limit) for _ in range(rng.randint(1, 6)))
+        stream = stream[: rng.choice([len(stream)] * 3 + [rng.randrange(len(stream) + 1)])]
+        skip = rng.randint(0, 7)
+        buf = memoryview(bytearray(rng.randbytes(skip)) + stream + bytearray(2))
+        start, end = skip, skip + len(stream)
+        want = _acks_by_the_rules(buf, start, end, acked, limit)
+        assert landing.acks(buf, start, end, acked, limit, ACK, MAX_HEADER_LEN) == want
+        taken += want[0] > start
+    assert taken > 1000, "the draw reaches the common ACK often"
+
+
+def test_the_ack_lane_refuses_arguments_of_the_wrong_kind() -> None:
+    buf = memoryview(bytearray(16))
+    acks: Callable[..., object] = landing.acks
+    for args in [(buf, 0, 17, 0, 1), (buf, 0, 16, -1, 1), (buf, 0, 16, 0, "1"), (b"", 0, 0, 0, 1)]:
+        with pytest.raises(TypeError):
+            acks(*args, ACK, MAX_HEADER_LEN)
