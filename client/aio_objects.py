@@ -265,7 +265,8 @@ class AsyncCno:
 
     async def wait(self, timeout: int = TIMEOUT_INFINITE) -> AsyncEvd:
         """dat_cno_wait: the EVD that has an event."""
-        core, found = self.ia.core, list[int]()
+        core = self.ia.core
+        found: list[int] = []
 
         def ready() -> bool:
             evd = core.cno_ready(self.handle)

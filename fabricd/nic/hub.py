@@ -87,8 +87,8 @@ class Nic:
         self.heartbeat_interval = heartbeat[0]
         self.consumers: dict[int, Consumer] = {}
         self.limits = limits = limits or Limits()
-        self.faults = FaultEngine()
-        handles, peer_names = Handles(), dict[str, str]()
+        self.faults, handles = FaultEngine(), Handles()
+        peer_names: dict[str, str] = {}
         self.memory = MemoryRegistry(mapper, random_u32, coherent, process)
         self.events = Events(shell.call_soon, shell.call_idle, self.memory)
         self.evds = EventQueues(self.memory, self.events)

@@ -73,7 +73,8 @@ def direct_writes(
         return None
     if frame_bytes > DIRECT_MAX:
         return None
-    pid, plan, key, offset = 0, list[Scatter](), None, 0
+    pid, key, offset = 0, None, 0
+    plan: list[Scatter] = []
     reach: Reach | None = None
     for address, rmr_context, length in ops:
         if rmr_context != key:

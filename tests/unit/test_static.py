@@ -359,3 +359,30 @@ def test_the_ep_driver_is_the_one_writer_of_ep_state() -> None:
 
 def test_the_cm_table_is_the_one_writer_of_a_links_cm_state() -> None:
     assert attribute_writers("cm") == {"wire.py"}
+
+
+def generic_alias_calls(source: str) -> list[int]:
+    """Lines that call a subscripted builtin container (``list[Op]()``): each call builds a
+    types.GenericAlias first, ~1 us against ~0.05 us for ``[]`` (timeit, CPython 3.11)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Subscript)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id in {"list", "dict", "set", "tuple", "deque", "frozenset"}
+    ]
+
+
+def test_generic_alias_calls_are_found() -> None:
+    assert generic_alias_calls("a = list[int]()\nb: list[int] = []\nc = deque[int](x)") == [1, 3]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_container_is_built_through_a_generic_alias(package: str) -> None:
+    found = {
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for line in generic_alias_calls(path.read_text(encoding="utf-8"))
+    }
+    assert not found, "annotate the name instead (x: list[T] = [])"
