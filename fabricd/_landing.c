@@ -10,7 +10,7 @@
  * common one (one buffer in shared memory that holds the Send) and stops before any other.
  * lane() lands the lone WRITE frames at the head of a read, in order, each under a key the
  * caller granted, and stops before the first frame it cannot finish whole; acks() reads the
- * lone ACKs at the head of a read for the initiator (Initiator.lane) the same way.
+ * lone ACKs at the head of a read for the initiator (lane.take_acks) the same way.
  * So this module can only decline work; it never decides an error. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

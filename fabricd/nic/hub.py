@@ -13,6 +13,7 @@ from dataclasses import asdict
 
 from fabricd.faults import FaultEngine
 from fabricd.memory import MemoryRegistry, SegmentMapper
+from fabricd.nic import lane
 from fabricd.nic.admin import Admin
 from fabricd.nic.cm import ConnectionManager
 from fabricd.nic.ep import Endpoints
@@ -370,8 +371,7 @@ class Nic:
 
     def peer_lane(self, link: PeerLink, reader: FrameReader, before: Callable[[], None]) -> None:
         """Before a read's frames are decoded: its lone RDMA Writes, then ACKs (the lanes)."""
-        self.target.lane(link, reader, before)
-        self.initiator.lane(link, reader)
+        lane.take_head(self.memory, link, reader, before, self.initiator.ack)
 
     def peer_frame(self, link: PeerLink, frame: Frame) -> None:
         """Handle one complete frame from a peer daemon; the first must be HELLO, then the

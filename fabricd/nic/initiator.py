@@ -5,8 +5,7 @@ Requests start in posting order. An RDMA Read or atomic waits for a read credit
 (max_rdma_read_out, as InfiniBand counts atomics with reads), a BARRIER_FENCE request for every
 earlier read, and whatever was posted later waits too. A Write or Send is done when the
 target's cumulative ACK covers it, a Read or atomic when its answer has landed, a bind when it
-executed; completions leave in posting order, and a failed one breaks the EP.
-"""
+executed; completions leave in posting order, and a failed one breaks the EP."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ from collections.abc import Callable
 from fabricd import _plaintake as plaintake
 from fabricd.faults import FaultEngine
 from fabricd.memory import Lmr, MemoryRegistry, Window
-from fabricd.nic import lane
 from fabricd.nic.cork import BATCHED, corked
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.faultpath import decide_bind
@@ -26,7 +24,7 @@ from fabricd.nic.runs import Run, expand, find, queue, take_batch
 from fabricd.nic.views import local_views, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_sends, encode_writes
-from proto.codec import DISCARD, Frame, FrameReader, Sink
+from proto.codec import DISCARD, Frame, Sink
 from proto.constants import CompletionFlags, Dtos, MemPriv
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
@@ -163,8 +161,9 @@ class Initiator:
         if fenced and op.spans and op.kind not in READ_LIKE and not self.memory.fetch(op.spans):
             log.info("a fenced DTO's buffer is gone from its process: its posted bytes are sent")
 
-    def transmit(self, ep: Ep) -> None:
-        """Start held requests in order, as far as fences and read credits allow."""
+    def transmit(self, ep: Ep, retire: bool = True) -> None:
+        """Start held requests in order, as far as fences and read credits allow; then retire
+        what is done (not ``retire``: only plain requests came, done by their answers alone)."""
         link = ep.link
         while ep.held and link is not None and ep.link is link:
             op = ep.held[0]
@@ -192,7 +191,8 @@ class Initiator:
                     break
             else:
                 self._start(ep, link, op)
-        self.retire(ep)
+        if retire or self.faults.active:  # a fault rule may fail one on its way out
+            self.retire(ep)
 
     def _start_batch(self, ep: Ep, link: PeerLink) -> None:
         """Put the small RDMA Writes (or Sends) at the head of the queue on the wire, as one
@@ -333,10 +333,6 @@ class Initiator:
         if seq > ep.acked:
             ep.acked = seq
             self.transmit(ep)  # what was corked leaves; then the done requests retire
-
-    def lane(self, link: PeerLink, reader: FrameReader) -> None:
-        """The lone ACKs at the head of a read (fabricd/nic/lane.py)."""
-        lane.take_acks(link, reader, self.ack)
 
     def read_sink(self, link: PeerLink, frame: Frame) -> Sink:
         """Where a READ_RESP's payload lands: the RDMA Read's local buffers."""

@@ -113,11 +113,12 @@ class Intake:
         while q is not None:
             taken = received = 0
             if posted(q):
-                taken = self._requests(ep, q)
+                taken, plain = self._requests(ep, q)
                 if taken:
                     self.counts.takes += 1
                     self.counts.requests += taken
-                    self.initiator.transmit(ep)  # together: small Writes leave as one batch
+                    # together: small Writes leave as one batch; plain ones are not done yet
+                    self.initiator.transmit(ep, retire=not plain)
                 received = self._receives(ep, q)
             if taken or received:
                 if q.busy_looks:
@@ -142,18 +143,19 @@ class Intake:
                 return
             q = ep.queues
 
-    def _requests(self, ep: Ep, q: WorkQueues) -> int:
+    def _requests(self, ep: Ep, q: WorkQueues) -> tuple[int, bool]:
         """Take the send queue's WQEs, in order: runs of the common one (Initiator.post_plain)
         and each other one alone (a post that breaks the EP flushes the queue: what is left
-        then is what the flush left); how many."""
-        taken = 0
+        then is what the flush left); how many, and whether all were the common one (none of
+        those is done before an answer comes)."""
+        taken, plain = 0, True
         while True:
             taken += self.initiator.post_plain(ep.consumer, ep, q.sq, q.stage)
             wqe = take_one(q.sq, SQ_OPCODES)
             if wqe is None:
-                return taken
+                return taken, plain
             self.initiator.post(ep.consumer, ep, wqe, q.stage)
-            taken += 1
+            taken, plain = taken + 1, False
 
     def receives(self, ep: Ep) -> None:
         """Only the receives the EP's queue holds, when a message finds none taken (a broken

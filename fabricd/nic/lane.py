@@ -57,6 +57,19 @@ def _open(link: PeerLink) -> bool:
     )
 
 
+def take_head(
+    memory: MemoryRegistry,
+    link: PeerLink,
+    reader: FrameReader,
+    before: Callable[[], None],
+    acked: Callable[[Ep, int], None],
+) -> None:
+    """Both lanes' turn at the head of a read (Nic.peer_lane): its lone Writes, then the lone
+    ACKs after them."""
+    take(memory, link, reader, before)
+    take_acks(link, reader, acked)
+
+
 def take(
     memory: MemoryRegistry, link: PeerLink, reader: FrameReader, before: Callable[[], None]
 ) -> None:

@@ -27,7 +27,7 @@ from fabricd.nic.send_run import SendRun, in_receives
 from fabricd.nic.views import local_views, scatter, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import parse_sends, parse_writes
-from proto.codec import DISCARD, Frame, FrameReader, Sink, encode
+from proto.codec import DISCARD, Frame, Sink, encode
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos, MemPriv
 from proto.constants import EpState as S
@@ -73,10 +73,6 @@ class Target:
             if link.direct is not None:
                 return None
         return self._landing(link, frame)
-
-    def lane(self, link: PeerLink, reader: FrameReader, before: Callable[[], None]) -> None:
-        """The lone RDMA Writes at the head of a read (fabricd/nic/lane.py)."""
-        lane.take(self.memory, link, reader, before)
 
     def _landing(self, link: PeerLink, frame: Frame) -> Sink:
         ep = link.ep
