@@ -112,7 +112,7 @@ POINTS: tuple[Point, ...] = (
     Point("fabricd.nic.intake", "Intake", "retired", _outstanding, after=True),
     Point("fabricd.nic.initiator", "Initiator", "post_plain", _took, after=True),
     Point("fabricd.nic.initiator", "", "take_batch", _batch, after=True),
-    Point("fabricd.nic.initiator", "Initiator", "acked", lambda s, link, f: f"ACK {f.fields[0]}"),
+    Point("fabricd.nic.initiator", "Initiator", "ack", lambda s, ep, seq: f"ACK {seq}"),
     Point(
         "fabricd.nic.target",
         "Target",
@@ -175,23 +175,44 @@ def middle(lines: list[str], count: int) -> list[str]:
 
 
 @contextlib.contextmanager
-def traced_nodes(tmp: str) -> Iterator[tuple[Any, Any]]:
-    """The initiator's and the target's daemons, each to trace into a file in ``tmp`` the
-    stretch that ``tmp``/stretch will name."""
+def traced_nodes(
+    tmp: str, module: str = "bench.timeline", env: str = ENV, suffix: str = "trace"
+) -> Iterator[tuple[Any, Any]]:
+    """The initiator's and the target's daemons, started by ``module`` (its ``env`` names
+    the stretch file and the daemon's own), each to write into ``tmp``/NAME.``suffix`` what
+    it records of the stretch that ``tmp``/stretch will name (``open_stretch``)."""
     from fabricd.launch import start_node
 
     nodes = []
     try:
         for name in ("a", "b"):
-            os.environ[ENV] = f"{tmp}/stretch {tmp}/{name}.trace"
-            nodes.append(
-                start_node(f"timeline-{name}", f"{tmp}/{name}.sock", module="bench.timeline")
-            )
+            os.environ[env] = f"{tmp}/stretch {tmp}/{name}.{suffix}"
+            tag = module.rpartition(".")[2]
+            nodes.append(start_node(f"{tag}-{name}", f"{tmp}/{name}.sock", module=module))
         yield nodes[0], nodes[1]
     finally:
-        os.environ.pop(ENV, None)
+        os.environ.pop(env, None)
         for node in nodes:
             node.stop()
+
+
+def open_stretch(tmp: str, at: float, span_ms: float) -> tuple[int, int]:
+    """Name the stretch, ``at`` seconds from now for ``span_ms`` milliseconds, to the daemons
+    (``tmp``/stretch, written whole); its start and end (monotonic ns)."""
+    start = time.monotonic_ns() + int(at * 1e9)
+    end = start + int(span_ms * 1e6)
+    Path(f"{tmp}/stretch.new").write_text(f"{start} {end}")
+    os.replace(f"{tmp}/stretch.new", f"{tmp}/stretch")
+    return start, end
+
+
+def stretch_named(path: str) -> tuple[int, int] | None:
+    """The stretch ``open_stretch`` wrote to ``path``, or None while it has not."""
+    try:
+        start, end = map(int, Path(path).read_text().split())
+    except (OSError, ValueError):
+        return None
+    return start, end
 
 
 def run(args: argparse.Namespace) -> int:
@@ -204,10 +225,7 @@ def run(args: argparse.Namespace) -> int:
     argv += ["--cq-mod", str(args.cq_mod)]
     with tempfile.TemporaryDirectory(prefix="datfabric-timeline-") as tmp:
         with traced_nodes(tmp) as (a, b):
-            start = time.monotonic_ns() + int(args.at * 1e9)
-            end = start + int(args.span * 1e6)
-            Path(f"{tmp}/stretch.new").write_text(f"{start} {end}")
-            os.replace(f"{tmp}/stretch.new", f"{tmp}/stretch")  # whole, or not there
+            start, end = open_stretch(tmp, args.at, args.span)
             record = Recorder(start, end, f"{tmp}/c.trace")
             install(CONSUMER, record)
             argv += ["--initiator", a.socket, "--target", b.socket]
@@ -242,11 +260,10 @@ def daemon() -> None:
 
     def record(what: str) -> None:
         if not recorders:
-            try:
-                start, end = map(int, Path(stretch).read_text().split())
-            except (OSError, ValueError):
+            named = stretch_named(stretch)
+            if named is None:
                 return  # not yet
-            recorders.append(Recorder(start, end, path))
+            recorders.append(Recorder(*named, path))
             atexit.register(recorders[0].save)
         recorders[0](what)
 

@@ -295,3 +295,24 @@ def test_timeline_shows_every_process_of_a_window() -> None:
     assert {("T", "WRITES"), ("T", "acknowledges")} <= seen
     times = [float(line.split()[0]) for line in out.stdout.splitlines()[3:]]
     assert times == sorted(times) and times[0] >= 0 and times[-1] <= 20_000
+
+
+def test_functions_of_both_daemons_per_operation() -> None:
+    """``python -m bench.functions``: per operation, the initiator's daemon reads an ACK and
+    retires a Write, the target's reads the Write and acknowledges it."""
+    stretch = ["--iters", "30000", "--at", "1.0", "--span", "300"]
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.functions", *stretch],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    split = next(i for i, line in enumerate(lines) if line.startswith("the target's daemon"))
+    rows = [{line.split()[0]: float(line.split()[1]) for line in part[1:]}
+            for part in (lines[2:split], lines[split:])]  # fmt: skip
+    initiator, target = rows
+    assert lines[2].startswith("the initiator's daemon")
+    assert 0.8 <= initiator["Initiator.ack"] <= 1.2 and 0.8 <= target["Target.batch_end"] <= 1.5
+    assert "Initiator.ack" not in target and "PeerStream.buffer_updated" in target
