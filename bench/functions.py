@@ -31,7 +31,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.timeline import open_stretch, stretch_named, traced_nodes
+from bench.timeline import (
+    bench_arguments,
+    bench_argv,
+    open_stretch,
+    stretch_named,
+    traced_nodes,
+)
 
 ENV = "DATFABRIC_FUNCTIONS"  # a daemon's: "STRETCH_FILE SUMS_FILE" (bench.functions sets it)
 
@@ -118,19 +124,14 @@ def run(args: argparse.Namespace) -> int:
     from bench.fabric import main as bench_main
     from tools.ctl import build_parser
 
-    argv = ["bench", "--no-limits", "--json", "--op", args.op, "--size", str(args.size)]
-    argv += ["--window", str(args.window), "--iters", str(args.iters)]
-    argv += ["--cq-mod", str(args.cq_mod)]
     completions = [0]
     with tempfile.TemporaryDirectory(prefix="datfabric-functions-") as tmp:
         with traced_nodes(tmp, "bench.functions", ENV, "json") as (a, b):
             start, end = open_stretch(tmp, args.at, args.span)
             count_completions(completions, start, end)
-            argv += ["--initiator", a.socket, "--target", b.socket]
-            argv += ["--target-address", f"{b.host}:{b.port}"]
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
-                bench_main(build_parser().parse_args(argv))
+                bench_main(build_parser().parse_args(bench_argv(args, a, b)))
         if time.monotonic_ns() < end:
             print("the benchmark ended before the stretch did: raise --iters", file=sys.stderr)
             return 1
@@ -181,13 +182,7 @@ def daemon() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.functions", description=__doc__)
-    parser.add_argument("--op", choices=["write", "read", "send"], default="write")
-    parser.add_argument("--size", type=int, default=64)
-    parser.add_argument("--window", type=int, default=1)
-    parser.add_argument("--cq-mod", type=int, default=1)
-    parser.add_argument("--iters", type=int, default=60_000)
-    parser.add_argument("--at", type=float, default=3.0, help="seconds into the bench")
-    parser.add_argument("--span", type=float, default=2000.0, help="milliseconds measured")
+    bench_arguments(parser, size=64, window=1, cq_mod=1, iters=60_000, at=3.0, span=2000.0)
     return run(parser.parse_args(argv))
 
 

@@ -215,24 +215,42 @@ def stretch_named(path: str) -> tuple[int, int] | None:
     return start, end
 
 
+def bench_argv(args: argparse.Namespace, a: Any, b: Any) -> list[str]:
+    """``fabricctl bench``'s arguments for the run ``args`` describe, through nodes a and b."""
+    argv = ["bench", "--no-limits", "--json", "--op", args.op, "--size", str(args.size)]
+    argv += ["--window", str(args.window), "--iters", str(args.iters)]
+    argv += ["--cq-mod", str(args.cq_mod), "--initiator", a.socket, "--target", b.socket]
+    return [*argv, "--target-address", f"{b.host}:{b.port}"]
+
+
+def bench_arguments(
+    parser: argparse.ArgumentParser, size: int, window: int, cq_mod: int, iters: int, at: float,
+    span: float,
+) -> None:  # fmt: skip
+    """The run's arguments (--op, --size, --window, --cq-mod, --iters) and its stretch's (--at,
+    --span), with these defaults."""
+    parser.add_argument("--op", choices=["write", "read", "send"], default="write")
+    parser.add_argument("--size", type=int, default=size)
+    parser.add_argument("--window", type=int, default=window)
+    parser.add_argument("--cq-mod", type=int, default=cq_mod)
+    parser.add_argument("--iters", type=int, default=iters)
+    parser.add_argument("--at", type=float, default=at, help="seconds into the bench")
+    parser.add_argument("--span", type=float, default=span, help="milliseconds recorded")
+
+
 def run(args: argparse.Namespace) -> int:
     """Trace one stretch of the benchmark the arguments describe and print it."""
     from bench.fabric import main as bench_main
     from tools.ctl import build_parser
 
-    argv = ["bench", "--no-limits", "--json", "--op", args.op, "--size", str(args.size)]
-    argv += ["--window", str(args.window), "--iters", str(args.iters)]
-    argv += ["--cq-mod", str(args.cq_mod)]
     with tempfile.TemporaryDirectory(prefix="datfabric-timeline-") as tmp:
         with traced_nodes(tmp) as (a, b):
             start, end = open_stretch(tmp, args.at, args.span)
             record = Recorder(start, end, f"{tmp}/c.trace")
             install(CONSUMER, record)
-            argv += ["--initiator", a.socket, "--target", b.socket]
-            argv += ["--target-address", f"{b.host}:{b.port}"]
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
-                bench_main(build_parser().parse_args(argv))
+                bench_main(build_parser().parse_args(bench_argv(args, a, b)))
         record.save()
         if time.monotonic_ns() < end:
             print("the benchmark ended before the stretch did: raise --iters", file=sys.stderr)
@@ -275,13 +293,7 @@ def daemon() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.timeline", description=__doc__)
-    parser.add_argument("--op", choices=["write", "read", "send"], default="write")
-    parser.add_argument("--size", type=int, default=4096)
-    parser.add_argument("--window", type=int, default=64)
-    parser.add_argument("--cq-mod", type=int, default=16)
-    parser.add_argument("--iters", type=int, default=400_000)
-    parser.add_argument("--at", type=float, default=1.5, help="seconds into the bench")
-    parser.add_argument("--span", type=float, default=30.0, help="milliseconds recorded")
+    bench_arguments(parser, size=4096, window=64, cq_mod=16, iters=400_000, at=1.5, span=30.0)
     parser.add_argument("--rows", type=int, default=80, help="lines printed")
     return run(parser.parse_args(argv))
 

@@ -6,51 +6,39 @@ read once written whole."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from bench import functions
 from bench.timeline import open_stretch, stretch_named
-
-
-class Adder:
-    """A stand-in for a class of the daemon."""
-
-    def add(self, a: int, b: int = 0) -> int:
-        if a < 0:
-            raise ValueError("negative")
-        return a + b
-
-
-def twice(n: int) -> int:
-    return 2 * n
+from tests.unit import test_bench_timeline as timeline_tests
 
 
 @pytest.fixture
-def restored() -> Iterator[None]:
-    add, doubled = Adder.add, twice
-    yield
-    Adder.add = add  # type: ignore[method-assign]
-    globals()["twice"] = doubled
+def stand_ins(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """bench.timeline's tests' stand-ins for the daemon's functions, put back afterwards."""
+    monkeypatch.setattr(timeline_tests.Adder, "add", timeline_tests.Adder.add)
+    monkeypatch.setattr(timeline_tests, "twice", timeline_tests.twice)
+    return timeline_tests
 
 
-@pytest.mark.usefixtures("restored")
-def test_a_clocked_function_counts_the_calls_begun_while_counting() -> None:
+def test_a_clocked_function_counts_the_calls_begun_while_counting(stand_ins: ModuleType) -> None:
     sums: functions.Sums = {}
     on = [False]
-    functions.install(((__name__, "Adder", "add"), (__name__, "", "twice")), sums, lambda: on[0])
-    assert Adder().add(1) == 1 and twice(2) == 4
-    assert sums == {"Adder.add": [0, 0], f"{__name__.rpartition('.')[2]}.twice": [0, 0]}
+    home = stand_ins.__name__
+    functions.install(((home, "Adder", "add"), (home, "", "twice")), sums, lambda: on[0])
+    assert stand_ins.Adder().add(1) == 1 and stand_ins.twice(2) == 4
+    assert sums == {"Adder.add": [0, 0], "test_bench_timeline.twice": [0, 0]}
     on[0] = True
-    assert Adder().add(2, b=3) == 5
-    with pytest.raises(ValueError, match="negative"):
-        Adder().add(-1)
-    assert twice(3) == 6
+    assert stand_ins.Adder().add(2, b=3) == 5
+    with pytest.raises(TypeError):
+        stand_ins.Adder().add("2", 3)
+    assert stand_ins.twice(3) == 6
     calls, ns = sums["Adder.add"]
     assert calls == 2 and ns > 0
-    assert sums[f"{__name__.rpartition('.')[2]}.twice"][0] == 1
+    assert sums["test_bench_timeline.twice"][0] == 1
 
 
 @pytest.mark.parametrize("entry", functions.FUNCTIONS, ids=lambda e: f"{e[1]}.{e[2]}")

@@ -24,7 +24,7 @@ from fabricd import _landing as landing
 from fabricd.memory import Lmr, Reach
 from fabricd.nic.objects import Recv
 from proto.checks import Region
-from proto.codec import decode_header, encode
+from proto.codec import Frame, decode_header, encode
 from proto.constants import MemPriv
 from proto.errors import ProtocolError
 from proto.frames import MAX_HEADER_LEN, FrameType
@@ -178,6 +178,21 @@ WRITE = int(FrameType.WRITE)
 ACK = int(FrameType.ACK)
 
 
+def _header_at(view: memoryview, start: int, end: int) -> tuple[Frame, int] | None:
+    """The frame at view[start:end]'s head when its header is whole and decodes (the codec's
+    decode_header), and where its payload starts; None when not."""
+    if end - start <= 4:
+        return None
+    (hlen,) = struct.unpack_from(">I", view, start)
+    head = start + 4 + hlen
+    if not 0 < hlen <= MAX_HEADER_LEN or head > end:
+        return None
+    try:
+        return decode_header(view[start + 4 : head]), head
+    except ProtocolError:
+        return None
+
+
 def _lane_by_the_rules(
     view: memoryview, start: int, end: int, grants: dict[int, Reach], acked: int,
     before: Callable[[], None],
@@ -185,15 +200,8 @@ def _lane_by_the_rules(
     """fabricd/nic/lane.py's rule, frame by frame: the next Write in order, whole, under a
     granted key, inside its range."""
     ready = False
-    while end - start > 4:
-        (hlen,) = struct.unpack_from(">I", view, start)
-        head = start + 4 + hlen
-        if not 0 < hlen <= MAX_HEADER_LEN or head > end:
-            break
-        try:
-            frame = decode_header(view[start + 4 : head])
-        except ProtocolError:
-            break
+    while (found := _header_at(view, start, end)) is not None:
+        frame, head = found
         size = frame.payload_len
         if frame.type is not FrameType.WRITE or not size or head + size > end:
             break
@@ -201,9 +209,7 @@ def _lane_by_the_rules(
         if type(seq) is not int or seq != acked + 1 or type(key) is not int:
             break
         reach = grants.get(key)
-        if reach is None or type(address) is not int:
-            break
-        target = reach.bytes(address, size)
+        target = None if reach is None or type(address) is not int else reach.bytes(address, size)
         if target is None:
             break
         if not ready:
@@ -327,15 +333,8 @@ def _acks_by_the_rules(
 ) -> tuple[int, int]:
     """fabricd/nic/lane.py's take_acks, frame by frame: ACKs without payload, each of a
     sequence number (a u64) that was sent, below ``limit``."""
-    while end - start > 4:
-        (hlen,) = struct.unpack_from(">I", view, start)
-        head = start + 4 + hlen
-        if not 0 < hlen <= MAX_HEADER_LEN or head > end:
-            break
-        try:
-            frame = decode_header(view[start + 4 : head])
-        except ProtocolError:
-            break
+    while (found := _header_at(view, start, end)) is not None:
+        frame, head = found
         (seq, *_) = frame.fields or [None]
         if frame.type is not FrameType.ACK or frame.payload_len or type(seq) is not int:
             break
