@@ -1,6 +1,5 @@
 /* fabricd._landing: where a batch of RDMA Writes or Sends lands, in C (remote_access.write_targets
- * and Target._sends are its callers and hold the rules), and the target's lane for lone Writes
- * (fabricd/nic/lane.py holds its rules and calls lane()) and the initiator's for ACKs.
+ * and Target._sends are its callers and hold the rules).
  *
  * views() answers the common batch of Writes only: every Write new, under the one key whose
  * checks the caller made (MemoryRegistry.reach), not empty and inside the key's range. It
@@ -8,27 +7,13 @@
  * declines (None), and the caller's loop, Write by Write, says which Write fails and how.
  * sends() lands Sends of a batch in the EP's receives for as long as the next receive is the
  * common one (one buffer in shared memory that holds the Send) and stops before any other.
- * lane() lands the lone WRITE frames at the head of a read, in order, each under a key the
- * caller granted, and stops before the first frame it cannot finish whole; acks() reads the
- * lone ACKs at the head of a read for the initiator (lane.take_acks) the same way.
  * So this module can only decline work; it never decides an error. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <stdbool.h>
 
-/* An exact, non-negative int that fits a u64; false (no exception left) otherwise. */
-static bool as_u64(PyObject *o, unsigned long long *out)
-{
-	if (!PyLong_CheckExact(o))
-		return false;
-	*out = PyLong_AsUnsignedLongLong(o);
-	if (*out == (unsigned long long)-1 && PyErr_Occurred()) {
-		PyErr_Clear();
-		return false;
-	}
-	return true;
-}
+#include "pyu64.h"
 
 /* views(ops, rmr_context, start, end, origin, target) -> list[memoryview] | None
  *
@@ -223,238 +208,11 @@ fail:
 	return out;
 }
 
-static PyObject *s_start, *s_end, *s_origin, *s_target, *unpackb;
-
-/* A writable, contiguous byte buffer's Py_buffer, or NULL (no exception left). */
-static Py_buffer *byte_buffer(PyObject *view, bool writable)
-{
-	Py_buffer *b;
-
-	if (!PyMemoryView_Check(view))
-		return NULL;
-	b = PyMemoryView_GET_BUFFER(view);
-	if ((writable && b->readonly) || b->ndim != 1 || b->itemsize != 1 ||
-	    (b->strides && b->strides[0] != 1))
-		return NULL;
-	return b;
-}
-
-/* Attribute ``name`` of ``reach`` as a u64; false (no exception left) if it is not one. */
-static bool attr_u64(PyObject *reach, PyObject *name, unsigned long long *out)
-{
-	PyObject *o = PyObject_GetAttr(reach, name);
-	bool ok = o && as_u64(o, out);
-
-	Py_XDECREF(o);
-	PyErr_Clear();
-	return ok;
-}
-
-/* The header of the frame at buf[start:end]'s head when it is whole and is ``count`` exact
- * u64s (into ``fields``; where its payload starts into ``head``): the list the codec's msgpack
- * decoded it into (a new reference). NULL when it is not, with no exception left, unless one
- * was raised that is not the header's (``failed``). */
-static PyObject *header_at(const Py_buffer *buf, Py_ssize_t start, Py_ssize_t end,
-			   unsigned long long max_header, unsigned long long *fields, Py_ssize_t count,
-			   Py_ssize_t *head, bool *failed)
-{
-	const unsigned char *at = (const unsigned char *)buf->buf + start;
-	unsigned long long hlen;
-	PyObject *raw, *obj;
-
-	*failed = false;
-	if (end - start <= 4)
-		return NULL;
-	hlen = (unsigned long long)at[0] << 24 | (unsigned long long)at[1] << 16 |
-	       (unsigned long long)at[2] << 8 | at[3];
-	if (!hlen || hlen > max_header || hlen > (unsigned long long)(end - start - 4))
-		return NULL;
-	raw = PyMemoryView_FromMemory((char *)at + 4, (Py_ssize_t)hlen, PyBUF_READ);
-	if (!raw) {
-		*failed = true;
-		return NULL;
-	}
-	obj = PyObject_CallOneArg(unpackb, raw);
-	Py_DECREF(raw);
-	if (!obj || !PyList_CheckExact(obj) || PyList_GET_SIZE(obj) != count)
-		goto not_it;
-	for (Py_ssize_t i = 0; i < count; i++)
-		if (!as_u64(PyList_GET_ITEM(obj, i), &fields[i]))
-			goto not_it;
-	*head = start + 4 + (Py_ssize_t)hlen;
-	return obj;
-not_it:
-	Py_XDECREF(obj);
-	PyErr_Clear();
-	return NULL;
-}
-
-/* The lone Write whose header is ``obj`` ([type, size, seq, address, rmr_context]: ``fields``)
- * and whose payload is the ``available`` bytes at ``payload``, landed if it is the common one:
- * a WRITE, ``seq`` == ``acked`` + 1, a payload that is all there, a key in ``grants`` whose
- * range holds [address, +size) inside its target. Its payload size, 0 when it is not
- * (nothing written, no exception left); ``before`` is called once, before the first landing
- * (-1 when it raised). */
-static long long land_one(PyObject *obj, const unsigned long long *fields, const char *payload,
-			  Py_ssize_t available, PyObject *grants, long long acked,
-			  unsigned long long write_type, PyObject *before, bool *ready)
-{
-	unsigned long long start, end, origin;
-	PyObject *reach, *view = NULL;
-	long long size = 0;
-	Py_buffer *target;
-
-	if (fields[0] != write_type || !fields[1] || fields[1] > (unsigned long long)available ||
-	    acked < 0 || fields[2] != (unsigned long long)acked + 1)
-		return 0;
-	reach = PyDict_GetItemWithError(grants, PyList_GET_ITEM(obj, 4));
-	Py_XINCREF(reach); /* held, with its target, across before() */
-	if (!reach || !attr_u64(reach, s_start, &start) || !attr_u64(reach, s_end, &end) ||
-	    !attr_u64(reach, s_origin, &origin))
-		goto done;
-	view = PyObject_GetAttr(reach, s_target);
-	target = view ? byte_buffer(view, true) : NULL;
-	/* Reach.covers, and the range inside the target, so the copy below stays in it */
-	if (!target || fields[3] < start || fields[3] > end || fields[1] > end - fields[3] ||
-	    start < origin || end - origin > (unsigned long long)target->len)
-		goto done;
-	if (!*ready) {
-		PyObject *r = PyObject_CallNoArgs(before);
-
-		if (!r) {
-			size = -1;
-			goto done;
-		}
-		Py_DECREF(r);
-		*ready = true;
-	}
-	memcpy((char *)target->buf + (fields[3] - origin), payload, (size_t)fields[1]);
-	size = (long long)fields[1];
-done:
-	if (size >= 0)
-		PyErr_Clear();
-	Py_XDECREF(view);
-	Py_XDECREF(reach);
-	return size;
-}
-
-/* The arguments both lanes start with: (buffer, start, end); false with TypeError set when
- * they are not a byte buffer and a range in it. */
-static bool lane_range(PyObject *const *args, Py_buffer **buf, Py_ssize_t *start, Py_ssize_t *end)
-{
-	*start = PyLong_AsSsize_t(args[1]);
-	*end = PyLong_AsSsize_t(args[2]);
-	if (PyErr_Occurred())
-		return false;
-	*buf = byte_buffer(args[0], false);
-	if (!*buf || *start < 0 || *start > *end || *end > (*buf)->len) {
-		PyErr_SetString(PyExc_TypeError, "a lane takes a byte buffer and a range in it");
-		return false;
-	}
-	return true;
-}
-
-/* lane(buffer, start, end, grants, acked, before, write_type, max_header) -> (stop, acked)
- *
- * The lone Writes at buffer[start:end]'s head, each a 4-byte big-endian header length, its
- * msgpack header and its payload, landed in order (``land_one``) until the first frame that
- * is not one; where it stopped (a frame boundary) and the last sequence number landed. */
-static PyObject *lane(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-	unsigned long long write_type, max_header, fields[5];
-	Py_ssize_t start, end, head;
-	long long acked;
-	bool ready = false, failed;
-	Py_buffer *buf;
-
-	(void)self;
-	if (nargs != 8) {
-		PyErr_SetString(PyExc_TypeError, "lane() takes 8 arguments");
-		return NULL;
-	}
-	if (!lane_range(args, &buf, &start, &end))
-		return NULL;
-	acked = PyLong_AsLongLong(args[4]);
-	if (PyErr_Occurred())
-		return NULL;
-	if (!PyDict_Check(args[3]) || !as_u64(args[6], &write_type) || !as_u64(args[7], &max_header)) {
-		PyErr_SetString(PyExc_TypeError, "lane(): grants is a dict, the types ints");
-		return NULL;
-	}
-	for (;;) {
-		PyObject *obj = header_at(buf, start, end, max_header, fields, 5, &head, &failed);
-		long long size;
-
-		if (!obj) {
-			if (failed)
-				return NULL;
-			break;
-		}
-		size = land_one(obj, fields, (const char *)buf->buf + head, end - head, args[3], acked,
-				write_type, args[5], &ready);
-		Py_DECREF(obj);
-		if (size < 0)
-			return NULL;
-		if (!size)
-			break;
-		acked++;
-		start = head + (Py_ssize_t)size;
-	}
-	return Py_BuildValue("(nL)", start, acked);
-}
-
-/* acks(buffer, start, end, acked, limit, ack_type, max_header) -> (stop, acked)
- *
- * The initiator's lane: the lone ACKs at buffer[start:end]'s head ([type, 0, seq], each
- * ``seq`` below ``limit``, the EP's next sequence number), taken until the first frame that is
- * not one; where it stopped and the highest ``seq`` seen (``acked`` when none is higher). */
-static PyObject *acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-	unsigned long long acked, limit, ack_type, max_header, fields[3];
-	Py_ssize_t start, end, head;
-	bool failed;
-	Py_buffer *buf;
-
-	(void)self;
-	if (nargs != 7) {
-		PyErr_SetString(PyExc_TypeError, "acks() takes 7 arguments");
-		return NULL;
-	}
-	if (!lane_range(args, &buf, &start, &end))
-		return NULL;
-	if (!as_u64(args[3], &acked) || !as_u64(args[4], &limit) || !as_u64(args[5], &ack_type) ||
-	    !as_u64(args[6], &max_header)) {
-		PyErr_SetString(PyExc_TypeError, "acks(): the sequence numbers and types are u64s");
-		return NULL;
-	}
-	for (;;) {
-		PyObject *obj = header_at(buf, start, end, max_header, fields, 3, &head, &failed);
-
-		if (!obj) {
-			if (failed)
-				return NULL;
-			break;
-		}
-		Py_DECREF(obj);
-		/* fields: type, payload size, seq */
-		if (fields[0] != ack_type || fields[1] || fields[2] >= limit)
-			break;
-		if (fields[2] > acked)
-			acked = fields[2];
-		start = head;
-	}
-	return Py_BuildValue("(nK)", start, acked);
-}
-
 static PyMethodDef methods[] = {
 	{"views", (PyCFunction)(void (*)(void))views, METH_FASTCALL,
 	 "The target bytes of a batch of RDMA Writes under one key, or None."},
 	{"sends", (PyCFunction)(void (*)(void))sends, METH_FASTCALL,
 	 "Sends of a batch landed in the EP's common receives, in order."},
-	{"lane", (PyCFunction)(void (*)(void))lane, METH_FASTCALL,
-	 "The lone RDMA Writes at the head of a read, landed under granted keys."},
-	{"acks", (PyCFunction)(void (*)(void))acks, METH_FASTCALL,
-	 "The lone ACKs at the head of a read: where they end, the highest."},
 	{NULL, NULL, 0, NULL},
 };
 
@@ -465,24 +223,13 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__landing(void)
 {
-	static const char *names[] = {"cookie", "views", "capacity", "spans", "popleft",
-				      "start", "end", "origin", "target"};
-	PyObject **slots[] = {&s_cookie, &s_views, &s_capacity, &s_spans, &s_popleft,
-			      &s_start, &s_end, &s_origin, &s_target};
-	PyObject *msgpack;
+	static const char *names[] = {"cookie", "views", "capacity", "spans", "popleft"};
+	PyObject **slots[] = {&s_cookie, &s_views, &s_capacity, &s_spans, &s_popleft};
 
 	for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {
 		*slots[i] = PyUnicode_InternFromString(names[i]);
 		if (!*slots[i])
 			return NULL;
 	}
-	/* headers are decoded by the msgpack package the codec uses (proto.codec.decode_header) */
-	msgpack = PyImport_ImportModule("msgpack");
-	if (!msgpack)
-		return NULL;
-	unpackb = PyObject_GetAttrString(msgpack, "unpackb");
-	Py_DECREF(msgpack);
-	if (!unpackb)
-		return NULL;
 	return PyModule_Create(&module);
 }

@@ -1,6 +1,6 @@
 """fabricd/_landing.c: where a batch of RDMA Writes or Sends lands, in C."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 def views(
@@ -20,23 +20,4 @@ def sends(
     done: list[tuple[int, int, int]],
     taken: list[Any],
     bodies: list[memoryview],
-) -> tuple[int, int]: ...
-def lane(
-    buffer: memoryview,
-    start: int,
-    end: int,
-    grants: dict[int, Any],
-    acked: int,
-    before: Callable[[], None],
-    write_type: int,
-    max_header: int,
-) -> tuple[int, int]: ...
-def acks(
-    buffer: memoryview,
-    start: int,
-    end: int,
-    acked: int,
-    limit: int,
-    ack_type: int,
-    max_header: int,
 ) -> tuple[int, int]: ...

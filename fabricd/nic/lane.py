@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from fabricd import _landing as landing
+from fabricd import _lanes as lanes
 from fabricd.memory import MemoryRegistry, Reach
 from fabricd.nic.objects import Ep, PeerLink
 from proto.codec import FrameReader
@@ -81,7 +81,7 @@ def take(
 
 def take_acks(link: PeerLink, reader: FrameReader, acked: Callable[[Ep, int], None]) -> None:
     """The initiator's lane: the lone ACKs at the head of ``reader``'s bytes, when the link's
-    EP has requests outstanding, read in C (fabricd/_landing.c's acks: each [ACK, 0, seq] with
+    EP has requests outstanding, read in C (fabricd/_lanes.c's acks: each [ACK, 0, seq] with
     ``seq`` below the EP's next sequence number); ``acked(ep, seq)`` with the highest, as
     Initiator.acked would have been called for each (an ACK is cumulative). Any other frame,
     a malformed one or an ACK of a request never sent, ends it: the long way takes it."""
@@ -91,7 +91,7 @@ def take_acks(link: PeerLink, reader: FrameReader, acked: Callable[[Ep, int], No
 
     def acks(view: memoryview, start: int, end: int) -> int:
         assert ep is not None
-        stop, seq = landing.acks(view, start, end, ep.acked, ep.next_seq, _ACK, MAX_HEADER_LEN)
+        stop, seq = lanes.acks(view, start, end, ep.acked, ep.next_seq, _ACK, MAX_HEADER_LEN)
         acked(ep, seq)
         return stop
 
@@ -106,14 +106,14 @@ def land(
     end: int,
     before: Callable[[], None],
 ) -> int:
-    """Land the lone Writes at ``view[start:end]``'s head, in C (fabricd/_landing.c: each
+    """Land the lone Writes at ``view[start:end]``'s head, in C (fabricd/_lanes.c: each
     decoded by the codec's msgpack, in order, under a key ``grants`` holds, inside its range,
     ``before()`` called once before the first payload lands: frames queued earlier leave
     first); returns where the lane stopped."""
     grants = _current(memory, link)
     if not grants:
         return start
-    stop, acked = landing.lane(view, start, end, grants, link.acked, before, _WRITE, MAX_HEADER_LEN)
+    stop, acked = lanes.lane(view, start, end, grants, link.acked, before, _WRITE, MAX_HEADER_LEN)
     if acked != link.acked:
         link.acked, link.ack_due = acked, True
     return stop

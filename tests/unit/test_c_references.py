@@ -20,6 +20,7 @@ from client import _ringpost as ringpost
 from client import _ringtake as ringtake
 from client.records import Event
 from fabricd import _landing as landing
+from fabricd import _lanes as lanes
 from fabricd import _plaintake as plaintake
 from fabricd.memory import Lmr, Reach
 from fabricd.nic.objects import Recv
@@ -41,6 +42,7 @@ from tests.core.test_post_inline import (
     _sides,
 )
 from tests.unit import test_landing as lt
+from tests.unit import test_lanes as lnt
 from tests.unit import test_plaintake as pt
 from tests.unit import test_ringtake as tt
 from tests.unit import test_rows as rt
@@ -136,24 +138,6 @@ def _landing_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]
         recvs = deque([Recv(1, 0, [memoryview(memory)[:64]], 64, [])])
         return landing.sends(payload[:8], 0, [16], 0, recvs, [], [], [])
 
-    lane_target = Lmr(1, 1, lt.LMR.region, "seg", memoryview(bytearray(lt.LENGTH)), 1, 11)
-    grants = {lt.KEY: Reach(lt.WINDOW, lane_target)}
-    writes = memoryview(
-        b"".join(
-            encode(FrameType.WRITE, seq, start, lt.KEY, payload_len=64) + payload[:64]
-            for seq in (1, 2)
-        )
-        + encode(FrameType.ACK, 2)
-    )
-
-    def lane(before: Callable[[], None]) -> object:
-        return landing.lane(writes, 0, len(writes), grants, 0, before, lt.WRITE, MAX_HEADER_LEN)
-
-    def fails() -> None:
-        raise RuntimeError("before")
-
-    acks = memoryview(encode(FrameType.ACK, 3) + encode(FrameType.ACK, 9) + writes.tobytes())
-
     return {
         "views: landed": (lambda: landing.views(ops, lt.KEY, start, end, lt.ORIGIN, target),
                           (ops, target)),
@@ -166,10 +150,34 @@ def _landing_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]
         ),
         "sends: landed": (sends, (payload, memory)),
         "sends: outside the payload": (_raises(ValueError, outside), (payload, memory)),
+    }  # fmt: skip
+
+
+def _lanes_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]]]:
+    start, payload = lt.WINDOW.address, bytes(range(64))
+    lane_target = Lmr(1, 1, lt.LMR.region, "seg", memoryview(bytearray(lt.LENGTH)), 1, 11)
+    grants = {lt.KEY: Reach(lt.WINDOW, lane_target)}
+    writes = memoryview(
+        b"".join(
+            encode(FrameType.WRITE, seq, start, lt.KEY, payload_len=64) + payload[:64]
+            for seq in (1, 2)
+        )
+        + encode(FrameType.ACK, 2)
+    )
+
+    def lane(before: Callable[[], None]) -> object:
+        return lanes.lane(writes, 0, len(writes), grants, 0, before, lnt.WRITE, MAX_HEADER_LEN)
+
+    def fails() -> None:
+        raise RuntimeError("before")
+
+    acks = memoryview(encode(FrameType.ACK, 3) + encode(FrameType.ACK, 9) + writes.tobytes())
+
+    return {
         "lane: landed": (lambda: lane(lambda: None), (writes, grants, lane_target.view)),
         "lane: before raised": (_raises(RuntimeError, lambda: lane(fails)),
                                 (writes, grants, lane_target.view)),
-        "acks": (lambda: landing.acks(acks, 0, len(acks), 2, 10, lt.ACK, MAX_HEADER_LEN),
+        "acks": (lambda: lanes.acks(acks, 0, len(acks), 2, 10, lnt.ACK, MAX_HEADER_LEN),
                  (acks,)),
     }  # fmt: skip
 
@@ -239,6 +247,7 @@ def _ringtake_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...
 CASES = {
     **_plaintake_cases(),
     **_landing_cases(),
+    **_lanes_cases(),
     **_scatter_cases(),
     **_rows_cases(),
     **_ringtake_cases(),

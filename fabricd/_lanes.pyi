@@ -1,0 +1,24 @@
+"""fabricd/_lanes.c: the lanes of a peer's read, in C."""
+
+from collections.abc import Callable
+from typing import Any
+
+def lane(
+    buffer: memoryview,
+    start: int,
+    end: int,
+    grants: dict[int, Any],
+    acked: int,
+    before: Callable[[], None],
+    write_type: int,
+    max_header: int,
+) -> tuple[int, int]: ...
+def acks(
+    buffer: memoryview,
+    start: int,
+    end: int,
+    acked: int,
+    limit: int,
+    ack_type: int,
+    max_header: int,
+) -> tuple[int, int]: ...

@@ -1,0 +1,235 @@
+"""fabricd/_lanes.c, the lanes of a peer's read. The Write lane, against the lone-Write rule
+of fabricd/nic/lane.py written with the codec's decode_header and Reach: on streams of frames
+of every kind, whole, cut or malformed, it lands the same Writes in the same bytes, stops at the
+same frame and reports the same last sequence number. The initiator's lane for ACKs likewise,
+against [ACK, 0, seq] decoded by the codec."""
+
+from __future__ import annotations
+
+import functools
+import random
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from fabricd import _lanes as lanes
+from fabricd.memory import Lmr, Reach
+from proto.codec import Frame, decode_header, encode
+from proto.errors import ProtocolError
+from proto.frames import MAX_HEADER_LEN, FrameType
+from tests.unit.test_landing import KEY, LMR, WINDOW
+
+WRITE = int(FrameType.WRITE)
+ACK = int(FrameType.ACK)
+
+
+def _header_at(view: memoryview, start: int, end: int) -> tuple[Frame, int] | None:
+    """The frame at view[start:end]'s head when its header is whole and decodes (the codec's
+    decode_header), and where its payload starts; None when not."""
+    if end - start <= 4:
+        return None
+    (hlen,) = struct.unpack_from(">I", view, start)
+    head = start + 4 + hlen
+    if not 0 < hlen <= MAX_HEADER_LEN or head > end:
+        return None
+    try:
+        return decode_header(view[start + 4 : head]), head
+    except ProtocolError:
+        return None
+
+
+def _lane_by_the_rules(
+    view: memoryview, start: int, end: int, grants: dict[int, Reach], acked: int,
+    before: Callable[[], None],
+) -> tuple[int, int]:  # fmt: skip
+    """fabricd/nic/lane.py's rule, frame by frame: the next Write in order, whole, under a
+    granted key, inside its range."""
+    ready = False
+    while (found := _header_at(view, start, end)) is not None:
+        frame, head = found
+        size = frame.payload_len
+        if frame.type is not FrameType.WRITE or not size or head + size > end:
+            break
+        seq, address, key = frame.fields
+        if type(seq) is not int or seq != acked + 1 or type(key) is not int:
+            break
+        reach = grants.get(key)
+        target = None if reach is None or type(address) is not int else reach.bytes(address, size)
+        if target is None:
+            break
+        if not ready:
+            before()
+            ready = True
+        target[:] = view[head : head + size]
+        acked, start = seq, head + size
+    return start, acked
+
+
+def _frame(rng: random.Random, seq: int) -> bytes:
+    """One frame of a peer's stream: mostly the next lone Write, else one of each kind the
+    lane must leave to the long way."""
+    n = rng.choice([1, 64, 64, 300])
+    lo, hi = WINDOW.address, WINDOW.address + WINDOW.length
+    address = rng.choice([lo, lo + 8, hi - n, hi - n + 1, lo - 1, hi])
+    fields: list[Any] = [seq, address, rng.choice([KEY] * 8 + [KEY + 1, KEY + 2])]
+    kind = rng.choices(
+        ["write", "dup", "ack", "fields", "str", "bool", "garbage", "empty", "big"],
+        [30, 1, 1, 1, 1, 1, 1, 1, 1],
+    )[0]
+    if kind == "dup":
+        fields[0] = seq - 1
+    elif kind == "ack":
+        return encode(FrameType.ACK, seq)
+    elif kind == "fields":
+        fields.append(0)
+    elif kind == "str":
+        fields[1] = "address"
+    elif kind == "bool":
+        fields[2] = True
+    elif kind == "garbage":
+        return struct.pack(">I", 3) + b"\xc1\xc1\xc1"
+    elif kind == "empty":
+        n = 0
+    elif kind == "big":
+        fields[1] = rng.choice([(1 << 64) - 1, -5])
+    payload = rng.randbytes(n)
+    return encode(FrameType.WRITE, *fields, payload_len=n) + payload
+
+
+def test_the_lane_lands_what_the_rule_lands_and_stops_where_it_stops() -> None:
+    rng = random.Random(11)
+    landed = 0
+    for _ in range(1500):
+        acked = rng.randrange(1, 1000)
+        stream = b"".join(_frame(rng, acked + 1 + k) for k in range(rng.randint(1, 6)))
+        stream = stream[: rng.choice([len(stream)] * 3 + [rng.randrange(len(stream) + 1)])]
+        skip = rng.randint(0, 7)
+        buf = memoryview(bytearray(rng.randbytes(skip)) + stream + bytearray(3))
+        start, end = skip, skip + len(stream)
+        sides = []
+        for _ in range(2):
+            memory = memoryview(bytearray(LMR.view))
+            lmr = Lmr(1, 1, LMR.region, "seg", memory, 1, 11)
+            grants = {KEY: Reach(WINDOW, lmr), KEY + 1: Reach(LMR.region, lmr)}
+            calls: list[int] = []
+            sides.append((memory, grants, calls))
+        (want_mem, want_grants, want_calls), (got_mem, got_grants, got_calls) = sides
+        want = _lane_by_the_rules(
+            buf, start, end, want_grants, acked, functools.partial(want_calls.append, 1)
+        )
+        got = lanes.lane(
+            buf,
+            start,
+            end,
+            got_grants,
+            acked,
+            functools.partial(got_calls.append, 1),
+            WRITE,
+            MAX_HEADER_LEN,
+        )
+        assert got == want and got_mem == want_mem and got_calls == want_calls
+        landed += want[1] - acked
+    assert landed > 500, "the draw reaches the common Write often"
+
+
+def test_the_lane_stops_at_a_header_length_outside_its_bounds() -> None:
+    reach = {KEY: Reach(WINDOW, LMR)}
+    write = encode(FrameType.WRITE, 1, WINDOW.address, KEY, payload_len=4) + b"land"
+    for head in [struct.pack(">I", 0), struct.pack(">I", MAX_HEADER_LEN + 1), b"\0\0"]:
+        buf = memoryview(bytearray(write + head + b"\x94" * 8))
+        assert lanes.lane(buf, 0, len(buf), reach, 0, lambda: None, WRITE, MAX_HEADER_LEN) == (
+            len(write),
+            1,
+        )
+
+
+def test_an_exception_in_before_lands_nothing_and_propagates() -> None:
+    memory = memoryview(bytearray(LMR.view))
+    lmr = Lmr(1, 1, LMR.region, "seg", memory, 1, 11)
+    write = encode(FrameType.WRITE, 1, WINDOW.address, KEY, payload_len=4) + b"land"
+
+    def before() -> None:
+        raise RuntimeError("the flush failed")
+
+    with pytest.raises(RuntimeError, match="the flush failed"):
+        lanes.lane(memoryview(write), 0, len(write), {KEY: Reach(WINDOW, lmr)}, 0, before,
+                     WRITE, MAX_HEADER_LEN)  # fmt: skip
+    assert memory == LMR.view
+
+
+def test_the_lane_refuses_arguments_of_the_wrong_kind() -> None:
+    buf = memoryview(bytearray(16))
+    cases: list[tuple[Any, ...]] = [
+        (bytearray(16), 0, 16, {}, 0),  # not a memoryview
+        (buf, 0, 17, {}, 0),  # a range past the buffer
+        (buf, 8, 4, {}, 0),  # a range that ends before it starts
+        (buf, 0, 16, [], 0),  # grants not a dict
+    ]
+    lane: Callable[..., object] = lanes.lane
+    for args in cases:
+        with pytest.raises(TypeError):
+            lane(*args, lambda: None, WRITE, MAX_HEADER_LEN)
+    with pytest.raises(TypeError):
+        lanes.lane(buf, "0", 16, {}, 0, lambda: None, WRITE, MAX_HEADER_LEN)  # type: ignore[arg-type]
+
+
+def _acks_by_the_rules(
+    view: memoryview, start: int, end: int, acked: int, limit: int
+) -> tuple[int, int]:
+    """fabricd/nic/lane.py's take_acks, frame by frame: ACKs without payload, each of a
+    sequence number (a u64) that was sent, below ``limit``."""
+    while (found := _header_at(view, start, end)) is not None:
+        frame, head = found
+        (seq, *_) = frame.fields or [None]
+        if frame.type is not FrameType.ACK or frame.payload_len or type(seq) is not int:
+            break
+        if not 0 <= seq < limit:
+            break
+        acked, start = max(acked, seq), head
+    return start, acked
+
+
+def _ack_frame(rng: random.Random, limit: int) -> bytes:
+    kind = rng.choices(["ack", "old", "unsent", "negative", "payload", "write", "str"],
+                       [20, 3, 1, 1, 1, 1, 1])[0]  # fmt: skip
+    seq = rng.randrange(limit // 2, limit)
+    if kind == "old":
+        seq = rng.randrange(limit // 2)
+    elif kind == "unsent":
+        seq = limit + rng.randrange(3)
+    elif kind == "negative":
+        seq = -1
+    elif kind == "payload":
+        return encode(FrameType.ACK, seq, payload_len=1) + b"x"
+    elif kind == "write":
+        return encode(FrameType.WRITE, seq, WINDOW.address, KEY, payload_len=1) + b"x"
+    elif kind == "str":
+        return encode(FrameType.ACK, str(seq))
+    return encode(FrameType.ACK, seq)
+
+
+def test_the_ack_lane_takes_what_the_rule_takes_and_stops_where_it_stops() -> None:
+    rng = random.Random(12)
+    taken = 0
+    for _ in range(2000):
+        limit = rng.choice([2, 100, 1 << 20, 1 << 40])
+        acked = rng.randrange(limit)
+        stream = b"".join(_ack_frame(rng, limit) for _ in range(rng.randint(1, 6)))
+        stream = stream[: rng.choice([len(stream)] * 3 + [rng.randrange(len(stream) + 1)])]
+        skip = rng.randint(0, 7)
+        buf = memoryview(bytearray(rng.randbytes(skip)) + stream + bytearray(2))
+        start, end = skip, skip + len(stream)
+        want = _acks_by_the_rules(buf, start, end, acked, limit)
+        assert lanes.acks(buf, start, end, acked, limit, ACK, MAX_HEADER_LEN) == want
+        taken += want[0] > start
+    assert taken > 1000, "the draw reaches the common ACK often"
+
+
+def test_the_ack_lane_refuses_arguments_of_the_wrong_kind() -> None:
+    buf = memoryview(bytearray(16))
+    acks: Callable[..., object] = lanes.acks
+    for args in [(buf, 0, 17, 0, 1), (buf, 0, 16, -1, 1), (buf, 0, 16, 0, "1"), (b"", 0, 0, 0, 1)]:
+        with pytest.raises(TypeError):
+            acks(*args, ACK, MAX_HEADER_LEN)
