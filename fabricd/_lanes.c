@@ -235,7 +235,6 @@ static PyObject *acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	return Py_BuildValue("(nK)", start, acked);
 }
 
-
 static PyMethodDef methods[] = {
 	{"lane", (PyCFunction)(void (*)(void))lane, METH_FASTCALL,
 	 "The lone RDMA Writes at the head of a read, landed under granted keys."},

@@ -82,9 +82,10 @@ def take(
 def take_acks(link: PeerLink, reader: FrameReader, acked: Callable[[Ep, int], None]) -> None:
     """The initiator's lane: the lone ACKs at the head of ``reader``'s bytes, when the link's
     EP has requests outstanding, read in C (fabricd/_lanes.c's acks: each [ACK, 0, seq] with
-    ``seq`` below the EP's next sequence number); ``acked(ep, seq)`` with the highest, as
-    Initiator.acked would have been called for each (an ACK is cumulative). Any other frame,
-    a malformed one or an ACK of a request never sent, ends it: the long way takes it."""
+    ``seq`` below the EP's next sequence number); ``acked(ep, seq)`` with the highest once it
+    took some, as Initiator.acked would have been called for each (an ACK is cumulative). Any
+    other frame, a malformed one or an ACK of a request never sent, ends it: the long way
+    takes it."""
     ep = link.ep
     if ep is None or not ep.ops or not _open(link):
         return
@@ -92,7 +93,8 @@ def take_acks(link: PeerLink, reader: FrameReader, acked: Callable[[Ep, int], No
     def acks(view: memoryview, start: int, end: int) -> int:
         assert ep is not None
         stop, seq = lanes.acks(view, start, end, ep.acked, ep.next_seq, _ACK, MAX_HEADER_LEN)
-        acked(ep, seq)
+        if stop != start:
+            acked(ep, seq)
         return stop
 
     reader.take_head(acks)

@@ -82,6 +82,28 @@ def test_the_acks_of_lone_writes_take_the_initiators_lane(
     assert taken == [1, 2, 3, 4] and sum(laned) == 3
 
 
+def test_a_read_that_starts_with_another_frame_acknowledges_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ACK lane hands on an ACK only when it took one: a read that starts with an RDMA
+    Read's response (the long way's) calls no Initiator.ack, and each call moves ``acked``."""
+    moves: list[tuple[int, int]] = []
+    ack = Initiator.ack
+
+    def counted(self: Initiator, ep: Ep, seq: int) -> None:
+        moves.append((ep.acked, seq))
+        ack(self, ep, seq)
+
+    monkeypatch.setattr(Initiator, "ack", counted)
+    fabric, a, b = pair()
+    assert _write(fabric, a, 1, b.rmr(0, 64), 1) == OK
+    for cookie in (2, 3):
+        a.c.post(Dtos.RDMA_READ, a.ep, [a.triplet(0, 64)], cookie, b.rmr(0, 64), 0)
+        fabric.run()
+        assert [(e.cookie, e.status) for e in a.events()] == [(cookie, OK)]
+    assert moves and all(before < seq for before, seq in moves), moves
+
+
 def _lmr_free(b: Side) -> None:
     b.c.call(b.c.core.lmr_free(b.lmr.handle))
 
