@@ -79,8 +79,10 @@ class Side:
         )
         self.ep.post_recv([self.msg.triplet(128, 128)], cookie=1)
 
-    def connect(self, peer: str, conn_qual: int, patience: float = 10.0) -> Event:
-        """Connect; while nobody listens yet, reset, repost and retry (as dapltest does)."""
+    def connect(self, peer: str, conn_qual: int, patience: float = 60.0) -> Event:
+        """Connect; while nobody listens yet, reset, repost and retry (as dapltest does), for
+        up to ``patience`` seconds: six demo containers started at once on a loaded 2-core
+        machine had a server listen over 10 s after its client began (CI, 2026-11-28)."""
         deadline = time.monotonic() + patience
         while True:
             self.ep.connect(peer, conn_qual, TIMEOUT_US, PDATA)

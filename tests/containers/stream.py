@@ -57,7 +57,7 @@ def stream(ia: str, peer: str, conn_qual: int, size: int, window: int) -> int:
     check = side.ia.alloc(size)
     check_lmr = side.ia.lmr_create(MemType.VIRTUAL, check, size, side.pz, MemPriv.ALL)
     try:
-        side.connect(peer, conn_qual, patience=60)
+        side.connect(peer, conn_qual)
         remote = list(TRIPLET.unpack(side.receive()))
         data = pattern(size, 11)
         side.data_buf.view[:] = data
