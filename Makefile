@@ -6,18 +6,39 @@
 #   make containers       - three node containers and the demo across them, then all removed
 #   make containers-up    - the same topology, left running (make containers-down removes it)
 VENV   ?= .venv
-PYTHON ?= python3
+# The interpreter the venv, and so every daemon and client, runs on: the distribution's own
+# python3 where there is one of 3.11 or later (Debian builds it with profile-guided and link-time
+# optimisation and links libpython into the executable; a default source build, pyenv's for one,
+# has neither and calls through a shared libpython: 64 B Writes at window 1 took ~25 % longer on
+# it, docs/performance.md), else python3 on PATH. `make PYTHON=...` picks another.
+SYSTEM_PYTHON := /usr/bin/python3
+PYTHON ?= $(shell $(SYSTEM_PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+	&& echo $(SYSTEM_PYTHON) || echo python3)
 STAMP  := $(VENV)/.installed
+BASE   := $(VENV)/.python
 
-.PHONY: demo test provider system-deps container-deps containers containers-up containers-down lint bench clean mutation fuzz
+.PHONY: FORCE demo test provider system-deps container-deps containers containers-up containers-down lint bench clean mutation fuzz
 
 # The install builds the C extensions (setup.py): it needs Python's headers. A change to any of
 # their sources or headers installs again.
 EXTENSIONS := $(wildcard client/*.[ch] fabricd/*.[ch] proto/*.[ch]) provider/df-abi.h
-$(STAMP): pyproject.toml setup.py $(EXTENSIONS)
+# A venv made from another interpreter than $(PYTHON) is made again ($(BASE) names its base; the
+# file changes only when the choice does).
+$(BASE): FORCE
+	@want=$$(command -v $(PYTHON)); \
+	if [ "$$(cat $@ 2>/dev/null)" != "$$want" ]; then \
+	  rm -rf $(VENV) && mkdir -p $(VENV) && echo "$$want" > $@; \
+	fi
+
+# Debian's python3 makes venvs only with python3-venv (ensurepip), and the extensions need
+# python3-dev: both installed where it runs as root with apt and they are missing.
+$(STAMP): $(BASE) pyproject.toml setup.py $(EXTENSIONS)
 	@inc=$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
-	if [ ! -f "$$inc/Python.h" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-dev >/dev/null; \
+	need=""; [ -f "$$inc/Python.h" ] || need="python3-dev"; \
+	$(PYTHON) -c 'import ensurepip, sys; sys.exit(not ensurepip.version())' 2>/dev/null \
+	  || need="$$need python3-venv"; \
+	if [ -n "$$need" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; \
 	fi
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
@@ -91,4 +112,4 @@ fuzz: $(STAMP)
 
 clean:
 	$(MAKE) -C provider clean
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache mutants build client/*.so
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache mutants build client/*.so fabricd/*.so proto/*.so
