@@ -3,16 +3,21 @@
  * key the caller granted, and stops before the first frame it cannot finish whole; acks() reads
  * the lone ACKs at the head of a read for the initiator the same way. Each header is decoded by
  * the msgpack package the codec uses (proto.codec.decode_header). So this module can only
- * decline work; it never decides an error. */
+ * decline work; it never decides an error. put_process() is the daemon's way into a C
+ * program's own memory for the lane (cross-memory attach, fabricd/cma.py's CrossMemory.put). */
+#define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "pyu64.h"
 
-static PyObject *s_start, *s_end, *s_origin, *s_target, *unpackb;
+static PyObject *s_start, *s_end, *s_origin, *s_target, *s_pid, *unpackb;
 
 /* A writable, contiguous byte buffer's Py_buffer, or NULL (no exception left). */
 static Py_buffer *byte_buffer(PyObject *view, bool writable)
@@ -78,15 +83,48 @@ not_it:
 	return NULL;
 }
 
+/* A process's memory under ``reach`` (its ``pid`` not 0: the target is the daemon's mirror of
+ * it) gets the bytes just landed in the mirror, [offset, +size) of ``view`` to ``address``:
+ * put(pid, address, view, offset, size) must answer True. False (no exception left) when it
+ * does not, or when there is no ``put``: the long way then lands the Write again and decides. */
+static bool reached(PyObject *reach, PyObject *put, PyObject *address, PyObject *view,
+		    unsigned long long offset, PyObject *size)
+{
+	PyObject *pid = PyObject_GetAttr(reach, s_pid), *off = NULL, *r = NULL;
+	unsigned long long n;
+	bool ok = false;
+
+	if (!pid || !as_u64(pid, &n))
+		goto done;
+	if (!n) {
+		ok = true; /* a segment: the landing was all */
+		goto done;
+	}
+	off = PyLong_FromUnsignedLongLong(offset);
+	if (off && put != Py_None) {
+		PyObject *argv[] = {pid, address, view, off, size};
+
+		r = PyObject_Vectorcall(put, argv, 5, NULL);
+		ok = r == Py_True;
+	}
+done:
+	Py_XDECREF(r);
+	Py_XDECREF(off);
+	Py_XDECREF(pid);
+	PyErr_Clear();
+	return ok;
+}
+
 /* The lone Write whose header is ``obj`` ([type, size, seq, address, rmr_context]: ``fields``)
  * and whose payload is the ``available`` bytes at ``payload``, landed if it is the common one:
  * a WRITE, ``seq`` == ``acked`` + 1, a payload that is all there, a key in ``grants`` whose
- * range holds [address, +size) inside its target. Its payload size, 0 when it is not
- * (nothing written, no exception left); ``before`` is called once, before the first landing
- * (-1 when it raised). */
+ * range holds [address, +size) inside its target, and in a process's memory the bytes put
+ * there (``reached``). Its payload size, 0 when it is not (no exception left; a process's
+ * mirror may hold the bytes, which the long way lands again); ``before`` is called once,
+ * before the first landing (-1 when it raised). */
 static long long land_one(PyObject *obj, const unsigned long long *fields, const char *payload,
 			  Py_ssize_t available, PyObject *grants, long long acked,
-			  unsigned long long write_type, PyObject *before, bool *ready)
+			  unsigned long long write_type, PyObject *before, PyObject *put, bool *ready)
 {
 	unsigned long long start, end, origin;
 	PyObject *reach, *view = NULL;
@@ -97,7 +135,7 @@ static long long land_one(PyObject *obj, const unsigned long long *fields, const
 	    acked < 0 || fields[2] != (unsigned long long)acked + 1)
 		return 0;
 	reach = PyDict_GetItemWithError(grants, PyList_GET_ITEM(obj, 4));
-	Py_XINCREF(reach); /* held, with its target, across before() */
+	Py_XINCREF(reach); /* held, with its target, across before() and put() */
 	if (!reach || !attr_u64(reach, s_start, &start) || !attr_u64(reach, s_end, &end) ||
 	    !attr_u64(reach, s_origin, &origin))
 		goto done;
@@ -118,7 +156,9 @@ static long long land_one(PyObject *obj, const unsigned long long *fields, const
 		*ready = true;
 	}
 	memcpy((char *)target->buf + (fields[3] - origin), payload, (size_t)fields[1]);
-	size = (long long)fields[1];
+	if (reached(reach, put, PyList_GET_ITEM(obj, 3), view, fields[3] - origin,
+		    PyList_GET_ITEM(obj, 1)))
+		size = (long long)fields[1];
 done:
 	if (size >= 0)
 		PyErr_Clear();
@@ -143,11 +183,12 @@ static bool lane_range(PyObject *const *args, Py_buffer **buf, Py_ssize_t *start
 	return true;
 }
 
-/* lane(buffer, start, end, grants, acked, before, write_type, max_header) -> (stop, acked)
+/* lane(buffer, start, end, grants, acked, before, write_type, max_header, put) -> (stop, acked)
  *
  * The lone Writes at buffer[start:end]'s head, each a 4-byte big-endian header length, its
  * msgpack header and its payload, landed in order (``land_one``) until the first frame that
- * is not one; where it stopped (a frame boundary) and the last sequence number landed. */
+ * is not one; where it stopped (a frame boundary) and the last sequence number landed. ``put``
+ * reaches a process's memory (``reached``), or is None. */
 static PyObject *lane(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
 	unsigned long long write_type, max_header, fields[5];
@@ -157,8 +198,8 @@ static PyObject *lane(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	Py_buffer *buf;
 
 	(void)self;
-	if (nargs != 8) {
-		PyErr_SetString(PyExc_TypeError, "lane() takes 8 arguments");
+	if (nargs != 9) {
+		PyErr_SetString(PyExc_TypeError, "lane() takes 9 arguments");
 		return NULL;
 	}
 	if (!lane_range(args, &buf, &start, &end))
@@ -180,7 +221,7 @@ static PyObject *lane(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 			break;
 		}
 		size = land_one(obj, fields, (const char *)buf->buf + head, end - head, args[3], acked,
-				write_type, args[5], &ready);
+				write_type, args[5], args[8], &ready);
 		Py_DECREF(obj);
 		if (size < 0)
 			return NULL;
@@ -235,11 +276,48 @@ static PyObject *acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	return Py_BuildValue("(nK)", start, acked);
 }
 
+/* put_process(pid, address, source, offset, length) -> bool
+ *
+ * source[offset:+length] (a byte buffer, checked to hold it) to ``address`` in process
+ * ``pid`` by process_vm_writev, a short transfer continued where it stopped; False when the
+ * range is not mapped there or the process is gone (the bytes before may have moved). */
+static PyObject *put_process(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	unsigned long long pid, address, offset, length, done = 0;
+	Py_buffer *source;
+
+	(void)self;
+	if (nargs != 5) {
+		PyErr_SetString(PyExc_TypeError, "put_process() takes 5 arguments");
+		return NULL;
+	}
+	source = byte_buffer(args[2], false);
+	if (!as_u64(args[0], &pid) || !as_u64(args[1], &address) || !as_u64(args[3], &offset) ||
+	    !as_u64(args[4], &length) || !source || !pid || pid > INT32_MAX ||
+	    offset > (unsigned long long)source->len ||
+	    length > (unsigned long long)source->len - offset) {
+		PyErr_SetString(PyExc_TypeError, "put_process(): a pid, u64s and a range of a buffer");
+		return NULL;
+	}
+	while (done < length) {
+		struct iovec local = {(char *)source->buf + offset + done, length - done};
+		struct iovec remote = {(void *)(uintptr_t)(address + done), length - done};
+		ssize_t n = process_vm_writev((pid_t)pid, &local, 1, &remote, 1, 0);
+
+		if (n <= 0)
+			Py_RETURN_FALSE;
+		done += (unsigned long long)n;
+	}
+	Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
 	{"lane", (PyCFunction)(void (*)(void))lane, METH_FASTCALL,
 	 "The lone RDMA Writes at the head of a read, landed under granted keys."},
 	{"acks", (PyCFunction)(void (*)(void))acks, METH_FASTCALL,
 	 "The lone ACKs at the head of a read: where they end, the highest."},
+	{"put_process", (PyCFunction)(void (*)(void))put_process, METH_FASTCALL,
+	 "Bytes of a buffer into another process's memory (process_vm_writev)."},
 	{NULL, NULL, 0, NULL},
 };
 
@@ -250,8 +328,8 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__lanes(void)
 {
-	static const char *names[] = {"start", "end", "origin", "target"};
-	PyObject **slots[] = {&s_start, &s_end, &s_origin, &s_target};
+	static const char *names[] = {"start", "end", "origin", "target", "pid"};
+	PyObject **slots[] = {&s_start, &s_end, &s_origin, &s_target, &s_pid};
 	PyObject *msgpack;
 
 	for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {

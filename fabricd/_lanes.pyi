@@ -12,6 +12,7 @@ def lane(
     before: Callable[[], None],
     write_type: int,
     max_header: int,
+    put: Callable[[int, int, memoryview, int, int], bool] | None,
 ) -> tuple[int, int]: ...
 def acks(
     buffer: memoryview,
@@ -22,3 +23,4 @@ def acks(
     ack_type: int,
     max_header: int,
 ) -> tuple[int, int]: ...
+def put_process(pid: int, address: int, source: memoryview, offset: int, length: int) -> bool: ...

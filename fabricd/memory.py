@@ -70,13 +70,14 @@ Span = tuple[Lmr, int, int]
 class Reach:
     """A remote key that passed its checks: the range it opens, in the LMR under it."""
 
-    __slots__ = ("end", "lmr", "origin", "start", "target")
+    __slots__ = ("end", "lmr", "origin", "pid", "start", "target")
 
     def __init__(self, region: Region, lmr: Lmr) -> None:
         self.lmr = lmr
         self.start, self.end = region.address, region.address + region.length
         self.origin = lmr.region.address  # the address of the LMR's first byte
         self.target = lmr.target  # what remote RDMA reaches in it
+        self.pid = lmr.pid  # a process's own memory: the target is its mirror
 
     def covers(self, address: int, length: int) -> bool:
         """Does the key's range hold [address, +length)?"""
@@ -113,6 +114,7 @@ class MemoryRegistry:
     ) -> None:
         self._mapper = mapper
         self._process = process or NoProcessMemory()
+        self.put_process = self._process.put  # the lane's way into a process (lane.land)
         self.coherent = coherent
         self._random_u32 = random_u32
         self.by_lmr_context: dict[int, Lmr] = {}

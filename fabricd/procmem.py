@@ -46,6 +46,12 @@ class ProcessMemory(Protocol):
 
     def write(self, pid: int, pieces: Sequence[Piece]) -> None: ...
 
+    def put(self, pid: int, address: int, source: memoryview, offset: int, length: int) -> bool:
+        """Copy ``source[offset:+length]`` to ``address`` in process ``pid``; False when the
+        range is not mapped there or the process is gone (the target's lane for lone Writes,
+        fabricd/_lanes.c: the long way then lands the Write again and fails it)."""
+        ...
+
     def scatter(self, pid: int, source: bytearray, plan: Sequence[Scatter]) -> None:
         """Copy ``source``'s bytes [offset, +length) to ``address`` in process ``pid``, for each
         (address, offset, length) of ``plan`` in order (later ones win where they overlap)."""
@@ -63,3 +69,6 @@ class NoProcessMemory:
 
     def scatter(self, pid: int, source: bytearray, plan: Sequence[Scatter]) -> None:
         raise OSError("this node cannot reach a process's memory")
+
+    def put(self, pid: int, address: int, source: memoryview, offset: int, length: int) -> bool:
+        return False

@@ -38,9 +38,10 @@ def _current(memory: MemoryRegistry, link: PeerLink) -> dict[int, Reach]:
 
 
 def grant(memory: MemoryRegistry, link: PeerLink, ep: Ep, rmr_context: int, reach: Reach) -> None:
-    """A Write under ``rmr_context`` passed the key's checks for ``ep`` (the link's) into a
-    segment's memory: later Writes under it may take the lane, within the key's range."""
-    if ep is link.ep and not reach.lmr.pid:
+    """A Write under ``rmr_context`` passed the key's checks for ``ep`` (the link's): later
+    Writes under it may take the lane, within the key's range (in a C program's own memory
+    too: ``land`` puts them there)."""
+    if ep is link.ep:
         _current(memory, link)[rmr_context] = reach
 
 
@@ -111,11 +112,14 @@ def land(
     """Land the lone Writes at ``view[start:end]``'s head, in C (fabricd/_lanes.c: each
     decoded by the codec's msgpack, in order, under a key ``grants`` holds, inside its range,
     ``before()`` called once before the first payload lands: frames queued earlier leave
-    first); returns where the lane stopped."""
+    first; one in a process's memory lands in its mirror and is put into the process,
+    ``ProcessMemory.put``, or the lane stops before it); returns where the lane stopped."""
     grants = _current(memory, link)
     if not grants:
         return start
-    stop, acked = lanes.lane(view, start, end, grants, link.acked, before, _WRITE, MAX_HEADER_LEN)
+    stop, acked = lanes.lane(
+        view, start, end, grants, link.acked, before, _WRITE, MAX_HEADER_LEN, memory.put_process
+    )
     if acked != link.acked:
         link.acked, link.ack_due = acked, True
     return stop

@@ -13,6 +13,7 @@ class Processes:
     def __init__(self) -> None:
         self.buffers: dict[int, dict[int, bytearray]] = {}  # pid -> address -> bytes
         self.writes: list[int] = []  # the pieces of each write call, in order
+        self.puts = 0  # the lane's puts (a lone Write each)
 
     def place(self, pid: int, address: int, data: bytes) -> None:
         """Put a buffer of process ``pid`` at ``address`` (its malloc, say)."""
@@ -36,6 +37,14 @@ class Processes:
         self.writes.append(len(pieces))
         for address, data in pieces:
             self._range(pid, address, len(data))[:] = data
+
+    def put(self, pid: int, address: int, source: memoryview, offset: int, length: int) -> bool:
+        self.puts += 1
+        try:
+            self.write(pid, [(address, source[offset : offset + length])])
+        except OSError:
+            return False
+        return True
 
     def scatter(self, pid: int, source: bytearray, plan: Sequence[Scatter]) -> None:
         self.write(pid, [(address, memoryview(source)[at : at + n]) for address, at, n in plan])

@@ -288,3 +288,42 @@ def test_a_batch_write_whose_buffer_is_gone_fails_there_and_those_before_it_land
         DtoCompletionStatus.DTO_ERR_REMOTE_ACCESS
     ]
     assert fabric.processes.buffers[b.c.pid][BASE] == b"".join(bytes([i + 1]) * 8 for i in range(4))
+
+
+def _lone_write(fabric: Fabric, a: Side, cookie: int, remote: list[int], data: bytes) -> int:
+    """One Write at window 1 from a's segment; its completion's status."""
+    a.memory(0, len(data))[:] = data
+    a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(0, len(data))], cookie, remote, 0)
+    fabric.run()
+    done = a.events()[0]
+    assert (done.event_number, done.cookie) == (EventNumber.DTO_COMPLETION_EVENT, cookie)
+    return int(done.status)
+
+
+def test_lone_writes_into_a_process_take_the_lane_and_reach_it_before_completing() -> None:
+    """After the first Write under the key passed its checks the long way, the next lone ones
+    land in the target's lane (fabricd/_lanes.c), each put into the process (one put a Write)
+    before its ACK leaves."""
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(64))
+    _, rmr_context = own_lmr(b, BASE, 64)
+    for i in range(4):
+        data = bytes([0x41 + i]) * 8
+        assert _lone_write(fabric, a, i, [BASE + 8 * i, 8, rmr_context], data) == 0
+        assert bytes(fabric.processes.buffers[b.c.pid][BASE][8 * i : 8 * i + 8]) == data
+    assert fabric.processes.puts == 3, "the first the long way, the rest in the lane"
+    assert fabric.processes.writes == [1, 1, 1, 1], "a transfer each, none twice"
+
+
+def test_a_buffer_freed_after_writes_took_the_lane_fails_the_next_the_long_way() -> None:
+    """The lane's put into the process fails: it stops before the Write, which the long way
+    lands again and fails as a remote access error, as before there was a lane."""
+    fabric, a, b = pair()
+    fabric.processes.place(b.c.pid, BASE, bytes(64))
+    _, rmr_context = own_lmr(b, BASE, 64)
+    for i in range(2):
+        assert _lone_write(fabric, a, i, [BASE, 8, rmr_context], b"in place") == 0
+    fabric.processes.remove(b.c.pid, BASE)
+    status = _lone_write(fabric, a, 2, [BASE, 8, rmr_context], b"too late")
+    assert status == DtoCompletionStatus.DTO_ERR_REMOTE_ACCESS
+    assert fabric.processes.puts == 2, "the lane tried the Write once, then left it"

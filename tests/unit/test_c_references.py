@@ -8,6 +8,7 @@ where it began (or a crash)."""
 from __future__ import annotations
 
 import gc
+import os
 import random
 import sys
 from collections import deque
@@ -157,6 +158,8 @@ def _lanes_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]]]
     start, payload = lt.WINDOW.address, bytes(range(64))
     lane_target = Lmr(1, 1, lt.LMR.region, "seg", memoryview(bytearray(lt.LENGTH)), 1, 11)
     grants = {lt.KEY: Reach(lt.WINDOW, lane_target)}
+    mirror = Lmr(1, 1, lt.LMR.region, "", memoryview(bytearray(lt.LENGTH)), 1, 11, pid=77)
+    process_grants = {lt.KEY: Reach(lt.WINDOW, mirror)}
     writes = memoryview(
         b"".join(
             encode(FrameType.WRITE, seq, start, lt.KEY, payload_len=64) + payload[:64]
@@ -165,8 +168,14 @@ def _lanes_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]]]
         + encode(FrameType.ACK, 2)
     )
 
-    def lane(before: Callable[[], None]) -> object:
-        return lanes.lane(writes, 0, len(writes), grants, 0, before, lnt.WRITE, MAX_HEADER_LEN)
+    def lane(before: Callable[[], None], to: dict[int, Reach] = grants, ok: bool = True) -> object:
+        def into(*args: object) -> bool:
+            return ok
+
+        return lanes.lane(writes, 0, len(writes), to, 0, before, lnt.WRITE, MAX_HEADER_LEN, into)
+
+    def put_process(length: int) -> object:
+        return lanes.put_process(os.getpid(), 8, writes, 0, length)
 
     def fails() -> None:
         raise RuntimeError("before")
@@ -177,6 +186,12 @@ def _lanes_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]]]
         "lane: landed": (lambda: lane(lambda: None), (writes, grants, lane_target.view)),
         "lane: before raised": (_raises(RuntimeError, lambda: lane(fails)),
                                 (writes, grants, lane_target.view)),
+        "lane: put into a process": (lambda: lane(lambda: None, process_grants),
+                                     (writes, process_grants, mirror.view)),
+        "lane: put refused": (lambda: lane(lambda: None, process_grants, False),
+                              (writes, process_grants, mirror.view)),
+        "put_process: unmapped": (lambda: put_process(4), (writes,)),
+        "put_process: bad range": (_raises(TypeError, lambda: put_process(1 << 40)), (writes,)),
         "acks": (lambda: lanes.acks(acks, 0, len(acks), 2, 10, lnt.ACK, MAX_HEADER_LEN),
                  (acks,)),
     }  # fmt: skip

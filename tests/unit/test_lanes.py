@@ -6,7 +6,9 @@ against [ACK, 0, seq] decoded by the codec."""
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import os
 import random
 import struct
 from collections.abc import Callable
@@ -40,12 +42,16 @@ def _header_at(view: memoryview, start: int, end: int) -> tuple[Frame, int] | No
         return None
 
 
+Put = Callable[[int, int, memoryview, int, int], bool]
+
+
 def _lane_by_the_rules(
     view: memoryview, start: int, end: int, grants: dict[int, Reach], acked: int,
-    before: Callable[[], None],
+    before: Callable[[], None], put: Put | None,
 ) -> tuple[int, int]:  # fmt: skip
     """fabricd/nic/lane.py's rule, frame by frame: the next Write in order, whole, under a
-    granted key, inside its range."""
+    granted key, inside its range; in a process's memory, put there (its mirror holds the
+    bytes either way)."""
     ready = False
     while (found := _header_at(view, start, end)) is not None:
         frame, head = found
@@ -63,6 +69,10 @@ def _lane_by_the_rules(
             before()
             ready = True
         target[:] = view[head : head + size]
+        assert reach is not None and type(address) is int
+        offset = address - reach.origin
+        if reach.pid and (put is None or not put(reach.pid, address, reach.target, offset, size)):
+            break
         acked, start = seq, head + size
     return start, acked
 
@@ -98,9 +108,19 @@ def _frame(rng: random.Random, seq: int) -> bytes:
     return encode(FrameType.WRITE, *fields, payload_len=n) + payload
 
 
+def _putting(calls: list[object], refuse: int | None) -> Put:
+    """A process's memory for the lane: each put recorded, refused at ``refuse``."""
+
+    def put(pid: int, address: int, view: memoryview, offset: int, length: int) -> bool:
+        calls.append((pid, address, offset, length, bytes(view[offset : offset + length])))
+        return address != refuse
+
+    return put
+
+
 def test_the_lane_lands_what_the_rule_lands_and_stops_where_it_stops() -> None:
     rng = random.Random(11)
-    landed = 0
+    landed = puts = 0
     for _ in range(1500):
         acked = rng.randrange(1, 1000)
         stream = b"".join(_frame(rng, acked + 1 + k) for k in range(rng.randint(1, 6)))
@@ -108,30 +128,58 @@ def test_the_lane_lands_what_the_rule_lands_and_stops_where_it_stops() -> None:
         skip = rng.randint(0, 7)
         buf = memoryview(bytearray(rng.randbytes(skip)) + stream + bytearray(3))
         start, end = skip, skip + len(stream)
+        pid = rng.choice([0, 0, 4242])  # a segment, or a process's memory (a mirror)
+        refuse = rng.choice([None, WINDOW.address + 8])  # a process put fails at this address
         sides = []
         for _ in range(2):
             memory = memoryview(bytearray(LMR.view))
-            lmr = Lmr(1, 1, LMR.region, "seg", memory, 1, 11)
+            lmr = Lmr(1, 1, LMR.region, "" if pid else "seg", memory, 1, 11, pid=pid)
             grants = {KEY: Reach(WINDOW, lmr), KEY + 1: Reach(LMR.region, lmr)}
-            calls: list[int] = []
+            calls: list[object] = []
             sides.append((memory, grants, calls))
         (want_mem, want_grants, want_calls), (got_mem, got_grants, got_calls) = sides
+
         want = _lane_by_the_rules(
-            buf, start, end, want_grants, acked, functools.partial(want_calls.append, 1)
-        )
+            buf, start, end, want_grants, acked, functools.partial(want_calls.append, 1),
+            _putting(want_calls, refuse),
+        )  # fmt: skip
         got = lanes.lane(
-            buf,
-            start,
-            end,
-            got_grants,
-            acked,
-            functools.partial(got_calls.append, 1),
-            WRITE,
-            MAX_HEADER_LEN,
-        )
+            buf, start, end, got_grants, acked, functools.partial(got_calls.append, 1),
+            WRITE, MAX_HEADER_LEN, _putting(got_calls, refuse),
+        )  # fmt: skip
         assert got == want and got_mem == want_mem and got_calls == want_calls
         landed += want[1] - acked
+        puts += sum(1 for call in want_calls if call != 1)
     assert landed > 500, "the draw reaches the common Write often"
+    assert puts > 200, "and often in a process's memory"
+
+
+def test_a_process_write_without_a_way_in_takes_the_long_way() -> None:
+    """No ``put`` (a node that cannot reach processes): the lane stops at the Write, its
+    mirror written, for the long way to land it again and fail it."""
+    mirror = memoryview(bytearray(LMR.view))
+    lmr = Lmr(1, 1, LMR.region, "", mirror, 1, 11, pid=4242)
+    write = encode(FrameType.WRITE, 1, WINDOW.address, KEY, payload_len=4) + b"land"
+    buf = memoryview(write)
+    assert lanes.lane(buf, 0, len(buf), {KEY: Reach(WINDOW, lmr)}, 0, lambda: None, WRITE,
+                      MAX_HEADER_LEN, None) == (0, 0)  # fmt: skip
+
+
+def test_put_process_writes_into_a_process_and_answers_false_where_nothing_is_mapped() -> None:
+    into = bytearray(16)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(into))
+    source = memoryview(bytearray(b"0123456789"))
+    assert lanes.put_process(os.getpid(), address + 3, source, 2, 5)
+    assert into == b"\0\0\0" + b"23456" + bytes(8)
+    assert not lanes.put_process(os.getpid(), 8, source, 0, 4), "page 0 is never mapped"
+    for bad in [
+        (0, address, source, 0, 1),
+        (os.getpid(), address, source, 8, 4),
+        (os.getpid(), address, b"bytes", 0, 1),
+        (os.getpid(), -1, source, 0, 1),
+    ]:
+        with pytest.raises(TypeError):
+            lanes.put_process(*bad)  # type: ignore[arg-type]
 
 
 def test_the_lane_stops_at_a_header_length_outside_its_bounds() -> None:
@@ -139,7 +187,9 @@ def test_the_lane_stops_at_a_header_length_outside_its_bounds() -> None:
     write = encode(FrameType.WRITE, 1, WINDOW.address, KEY, payload_len=4) + b"land"
     for head in [struct.pack(">I", 0), struct.pack(">I", MAX_HEADER_LEN + 1), b"\0\0"]:
         buf = memoryview(bytearray(write + head + b"\x94" * 8))
-        assert lanes.lane(buf, 0, len(buf), reach, 0, lambda: None, WRITE, MAX_HEADER_LEN) == (
+        assert lanes.lane(
+            buf, 0, len(buf), reach, 0, lambda: None, WRITE, MAX_HEADER_LEN, None
+        ) == (
             len(write),
             1,
         )
@@ -155,7 +205,7 @@ def test_an_exception_in_before_lands_nothing_and_propagates() -> None:
 
     with pytest.raises(RuntimeError, match="the flush failed"):
         lanes.lane(memoryview(write), 0, len(write), {KEY: Reach(WINDOW, lmr)}, 0, before,
-                     WRITE, MAX_HEADER_LEN)  # fmt: skip
+                     WRITE, MAX_HEADER_LEN, None)  # fmt: skip
     assert memory == LMR.view
 
 
@@ -170,9 +220,9 @@ def test_the_lane_refuses_arguments_of_the_wrong_kind() -> None:
     lane: Callable[..., object] = lanes.lane
     for args in cases:
         with pytest.raises(TypeError):
-            lane(*args, lambda: None, WRITE, MAX_HEADER_LEN)
+            lane(*args, lambda: None, WRITE, MAX_HEADER_LEN, None)
     with pytest.raises(TypeError):
-        lanes.lane(buf, "0", 16, {}, 0, lambda: None, WRITE, MAX_HEADER_LEN)  # type: ignore[arg-type]
+        lanes.lane(buf, "0", 16, {}, 0, lambda: None, WRITE, MAX_HEADER_LEN, None)  # type: ignore[arg-type]
 
 
 def _acks_by_the_rules(
