@@ -60,6 +60,7 @@ class Initiator:
         self.faults = faults
         self.now = now
         self.retired: Callable[[Ep], None] = lambda ep: None  # the intake's look (Nic wires it)
+        self.emptying: Callable[[Ep], None] = lambda ep: None  # ...and its POLL (Nic wires it)
 
     def post(self, consumer: Consumer, ep: Ep, wqe: Wqe, stage: memoryview) -> None:
         """dat_ep_post_send / rdma_write / rdma_read, dat_ib_post_fetch_and_add /
@@ -332,6 +333,8 @@ class Initiator:
         """Every request up to ``seq`` (one that was sent) was executed."""
         if seq > ep.acked:
             ep.acked = seq
+            if ep.ops and seq == ep.next_seq - 1 and not ep.held:
+                self.emptying(ep)  # POLL 1 before the completions: their next post rings nothing
             self.transmit(ep)  # what was corked leaves; then the done requests retire
 
     def read_sink(self, link: PeerLink, frame: Frame) -> Sink:

@@ -221,6 +221,15 @@ class Intake:
                 watch(ep, q)  # POLL 1 before the look: a post that sees it rings nothing
         self.look(ep)
 
+    def emptying(self, ep: Ep) -> None:
+        """An ACK covers every request the EP sent: POLL 1 before their completions are
+        written (``retired`` then busy-polls), or a consumer that sees one at once, on the
+        other CPU, and posts its next request finds POLL 0 and rings a doorbell. A look at the
+        end of the turn clears it again if no busy polling starts (``drain``)."""
+        q = ep.queues
+        if q is not None and not q.polling and ep.state == S.CONNECTED:
+            watch(ep, q)
+
     def _busy(self, ep: Ep, q: WorkQueues) -> bool:
         """After an empty look: does busy polling go on? Then the next loop iteration looks."""
         if q.busy_looks <= 0 or self.shell.now() > q.busy_until:

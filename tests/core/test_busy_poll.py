@@ -5,8 +5,12 @@ rings no doorbell."""
 
 from __future__ import annotations
 
-from fabricd.nic.events import MODERATED_BYTES
-from fabricd.nic.intake import BUSY_LOOKS
+from typing import Any
+
+import pytest
+
+from fabricd.nic.events import MODERATED_BYTES, Events
+from fabricd.nic.intake import BUSY_LOOKS, LINGER
 from proto.constants import CloseFlags, Dtos
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
@@ -139,3 +143,31 @@ def test_requests_that_retire_after_the_ep_left_connected_start_no_busy_polling(
     assert _steps(fabric) <= 3, "no looks after the retire"
     assert sq.word(Word.POLL) == 0
     assert (E.DTO_COMPLETION_EVENT, 0, OK, 1) in a.log()
+
+
+def test_poll_is_1_before_the_completions_of_an_ack_that_empties_the_ep_are_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A consumer on the other CPU sees its completion the moment the daemon writes it and
+    posts its next request at once: POLL must already be 1 then, or that post rings a
+    doorbell (Intake.emptying). Here the ACK is held until the look after the Write has
+    ended its polling (LINGER), so POLL is 0 when the ACK comes."""
+    fabric, a, b, sq = _pair()
+    seen: list[int] = []
+    rows_done = Events.rows_done
+
+    def written(events: Events, *args: Any) -> None:
+        seen.append(sq.word(Word.POLL))
+        rows_done(events, *args)
+
+    monkeypatch.setattr(Events, "rows_done", written)
+    ack = fabric.pipe(b.c.node, a.c.node)
+    ack.held = True
+    a.c.send(_write(a, b, 0))
+    fabric.run()
+    fabric.advance(2 * LINGER)
+    assert sq.word(Word.POLL) == 0 and not a.log(), "the Write is in flight, unpolled"
+    ack.release()
+    fabric.run()
+    assert a.log() == [(E.DTO_COMPLETION_EVENT, 0, OK, 1)]
+    assert seen == [1], "POLL was 1 when the completion was written"
