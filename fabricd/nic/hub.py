@@ -103,8 +103,7 @@ class Nic:
         self.intake = Intake(self.memory, self.initiator, self.target, self.eps, shell)
         self.srqs = Srqs(self.memory, self.eps, self.events, self.target, handles)
         self.target.fetch = self._fetch_receives
-        self.initiator.retired = self.intake.retired
-        self.initiator.emptying = self.intake.emptying
+        self.initiator.retired, self.initiator.emptying = self.intake.retired, self.intake.emptying
         self.target.stalled = self.intake.look
         self.links = Links(
             self.wire,
