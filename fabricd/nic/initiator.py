@@ -19,7 +19,7 @@ from fabricd.nic.cork import BATCHED, corked
 from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.faultpath import decide_bind
 from fabricd.nic.objects import Consumer, Ep, Op, PeerLink
-from fabricd.nic.requests import ATOMICS, atomic_fits, request_frame
+from fabricd.nic.requests import ATOMICS, READ_LIKE, atomic_fits, done, request_frame
 from fabricd.nic.runs import Run, expand, find, queue, take_batch
 from fabricd.nic.views import local_views, truncate, truncate_spans
 from fabricd.nic.wire import Wire
@@ -36,9 +36,6 @@ log = logging.getLogger("fabricd")
 _FENCE = int(CompletionFlags.BARRIER_FENCE)
 _LOCAL_READ = int(MemPriv.LOCAL_READ)  # what a Send or Write needs of its local segment
 _PLAIN = sum(1 << op for op in PLAIN_REQUESTS)  # plaintake.take's opcodes: a bit each
-
-READ_LIKE = frozenset({Dtos.RDMA_READ, *ATOMICS})  # take a read credit; land bytes locally
-ANSWERED = READ_LIKE | {Dtos.BIND_MW}  # done by an answer, not by an ACK
 
 
 class Initiator:
@@ -266,6 +263,8 @@ class Initiator:
         (runs of successful DTOs together: their completions are written at once, the rows
         of consecutive Runs of one kind in one write)."""
         ops = ep.ops
+        if ops and not ep.held and done(ep, ops[-1]):
+            self.emptying(ep)  # the last one is done: POLL 1 first, its next post rings nothing
         succeeded: list[Op] = []  # (list[Op]() builds a generic alias each call: ~1 us)
         rows: list[PlainWqe] = []  # of the Runs since the last Op, all of ``kind``
         kind = Dtos.RDMA_WRITE  # read only once ``rows`` holds some
@@ -290,7 +289,7 @@ class Initiator:
                     break
                 ops.popleft()
                 continue
-            if not op.done and (op.kind in ANSWERED or op.seq > ep.acked):
+            if not done(ep, op):
                 break
             if rows:  # the Runs before it, first
                 self.eps.events.rows_done(ep, kind, rows, PLAIN_AT)
@@ -333,8 +332,6 @@ class Initiator:
         """Every request up to ``seq`` (one that was sent) was executed."""
         if seq > ep.acked:
             ep.acked = seq
-            if ep.ops and seq == ep.next_seq - 1 and not ep.held:
-                self.emptying(ep)  # POLL 1 before the completions: their next post rings nothing
             self.transmit(ep)  # what was corked leaves; then the done requests retire
 
     def read_sink(self, link: PeerLink, frame: Frame) -> Sink:

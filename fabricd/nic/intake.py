@@ -222,10 +222,11 @@ class Intake:
         self.look(ep)
 
     def emptying(self, ep: Ep) -> None:
-        """An ACK covers every request the EP sent: POLL 1 before their completions are
-        written (``retired`` then busy-polls), or a consumer that sees one at once, on the
-        other CPU, and posts its next request finds POLL 0 and rings a doorbell. A look at the
-        end of the turn clears it again if no busy polling starts (``drain``)."""
+        """A retire is about to complete the EP's last outstanding request (an ACK covers every
+        one sent, or the last Read's answer came): POLL 1 before the completions are written
+        (``retired`` then busy-polls), or a consumer that sees one at once, on the other CPU,
+        and posts its next request finds POLL 0 and rings a doorbell. A look at the end of the
+        turn clears it again if no busy polling starts (``drain``)."""
         q = ep.queues
         if q is not None and not q.polling and ep.state == S.CONNECTED:
             watch(ep, q)

@@ -1,18 +1,30 @@
 """One request DTO as its frame on the wire (WRITE, SEND, WRITE_IMM, READ_REQ, ATOMIC), when
-it is not part of a batch (runs.take_batch and Initiator._start_batch make those)."""
+it is not part of a batch (runs.take_batch and Initiator._start_batch make those), and when an
+outstanding one is done."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Final
 
-from fabricd.nic.objects import Op
+from fabricd.nic.objects import Ep, Op
+from fabricd.nic.runs import Run
 from proto.codec import encode
 from proto.constants import Dtos
 from proto.frames import FrameType
 from proto.hostif import ATOMIC_BYTES, Opcode
 
 ATOMICS: Final = {Dtos.IB_FETCH_ADD: Opcode.FETCH_ADD, Dtos.IB_CMP_SWAP: Opcode.CMP_SWAP}
+READ_LIKE: Final = frozenset({Dtos.RDMA_READ, *ATOMICS})  # take a read credit; land locally
+ANSWERED: Final = READ_LIKE | {Dtos.BIND_MW}  # done by an answer, not by an ACK
+
+
+def done(ep: Ep, item: Op | Run) -> bool:
+    """Is all of ``item``, outstanding on ``ep``, done (its ACK came, or a Read's, atomic's
+    or bind's answer)?"""
+    if isinstance(item, Run):
+        return ep.acked >= item.last
+    return item.done or (item.kind not in ANSWERED and item.seq <= ep.acked)
 
 
 def atomic_fits(op: Op) -> bool:

@@ -5,6 +5,7 @@ rings no doorbell."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -145,29 +146,34 @@ def test_requests_that_retire_after_the_ep_left_connected_start_no_busy_polling(
     assert (E.DTO_COMPLETION_EVENT, 0, OK, 1) in a.log()
 
 
-def test_poll_is_1_before_the_completions_of_an_ack_that_empties_the_ep_are_written(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("kind", [Dtos.RDMA_WRITE, Dtos.RDMA_READ], ids=["write", "read"])
+def test_poll_is_1_before_the_completion_of_the_last_outstanding_request_is_written(
+    kind: Dtos, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A consumer on the other CPU sees its completion the moment the daemon writes it and
     posts its next request at once: POLL must already be 1 then, or that post rings a
-    doorbell (Intake.emptying). Here the ACK is held until the look after the Write has
-    ended its polling (LINGER), so POLL is 0 when the ACK comes."""
+    doorbell (Intake.emptying). Here the answer (a Write's ACK, a Read's response) is held
+    until the look after the request has ended its polling (LINGER): POLL is 0 as it comes."""
     fabric, a, b, sq = _pair()
     seen: list[int] = []
-    rows_done = Events.rows_done
 
-    def written(events: Events, *args: Any) -> None:
-        seen.append(sq.word(Word.POLL))
-        rows_done(events, *args)
+    def reading_poll(write: Callable[..., None]) -> Callable[..., None]:
+        def written(events: Events, *args: Any) -> None:
+            seen.append(sq.word(Word.POLL))
+            write(events, *args)
 
-    monkeypatch.setattr(Events, "rows_done", written)
-    ack = fabric.pipe(b.c.node, a.c.node)
-    ack.held = True
-    a.c.send(_write(a, b, 0))
+        return written
+
+    for name in ("rows_done", "dtos_done"):  # a run's Writes, an Op's completion
+        monkeypatch.setattr(Events, name, reading_poll(getattr(Events, name)))
+    answer = fabric.pipe(b.c.node, a.c.node)
+    answer.held = True
+    local, remote = a.triplet(0, 8), b.rmr(0, 8)
+    a.c.send(a.c.core.post(kind, a.ep, [local], 0, remote, 0))
     fabric.run()
     fabric.advance(2 * LINGER)
-    assert sq.word(Word.POLL) == 0 and not a.log(), "the Write is in flight, unpolled"
-    ack.release()
+    assert sq.word(Word.POLL) == 0 and not a.log(), "the request is in flight, unpolled"
+    answer.release()
     fabric.run()
-    assert a.log() == [(E.DTO_COMPLETION_EVENT, 0, OK, 1)]
+    assert a.log() == [(E.DTO_COMPLETION_EVENT, 0, OK, 8)]
     assert seen == [1], "POLL was 1 when the completion was written"
