@@ -13,6 +13,8 @@
  * it queues, and the general path (hostif.read_wqe, Initiator.post, Target.post_recv) takes
  * the WQE they stopped at and names what is wrong with it. So this module can only decline
  * work; it never decides an error. */
+#include <stdatomic.h>
+
 #include "plaintake_walk.h"
 
 #define MAX_OP_BYTES (16u * 1024u) /* proto.batch.MAX_OP_BYTES: larger ones go alone */
@@ -194,7 +196,22 @@ static PyObject *receives(PyObject *self, PyObject *const *args, Py_ssize_t narg
 	return out;
 }
 
+/* fence() -> None
+ *
+ * A full memory barrier (ShmMapper.fence: the intake's last look after POLL 0, NOTIFY's check
+ * after an index store): our earlier stores to the shared rings are visible before our later
+ * loads, the one reordering x86-64 allows. One C call where an uncontended lock's acquire and
+ * release were three Python calls on the daemon's every empty look. */
+static PyObject *fence(PyObject *self, PyObject *unused)
+{
+	(void)self;
+	(void)unused;
+	atomic_thread_fence(memory_order_seq_cst);
+	Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+	{"fence", fence, METH_NOARGS, "A full memory barrier (ShmMapper.fence)."},
 	{"take", (PyCFunction)(void (*)(void))take, METH_FASTCALL,
 	 "The common requests of a stretch of a send queue's slots, checked (Initiator.post_plain)."},
 	{"receives", (PyCFunction)(void (*)(void))receives, METH_FASTCALL,

@@ -113,6 +113,9 @@ class MemoryRegistry:
         process: ProcessMemory | None = None,
     ) -> None:
         self._mapper = mapper
+        self.fence: Callable[[], None] = mapper.fence
+        """A full memory barrier between our stores to shared memory and our next loads (the
+        mapper's own: one call on the intake's empty look)."""
         self._process = process or NoProcessMemory()
         self.put_process = self._process.put  # the lane's way into a process (lane.land)
         self.coherent = coherent
@@ -176,10 +179,6 @@ class MemoryRegistry:
     def unmap_segment(self, name: str) -> None:
         """Drop one mapping reference taken by map_segment."""
         self._mapper.unmap(name)
-
-    def fence(self) -> None:
-        """A full memory barrier between our stores to shared memory and our next loads."""
-        self._mapper.fence()
 
     def create_segment(self, name: str, size: int, owner: int = 0) -> int:
         """Create (or find) a segment of at least ``size`` bytes, ``owner``'s (a consumer id;

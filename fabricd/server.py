@@ -73,6 +73,9 @@ class Daemon:
         self.socket_path = socket_path
         self.mapper = ShmMapper()
         self.turn = Turn()
+        # the Shell's call_soon and call_idle are the turn's own (a call less on every look)
+        self.call_soon: Callable[[Callable[[], None]], None] = self.turn.call_soon
+        self.call_idle: Callable[[Callable[[], None]], None] = self.turn.call_idle
         rng = random.Random(seed if seed is not None else int.from_bytes(os.urandom(8), "big"))
         self.nic = Nic(
             name,
@@ -186,12 +189,6 @@ class Daemon:
     def crash(self) -> None:
         """Die at once, as a crashed node does: no goodbye to peers or consumers."""
         os._exit(137)
-
-    def call_soon(self, fn: Callable[[], None]) -> None:
-        self.turn.call_soon(fn)
-
-    def call_idle(self, fn: Callable[[], None]) -> None:
-        self.turn.call_idle(fn)
 
     def call_next(self, fn: Callable[[], None]) -> None:
         """Busy polling's next look, in the next loop iteration; first the CPU goes to a task

@@ -13,8 +13,9 @@ from __future__ import annotations
 import fcntl
 import mmap
 import os
-import threading
 from dataclasses import dataclass
+
+from fabricd import _plaintake
 
 F_SEAL_FUTURE_WRITE = 0x0010  # linux/fcntl.h; the fcntl module does not name it
 SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
@@ -54,17 +55,13 @@ class ShmMapper:
     """Every segment of the node by name: mapped once, shared by every LMR and queue over it."""
 
     def __init__(self) -> None:
-        self._barrier = threading.Lock()
         self._segments: dict[str, _Segment] = {}
         self._zombies: list[mmap.mmap] = []
         self._shadows: dict[str, memoryview] = {}
 
-    def fence(self) -> None:
-        """A full memory barrier: our earlier stores to the shared rings are visible before our
-        later loads (x86-64 reorders a store after a later load; a locked instruction, which an
-        uncontended lock's acquire executes, forbids it)."""
-        self._barrier.acquire()
-        self._barrier.release()
+    fence = staticmethod(_plaintake.fence)
+    """A full memory barrier: our earlier stores to the shared rings are visible before our
+    later loads (x86-64 reorders a store after a later load; C11's seq_cst fence forbids it)."""
 
     def create(self, name: str, size: int) -> int:
         """A new segment of ``size`` zero bytes (or the one of that name); returns its size."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from proto.hostif import CONSUMER_LINE, PRODUCER_LINE, Ring, RingError
+from proto.hostif import CONSUMER_LINE, PRODUCER_LINE, SLOTS, Ring, RingError
 
 
 class EqWord:
@@ -72,7 +72,8 @@ def write_eqe(
 def newest_length(ring: Ring) -> int:
     """Producer: the ``length`` of the newest entry it wrote (a DTO completion's transferred
     bytes; 0 for the events that carry none)."""
-    *_, length, _aux = EQE.unpack_from(ring.view, ring.slot(ring.mine - 1))
+    at = SLOTS + ((ring.mine - 1) & ring.mask) * ring.entry_size  # ring.slot, inline
+    *_, length, _aux = EQE.unpack_from(ring.view, at)
     return int(length)
 
 

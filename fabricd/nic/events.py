@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Final
+from typing import Concatenate, Final, ParamSpec
 
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.objects import Consumer, Ep, EventQueue, Op, Srq
@@ -49,6 +49,7 @@ from proto.hostif import (
 )
 
 log = logging.getLogger("fabricd")
+P = ParamSpec("P")
 _SUPPRESS: Final = int(CompletionFlags.SUPPRESS)  # plain ints: IntFlag operators are slow
 _UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
 MODERATED_BYTES: Final = 16 * 1024  # a bulk completion: its driver sleeps, its NOTIFY waits
@@ -97,8 +98,9 @@ class Events:
 
     def bulk(self, ep: Ep) -> bool:
         """Did the EP's request EVD last take a bulk completion (``ends_bulk``)?"""
-        eq = self._evd(ep.consumer, ep.request_evd)
-        return eq is not None and ends_bulk(eq)
+        consumer = ep.consumer  # ``_evd`` and ``ends_bulk``, inline: every retire asks
+        eq = consumer.evds.get(ep.request_evd) if not consumer.closed else None
+        return eq is not None and newest_length(eq.ring) >= MODERATED_BYTES
 
     def _evd(self, consumer: Consumer, evd: int) -> EventQueue | None:
         """The consumer's EVD ``evd`` (None: 0, freed, or its IA closed: events go nowhere)."""
@@ -122,16 +124,23 @@ class Events:
         self._fill(consumer, eq, one)
 
     def _fill(
-        self, consumer: Consumer, eq: EventQueue, write: Callable[[Ring, int], tuple[int, bool]]
+        self,
+        consumer: Consumer,
+        eq: EventQueue,
+        write: Callable[Concatenate[Ring, int, P], tuple[int, bool]],
+        *args: P.args,
+        **kwargs: P.kwargs,
     ) -> None:
-        """Entries into the EVD's queue by ``write`` (given the ring and the room left: how
-        many it wrote, and whether one found no room: the EVD overflowed), then published."""
+        """Entries into the EVD's queue by ``write`` (given the ring, the room left and
+        ``args``: how many it wrote, and whether one found no room: the EVD overflowed), then
+        published. (``args`` rather than a closure: a call less per completion run.)"""
+        ring = eq.ring
         try:
-            room = eq.qlen - queued_events(eq)
+            room = eq.qlen - ring.entries + ring.space()  # qlen - queued_events(eq)
         except RingError as err:  # the driver broke its own queue: that IA closes
             consumer.channel.close(f"EVD {eq.handle}: {err}")
             return
-        written, overflow = write(eq.ring, room)
+        written, overflow = write(ring, room, *args, **kwargs)
         if overflow:
             self._overflow(consumer, eq)
         if written:
@@ -269,7 +278,7 @@ class Events:
         eq = self._evd(ep.consumer, ep.request_evd)
         if eq is not None:
             handle = ep.handle
-            self._fill(ep.consumer, eq, lambda ring, room: write_dtos(ring, room, handle, ops))
+            self._fill(ep.consumer, eq, write_dtos, handle, ops)
 
     def rows_done(
         self, ep: Ep, kind: Dtos, rows: Sequence[Row], fields: tuple[int, int, int]
@@ -281,8 +290,7 @@ class Events:
         retired(ep, receive=receive, count=len(rows))
         eq = self._evd(ep.consumer, ep.recv_evd if receive else ep.request_evd)
         if eq is not None:
-            handle, write = ep.handle, write_rows
-            self._fill(ep.consumer, eq, lambda r, room: write(r, room, handle, kind, rows, fields))
+            self._fill(ep.consumer, eq, write_rows, ep.handle, kind, rows, fields)
 
     def completed(self, ep: Ep, op: Op, status: St) -> None:
         """A request DTO or bind completes: SUPPRESS (success) gives no event, UNSIGNALLED

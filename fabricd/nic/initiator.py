@@ -275,8 +275,9 @@ class Initiator:
                 hi = min(end, ep.acked - op.first + 1)
                 if hi <= lo:
                     break
-                self.eps.complete_run(ep, succeeded)  # what finished before it, first
-                succeeded = []
+                if succeeded:  # what finished before it, first
+                    self.eps.complete_run(ep, succeeded)
+                    succeeded = []
                 if rows and op.kind != kind:
                     self.eps.events.rows_done(ep, kind, rows, PLAIN_AT)
                     rows = []
@@ -307,7 +308,8 @@ class Initiator:
             self.eps.complete(ep, op, St.DTO_SUCCESS)
         if rows:
             self.eps.events.rows_done(ep, kind, rows, PLAIN_AT)
-        self.eps.complete_run(ep, succeeded)
+        if succeeded:
+            self.eps.complete_run(ep, succeeded)
         self.eps.drained(ep)
         self.retired(ep)
 

@@ -112,14 +112,15 @@ class Intake:
         q = ep.queues
         while q is not None:
             taken = received = 0
-            if posted(q):
+            if q.sq.available() or q.rq.available():  # ``posted``, inline: every look asks
                 taken, plain = self._requests(ep, q)
                 if taken:
                     self.counts.takes += 1
                     self.counts.requests += taken
                     # together: small Writes leave as one batch; plain ones are not done yet
                     self.initiator.transmit(ep, retire=not plain)
-                received = self._receives(ep, q)
+                if q.rq.available():
+                    received = self._receives(ep, q)
             if taken or received:
                 if q.busy_looks:
                     self.counts.busy_takes += 1
@@ -138,7 +139,7 @@ class Intake:
             if ep.handle not in ep.consumer.polled:
                 return  # not polled: a doorbell covers every post since its last empty look
             self.memory.fence()
-            if not posted(q):
+            if not (q.sq.available() or q.rq.available()):
                 del ep.consumer.polled[ep.handle]
                 return
             q = ep.queues
@@ -151,7 +152,7 @@ class Intake:
         taken, plain = 0, True
         while True:
             taken += self.initiator.post_plain(ep.consumer, ep, q.sq, q.stage)
-            wqe = take_one(q.sq, SQ_OPCODES)
+            wqe = take_one(q.sq, SQ_OPCODES) if q.sq.available() else None
             if wqe is None:
                 return taken, plain
             self.initiator.post(ep.consumer, ep, wqe, q.stage)
@@ -251,7 +252,8 @@ class Intake:
 
     def _watch(self, ep: Ep, q: WorkQueues) -> None:
         """WQEs were taken: POLL 1, and one look at the end of this loop turn."""
-        watch(ep, q)
+        if not q.polling:
+            watch(ep, q)
         q.progress += 1
         self._poll_soon(ep, q)
 
