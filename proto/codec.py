@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Concatenate, Final, ParamSpec
 
 import msgpack
 
@@ -28,6 +28,7 @@ from proto.frames import (
 )
 
 _LEN = struct.Struct(">I")
+P = ParamSpec("P")
 _KINDS: Final = {int(kind): kind for kind in FrameType}
 """Frame types by number: a dict lookup, where FrameType(n) is two Python calls a frame."""
 _packer = msgpack.Packer(use_bin_type=True)
@@ -198,13 +199,19 @@ class FrameReader:
             self.buffer_updated(n)
             mv = mv[n:]
 
-    def take_head(self, taker: Callable[[memoryview, int, int], int]) -> None:
+    def take_head(
+        self,
+        taker: Callable[Concatenate[memoryview, int, int, P], int],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> None:
         """Let ``taker`` consume whole frames at the head of the buffered bytes when no frame
-        is in progress: it is given (buffer, start, end) and returns where it stopped (a
-        frame boundary; what it left is decoded here as before)."""
+        is in progress: it is given (buffer, start, end, *args) and returns where it stopped
+        (a frame boundary; what it left is decoded here as before). (``args`` rather than a
+        closure: the lanes run on every read.)"""
         if self._frame is not None or self._start == self._end:
             return
-        start = taker(self._view, self._start, self._end)
+        start = taker(self._view, self._start, self._end, *args, **kwargs)
         if not self._start <= start <= self._end:
             raise ValueError(f"a taker stopped at {start}, outside {self._start}..{self._end}")
         self._start = start

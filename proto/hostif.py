@@ -184,8 +184,15 @@ class Ring:
         return ready
 
     def space(self) -> int:
-        """Producer: how many slots are free."""
-        return self.entries - (self.mine - self._theirs()) % U32
+        """Producer: how many slots are free (``_theirs``' check, inline: every completion run
+        asks)."""
+        if not self.producer:
+            return self.entries - (self.mine - self._theirs()) % U32
+        theirs: int = self.words[self.theirs_at]
+        used: int = (self.mine - theirs) % U32
+        if used > self.entries:
+            raise self._beyond(theirs, used)
+        return self.entries - used
 
     def publish(self, count: int = 1) -> None:
         """Advance this side's index by ``count`` and store it (after the slots are written or

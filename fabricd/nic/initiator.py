@@ -334,7 +334,10 @@ class Initiator:
         """Every request up to ``seq`` (one that was sent) was executed."""
         if seq > ep.acked:
             ep.acked = seq
-            self.transmit(ep)  # what was corked leaves; then the done requests retire
+            if ep.held:
+                self.transmit(ep)  # what was corked leaves; then the done requests retire
+            else:
+                self.retire(ep)  # transmit's end, with nothing to start
 
     def read_sink(self, link: PeerLink, frame: Frame) -> Sink:
         """Where a READ_RESP's payload lands: the RDMA Read's local buffers."""

@@ -6,7 +6,9 @@ after requests retire (busy polling)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.cork import ack_clocked
@@ -239,7 +241,7 @@ class Intake:
             return False
         q.busy_looks -= 1
         self.counts.busy_looks += 1
-        self.shell.call_next(lambda: self.poll(ep))
+        self.shell.call_next(self._look(ep, q))
         return True
 
     def look(self, ep: Ep) -> None:
@@ -260,7 +262,14 @@ class Intake:
     def _poll_soon(self, ep: Ep, q: WorkQueues) -> None:
         if not q.repoll:
             q.repoll = True
-            self.shell.call_soon(lambda: self.poll(ep))
+            self.shell.call_soon(self._look(ep, q))
+
+    def _look(self, ep: Ep, q: WorkQueues) -> Callable[[], None]:
+        """``poll(ep)`` as a callable, made once per queues (not a closure per look)."""
+        look = q.look
+        if look is None:
+            look = q.look = partial(self.poll, ep)
+        return look
 
     def _linger(self, ep: Ep, q: WorkQueues) -> None:
         """POLL stays 1 after an empty look: the daemon looks again at the next retire or

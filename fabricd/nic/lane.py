@@ -1,7 +1,7 @@
 """The lanes of a peer's read: the target's for lone RDMA Writes, whole WRITE frames at the
 head of one read from a peer, landed in a call instead of the FrameReader's and Target's path
 (a 64 B Write at window 1 is one such frame a round trip); then the initiator's for the lone
-ACKs after them (``take_acks``).
+ACKs after them (``acks``).
 
 The Write lane takes a frame only when its effect is all it would have had the long way: the
 next request in order (the link's ``acked`` + 1), a payload that has arrived whole, and a key
@@ -11,7 +11,7 @@ frame, at anything else (another frame type, a duplicate, a partial frame, a hea
 not decode, a key without a grant, a range outside it), and the FrameReader and the Target take
 the rest of the read as before; so every frame that is not the common one keeps one
 implementation. Both lanes run only when nothing about the link needs the long way
-(``_open``); the Write lane also needs coherent memory and a key granted (``take``).
+(``_open``); the Write lane also needs coherent memory and a key granted (``take_head``).
 """
 
 from __future__ import annotations
@@ -65,48 +65,35 @@ def take_head(
     before: Callable[[], None],
     acked: Callable[[Ep, int], None],
 ) -> None:
-    """Both lanes' turn at the head of a read (Nic.peer_lane): its lone Writes, then the lone
-    ACKs after them."""
-    take(memory, link, reader, before)
-    take_acks(link, reader, acked)
-
-
-def take(
-    memory: MemoryRegistry, link: PeerLink, reader: FrameReader, before: Callable[[], None]
-) -> None:
-    """The lane's turn at the head of ``reader``'s bytes, when nothing about the link needs
-    the long way (an initiator's link has no grants: it never runs there)."""
+    """Both lanes' turn at the head of a read (Nic.peer_lane), each when nothing about the
+    link needs the long way: its lone Writes (``land``: coherent memory, and a key granted:
+    an initiator's link has none, so it never runs there), then the lone ACKs after them
+    (``acks``: when the link's EP has requests outstanding)."""
     if link.grants and memory.coherent and _open(link):
-        reader.take_head(lambda view, start, end: land(memory, link, view, start, end, before))
-
-
-def take_acks(link: PeerLink, reader: FrameReader, acked: Callable[[Ep, int], None]) -> None:
-    """The initiator's lane: the lone ACKs at the head of ``reader``'s bytes, when the link's
-    EP has requests outstanding, read in C (fabricd/_lanes.c's acks: each [ACK, 0, seq] with
-    ``seq`` below the EP's next sequence number); ``acked(ep, seq)`` with the highest once it
-    took some, as Initiator.acked would have been called for each (an ACK is cumulative). Any
-    other frame, a malformed one or an ACK of a request never sent, ends it: the long way
-    takes it."""
+        reader.take_head(land, memory, link, before)
     ep = link.ep
-    if ep is None or not ep.ops or not _open(link):
-        return
+    if ep is not None and ep.ops and _open(link):
+        reader.take_head(acks, ep, acked)
 
-    def acks(view: memoryview, start: int, end: int) -> int:
-        assert ep is not None
-        stop, seq = lanes.acks(view, start, end, ep.acked, ep.next_seq, _ACK, MAX_HEADER_LEN)
-        if stop != start:
-            acked(ep, seq)
-        return stop
 
-    reader.take_head(acks)
+def acks(view: memoryview, start: int, end: int, ep: Ep, acked: Callable[[Ep, int], None]) -> int:
+    """The initiator's lane: the lone ACKs at ``view[start:end]``'s head, read in C
+    (fabricd/_lanes.c's acks: each [ACK, 0, seq] with ``seq`` below the EP's next sequence
+    number); ``acked(ep, seq)`` with the highest once it took some, as Initiator.acked would
+    have been called for each (an ACK is cumulative). Any other frame, a malformed one or an
+    ACK of a request never sent, ends it: the long way takes it. Returns where it stopped."""
+    stop, seq = lanes.acks(view, start, end, ep.acked, ep.next_seq, _ACK, MAX_HEADER_LEN)
+    if stop != start:
+        acked(ep, seq)
+    return stop
 
 
 def land(
-    memory: MemoryRegistry,
-    link: PeerLink,
     view: memoryview,
     start: int,
     end: int,
+    memory: MemoryRegistry,
+    link: PeerLink,
     before: Callable[[], None],
 ) -> int:
     """Land the lone Writes at ``view[start:end]``'s head, in C (fabricd/_lanes.c: each

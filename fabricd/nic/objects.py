@@ -238,6 +238,7 @@ class WorkQueues:
     linger: Timer | None = None  # POLL kept 1 after an empty look: the look that ends it
     busy_until: float = 0.0  # POLL kept 1 after a retire: looks until then (Intake.retired)...
     busy_looks: int = 0  # ...at most this many more
+    look: Callable[[], None] | None = None  # the intake's look at these queues, made once
 
 
 @dataclass(eq=False)

@@ -26,6 +26,7 @@ from proto.hostif import (
     Wqe,
     format_ring,
     read_wqe,
+    word_at,
 )
 from proto.workq import (
     RQ_OFFSET,
@@ -37,6 +38,9 @@ from proto.workq import (
     wq_rings,
     wq_segment,
 )
+
+_POLL_AT = word_at(Word.POLL)  # Ring.words subscripts: the per-request stores skip set_word
+_DONE_AT = word_at(Word.DONE)
 
 SQ_OPCODES = frozenset(Opcode) - {Opcode.RECEIVE}
 RQ_OPCODES = frozenset({Opcode.RECEIVE})
@@ -103,7 +107,7 @@ def set_polling(q: WorkQueues, on: bool) -> None:
     """Say whether the daemon will look at the queues again without a doorbell (POLL)."""
     if q.polling != on:
         q.polling = on
-        q.sq.set_word(Word.POLL, int(on))
+        q.sq.words[_POLL_AT] = int(on)
 
 
 def retired(ep: Ep, receive: bool, count: int = 1) -> None:
@@ -121,7 +125,7 @@ def retired(ep: Ep, receive: bool, count: int = 1) -> None:
         q.rq.set_word(Word.DONE, q.rq_done)
     else:
         q.sq_done += count
-        q.sq.set_word(Word.DONE, q.sq_done)
+        q.sq.words[_DONE_AT] = q.sq_done % U32
 
 
 def bound(ep: Ep) -> None:

@@ -30,9 +30,11 @@ def laned(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     counts: list[int] = []
     land = lane.land
 
-    def counted(memory: MemoryRegistry, link: PeerLink, *rest: Any) -> int:
+    def counted(
+        view: memoryview, start: int, end: int, memory: MemoryRegistry, link: PeerLink, *rest: Any
+    ) -> int:
         acked = link.acked
-        stop = land(memory, link, *rest)
+        stop = land(view, start, end, memory, link, *rest)
         counts.append(link.acked - acked)
         return stop
 

@@ -228,7 +228,7 @@ def test_the_lane_refuses_arguments_of_the_wrong_kind() -> None:
 def _acks_by_the_rules(
     view: memoryview, start: int, end: int, acked: int, limit: int
 ) -> tuple[int, int]:
-    """fabricd/nic/lane.py's take_acks, frame by frame: ACKs without payload, each of a
+    """fabricd/nic/lane.py's acks, frame by frame: ACKs without payload, each of a
     sequence number (a u64) that was sent, below ``limit``."""
     while (found := _header_at(view, start, end)) is not None:
         frame, head = found
