@@ -79,8 +79,8 @@ def _outstanding(result: object, intake: Any, ep: Any) -> str:
     return f"retired: {len(ep.ops)} outstanding"
 
 
-def _took(result: object, *_: Any) -> str | None:
-    return f"took {result} WQEs" if result else None
+def _took(result: tuple[int, bool], *_: Any) -> str | None:
+    return f"took {result[0]} WQEs" if result[0] else None
 
 
 def _batch(result: tuple[bytes, list[memoryview]], ep: Any) -> str:

@@ -50,6 +50,7 @@ from proto.hostif import (
 
 log = logging.getLogger("fabricd")
 P = ParamSpec("P")
+_ARM_AT: Final = EqWord.ARM // 4  # Ring.words' subscript of the driver's ARM word
 _SUPPRESS: Final = int(CompletionFlags.SUPPRESS)  # plain ints: IntFlag operators are slow
 _UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
 MODERATED_BYTES: Final = 16 * 1024  # a bulk completion: its driver sleeps, its NOTIFY waits
@@ -192,7 +193,7 @@ class Events:
         """Does the driver's ARM of ``eq`` get its NOTIFY now (marked NOTIFIED)?"""
         if consumer.closed or consumer.evds.get(eq.handle) is not eq:
             return False
-        arm = eq.ring.get(EqWord.ARM)
+        arm = eq.ring.words[_ARM_AT]  # ring.get(EqWord.ARM), inline: every turn asks
         if arm == eq.notified:
             return False
         try:
@@ -288,8 +289,9 @@ class Events:
         filled (send_run.SendRun, RECEIVED_AT; their completions always notify)."""
         receive = kind == Dtos.RECEIVE
         retired(ep, receive=receive, count=len(rows))
-        eq = self._evd(ep.consumer, ep.recv_evd if receive else ep.request_evd)
-        if eq is not None:
+        consumer = ep.consumer  # ``_evd``, inline: every completion run asks
+        eq = consumer.evds.get(ep.recv_evd if receive else ep.request_evd)
+        if eq is not None and not consumer.closed:
             self._fill(ep.consumer, eq, write_rows, ep.handle, kind, rows, fields)
 
     def completed(self, ep: Ep, op: Op, status: St) -> None:

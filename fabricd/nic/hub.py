@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from functools import partial
 
 from fabricd.faults import FaultEngine
 from fabricd.memory import MemoryRegistry, SegmentMapper
@@ -105,6 +106,12 @@ class Nic:
         self.target.fetch = self._fetch_receives
         self.initiator.retired, self.initiator.emptying = self.intake.retired, self.intake.emptying
         self.target.stalled = self.intake.look
+        # a peer stream's read: its lanes (lone Writes, then ACKs) before its frames are
+        # decoded, and one cumulative ACK after them (each read: no frame of the hub's own)
+        self.peer_lane: Callable[[PeerLink, FrameReader, Callable[[], None]], None] = partial(
+            lane.take_head, self.memory, self.initiator.ack
+        )
+        self.peer_batch_end: Callable[[PeerLink], None] = self.target.batch_end
         self.links = Links(
             self.wire,
             self.eps,
@@ -369,10 +376,6 @@ class Nic:
             return self.target.sink(link, frame)
         raise MalformedFrame(f"{frame.type.name} carries no payload")
 
-    def peer_lane(self, link: PeerLink, reader: FrameReader, before: Callable[[], None]) -> None:
-        """Before a read's frames are decoded: its lone RDMA Writes, then ACKs (the lanes)."""
-        lane.take_head(self.memory, link, reader, before, self.initiator.ack)
-
     def peer_frame(self, link: PeerLink, frame: Frame) -> None:
         """Handle one complete frame from a peer daemon; the first must be HELLO, then the
         cluster key's challenge-response; only then anything else."""
@@ -394,7 +397,3 @@ class Nic:
     def _peer_error(self, link: PeerLink, frame: Frame) -> None:
         """The peer gave up on the stream and says why: it ends here too."""
         self.links.reset(link, f"peer: {frame.fields[0]}")
-
-    def peer_batch_end(self, link: PeerLink) -> None:
-        """After one read from the stream: one cumulative ACK."""
-        self.target.batch_end(link)

@@ -99,18 +99,19 @@ class Initiator:
             op.length = op.remote[1]
         self.enqueue(ep, op, start=False)
 
-    def post_plain(self, consumer: Consumer, ep: Ep, sq: Ring, stage: memoryview) -> int:
+    def post_plain(self, ep: Ep, sq: Ring, stage: memoryview) -> tuple[int, bool]:
         """``post`` for a run of the common WQE (proto/plainwqe.py) at the head of the EP's
         send queue, read and checked in C (fabricd/_plaintake.c), taken off it together and
         queued as one runs.Run (or several: one per kind, and an Op for each Write or Send too
-        large to batch); how many. The run ends before the first WQE that is not one, whose
-        segment fails a check (``post`` gives the error) or whose bytes are a process's own
-        memory to fetch; nothing in it can break the EP or change its state."""
+        large to batch); how many, and whether it stopped before a WQE it does not take: one
+        not common, whose segment fails a check (``post`` gives the error) or whose bytes are
+        a process's own memory to fetch. Nothing it takes can break the EP or change its
+        state."""
         if ep.state != S.CONNECTED or ep.link is None:
-            return 0  # ``post`` takes each: ``enqueue`` completes it alone
+            return 0, True  # ``post`` takes each: ``enqueue`` completes it alone
         taken = 0
         lmr: Lmr | None = None
-        lmrs, owner, pz, size = self.memory.by_lmr_context, consumer.id, ep.pz, sq.entry_size
+        lmrs, owner, pz, size = self.memory.by_lmr_context, ep.consumer.id, ep.pz, sq.entry_size
         while count := sq.available():
             first = sq.mine & sq.mask
             n = min(count, sq.entries - first)  # to the ring's end: the rest is the next stretch
@@ -123,12 +124,11 @@ class Initiator:
                 sq.publish(took)
                 taken += took
             if took < n:
-                break
-        return taken
+                return taken, True
+        return taken, False
 
     def enqueue(self, ep: Ep, op: Op, start: bool = True) -> None:
-        """Queue a request in posting order; it starts when nothing holds it back (and
-        ``start``: at once)."""
+        """Queue a request in posting order; it starts once nothing holds it back (``start``)."""
         if ep.state != S.CONNECTED or ep.link is None:
             # an EP that cannot carry it (a WQE written past the library's state check, or
             # racing dat_ep_disconnect): this request alone completes, with no sequence number;
@@ -282,10 +282,7 @@ class Initiator:
                     self.eps.events.rows_done(ep, kind, rows, PLAIN_AT)
                     rows = []
                 kind, op.done = op.kind, hi
-                if rows:
-                    rows += op.wqes[lo:hi]
-                else:
-                    rows = op.wqes[lo:hi]  # a retire of one Run copies its rows once, as before
+                rows = rows + op.wqes[lo:hi] if rows else op.wqes[lo:hi]  # one Run: one copy
                 if hi < end:
                     break
                 ops.popleft()
@@ -310,7 +307,8 @@ class Initiator:
             self.eps.events.rows_done(ep, kind, rows, PLAIN_AT)
         if succeeded:
             self.eps.complete_run(ep, succeeded)
-        self.eps.drained(ep)
+        if ep.state == S.DISCONNECT_PENDING:
+            self.eps.drained(ep)
         self.retired(ep)
 
     def fail(self, link: PeerLink, seq: int | None, status: St) -> None:

@@ -132,7 +132,7 @@ class Intake:
             if linger and q.polling and self._looks_again(ep):
                 self._linger(ep, q)  # POLL stays 1: the next retire looks (``look``)
                 return
-            if q.polling and self._busy(ep, q):
+            if q.polling and q.busy_looks > 0 and self._busy(ep, q):
                 return  # POLL stays 1: the next loop iteration looks
             if q.linger is not None:
                 q.linger.cancel()
@@ -153,8 +153,9 @@ class Intake:
         those is done before an answer comes)."""
         taken, plain = 0, True
         while True:
-            taken += self.initiator.post_plain(ep.consumer, ep, q.sq, q.stage)
-            wqe = take_one(q.sq, SQ_OPCODES) if q.sq.available() else None
+            took, more = self.initiator.post_plain(ep, q.sq, q.stage)
+            taken += took
+            wqe = take_one(q.sq, SQ_OPCODES) if more else None
             if wqe is None:
                 return taken, plain
             self.initiator.post(ep.consumer, ep, wqe, q.stage)
@@ -222,7 +223,8 @@ class Intake:
             self.counts.busy_polls += 1
             if not q.polling:
                 watch(ep, q)  # POLL 1 before the look: a post that sees it rings nothing
-        self.look(ep)
+        if q.polling:  # ``look``, inline
+            self._poll_soon(ep, q)
 
     def emptying(self, ep: Ep) -> None:
         """A retire is about to complete the EP's last outstanding request (an ACK covers every
@@ -241,7 +243,7 @@ class Intake:
             return False
         q.busy_looks -= 1
         self.counts.busy_looks += 1
-        self.shell.call_next(self._look(ep, q))
+        self.shell.call_next(q.look or self._look(ep, q))
         return True
 
     def look(self, ep: Ep) -> None:
@@ -262,13 +264,12 @@ class Intake:
     def _poll_soon(self, ep: Ep, q: WorkQueues) -> None:
         if not q.repoll:
             q.repoll = True
-            self.shell.call_soon(self._look(ep, q))
+            self.shell.call_soon(q.look or self._look(ep, q))
 
     def _look(self, ep: Ep, q: WorkQueues) -> Callable[[], None]:
-        """``poll(ep)`` as a callable, made once per queues (not a closure per look)."""
-        look = q.look
-        if look is None:
-            look = q.look = partial(self.poll, ep)
+        """``poll(ep)`` as a callable, made once per queues (callers take ``q.look`` when it
+        is made: no closure, nor this call, per look)."""
+        look = q.look = partial(self.poll, ep)
         return look
 
     def _linger(self, ep: Ep, q: WorkQueues) -> None:

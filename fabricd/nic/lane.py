@@ -60,10 +60,10 @@ def _open(link: PeerLink) -> bool:
 
 def take_head(
     memory: MemoryRegistry,
+    acked: Callable[[Ep, int], None],
     link: PeerLink,
     reader: FrameReader,
     before: Callable[[], None],
-    acked: Callable[[Ep, int], None],
 ) -> None:
     """Both lanes' turn at the head of a read (Nic.peer_lane), each when nothing about the
     link needs the long way: its lone Writes (``land``: coherent memory, and a key granted:
