@@ -2,9 +2,10 @@
 client/_ringpost.c (the client's common post: client/posting.py), client/_ringtake.c (runs of
 its common completions: ClientCore.refill), fabricd/_plaintake.c (runs of the common WQE read
 and checked, its walk in fabricd/plaintake_walk.h: Initiator.post_plain,
-Target.post_recv_plain), fabricd/_landing.c (where a batch of RDMA Writes or Sends lands:
-remote_access.write_targets, Target._sends), fabricd/_lanes.c (the lone Writes and ACKs at a
-read's head: fabricd/nic/lane.py; both share fabricd/pyu64.h),
+Target.post_recv_plain; and ShmMapper.fence's full barrier), fabricd/_landing.c (where a
+batch of RDMA Writes or Sends lands: remote_access.write_targets, Target._sends),
+fabricd/_lanes.c (the lone Writes and ACKs at a read's head: fabricd/nic/lane.py; both share
+fabricd/pyu64.h),
 proto/_scatter.c (a payload copied into its sink's views: codec.FrameReader) and proto/_rows.c
 (completion rows into an event queue, the Write list of a WRITES header: events.write_rows,
 batch.encode_write_rows). Everything else is in pyproject.toml; their layout header is the C

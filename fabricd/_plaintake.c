@@ -12,7 +12,7 @@
  * first WQE that is anything else, and take nothing off the ring: the caller publishes what
  * it queues, and the general path (hostif.read_wqe, Initiator.post, Target.post_recv) takes
  * the WQE they stopped at and names what is wrong with it. So this module can only decline
- * work; it never decides an error. */
+ * work; it never decides an error. fence() is the daemon's full barrier (ShmMapper.fence). */
 #include <stdatomic.h>
 
 #include "plaintake_walk.h"

@@ -26,6 +26,22 @@ def test_decisions_depend_on_seed_rule_link_connection_and_number_only() -> None
     assert chance(1, "r", "a", "b", 1, 1) != chance(1, "r", "b", "a", 1, 1), "links are directed"
 
 
+def test_active_follows_the_rules_through_every_writer() -> None:
+    """``active`` is a word the data path reads instead of the rules: add, remove and clear
+    keep it."""
+    engine = FaultEngine()
+    assert not engine.active
+    engine.add(Rule("a", "drop"))
+    engine.add(Rule("b", "drop"))
+    assert engine.active
+    assert engine.remove("a") and engine.active, "one rule is left"
+    assert not engine.remove("a") and engine.active
+    assert engine.remove("b") and not engine.active
+    engine.add(Rule("c", "drop"))
+    engine.clear()
+    assert not engine.active and not engine.rules
+
+
 def test_matching_fields() -> None:
     engine = FaultEngine()
     engine.add(
