@@ -99,9 +99,9 @@ class Events:
 
     def bulk(self, ep: Ep) -> bool:
         """Did the EP's request EVD last take a bulk completion (``ends_bulk``)?"""
-        consumer = ep.consumer  # ``_evd`` and ``ends_bulk``, inline: every retire asks
+        consumer = ep.consumer  # ``_evd``, inline: every retire asks
         eq = consumer.evds.get(ep.request_evd) if not consumer.closed else None
-        return eq is not None and newest_length(eq.ring) >= MODERATED_BYTES
+        return eq is not None and ends_bulk(eq)
 
     def _evd(self, consumer: Consumer, evd: int) -> EventQueue | None:
         """The consumer's EVD ``evd`` (None: 0, freed, or its IA closed: events go nowhere)."""

@@ -256,7 +256,7 @@ class Intake:
 
     def _watch(self, ep: Ep, q: WorkQueues) -> None:
         """WQEs were taken: POLL 1, and one look at the end of this loop turn."""
-        if not q.polling:
+        if not q.polling:  # POLL 1 was set by ``watch``, its only setter: the EP is polled
             watch(ep, q)
         q.progress += 1
         self._poll_soon(ep, q)

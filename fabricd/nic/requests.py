@@ -23,7 +23,7 @@ def done(ep: Ep, item: Op | Run) -> bool:
     """Is all of ``item``, outstanding on ``ep``, done (its ACK came, or a Read's, atomic's
     or bind's answer)?"""
     if isinstance(item, Run):
-        return ep.acked >= item.first + len(item.wqes) - 1  # item.last, inline
+        return ep.acked >= item.last
     return item.done or (item.kind not in ANSWERED and item.seq <= ep.acked)
 
 
