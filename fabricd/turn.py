@@ -53,11 +53,26 @@ class Turn:
         return loop
 
     def call_soon(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` at the end of this batch (or in the next loop iteration)."""
+        """Run ``fn`` at the end of this batch (or in the next loop iteration, as a batch of
+        its own: ``call_next``)."""
         if self._depth:
             self._deferred.append(fn)
         else:
-            self._running().call_soon(fn)
+            self._running().call_soon(self.alone, fn)
+
+    def call_next(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` in the next loop iteration as a batch of its own: the work it defers
+        runs, and the frames it corks leave, when it returns, not one iteration later (a busy
+        poll's look that takes a request: its frame leaves with the look; at window 1 that
+        was an epoll_pwait and a loop iteration on every round trip, perf's syscall trace
+        points in both daemons)."""
+        self._running().call_soon(self.alone, fn)
+
+    def alone(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` now as a batch of its own (a timer's callback: ``Server.call_later``)."""
+        self._depth += 1
+        self._deferred.append(fn)
+        self._run()
 
     def cork(self, flush: Callable[[], None]) -> None:
         """Call a stream's ``flush`` once this batch's work is done."""

@@ -1,5 +1,6 @@
 """The daemon's shell: busy polling's next look gives the CPU away first (a consumer that
-shares it can post), then runs in a later loop iteration, not in this one."""
+shares it can post), then runs in a later loop iteration, not in this one; it and a timer's
+callback are batches of their own (fabricd.turn): what they cork leaves when they return."""
 
 from __future__ import annotations
 
@@ -51,3 +52,22 @@ def test_uvloop_counts_timers_and_its_clock_in_whole_milliseconds() -> None:
             await asyncio.sleep(0)
 
     uvloop.run(main())
+
+
+def test_a_timer_is_a_batch_of_its_own(tmp_path: Path) -> None:
+    said: list[str] = []
+    daemon = Daemon("shell", "127.0.0.1", 0, str(tmp_path / "d.sock"))
+
+    def fire() -> None:
+        asyncio.get_running_loop().call_soon(lambda: said.append("the loop's next"))
+        daemon.turn.cork(lambda: said.append("flush"))
+        said.append("timer")
+
+    async def main() -> None:
+        daemon._loop = asyncio.get_running_loop()
+        daemon.call_later(0, fire)
+        await asyncio.sleep(0.01)
+        said.append("later")
+
+    asyncio.run(main())
+    assert said == ["timer", "flush", "the loop's next", "later"]

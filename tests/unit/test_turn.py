@@ -73,6 +73,39 @@ def test_outside_a_batch_work_goes_to_the_event_loop() -> None:
     assert during == [] and after == ["timer work"]
 
 
+def test_work_from_outside_a_batch_is_a_batch_whose_frames_leave_when_it_returns() -> None:
+    """A look in a later iteration (call_next, or call_soon outside a batch) that takes a
+    request: the work it defers runs, then its frame leaves, before anything the event loop
+    was given after it, not one iteration later."""
+
+    async def main() -> list[str]:
+        turn, log = Turn(), list[str]()
+        loop = asyncio.get_running_loop()
+
+        def look(name: str) -> None:
+            log.append(f"{name} look")
+            turn.call_soon(lambda: log.append(f"{name} work"))
+            turn.cork(lambda: log.append(f"{name} flush"))
+            loop.call_soon(lambda: log.append(f"after {name}"))
+
+        turn.call_next(lambda: look("next"))
+        turn.call_soon(lambda: look("soon"))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return log
+
+    assert asyncio.run(main()) == [
+        "next look",
+        "next work",
+        "next flush",
+        "soon look",
+        "soon work",
+        "soon flush",
+        "after next",
+        "after soon",
+    ]
+
+
 def test_nested_batches_end_with_the_outermost() -> None:
     async def main() -> tuple[list[str], list[str]]:
         turn, log = Turn(), list[str]()
