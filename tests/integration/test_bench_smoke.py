@@ -316,3 +316,23 @@ def test_functions_of_both_daemons_per_operation() -> None:
     assert lines[2].startswith("the initiator's daemon")
     assert 0.8 <= initiator["Initiator.ack"] <= 1.2 and 0.8 <= target["Target.batch_end"] <= 1.5
     assert "Initiator.ack" not in target and "PeerStream.buffer_updated" in target
+
+
+def test_syscalls_times_every_stage_of_a_round_trip() -> None:
+    """``python -m bench.syscalls``: perf traces both daemons; every stage of a window-1
+    Write's round trip is timed, over complete round trips."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.syscalls", "--seconds", "0.3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if out.returncode == 2:
+        pytest.skip(f"this machine cannot trace system calls: {out.stderr.strip()}")
+    assert out.returncode == 0, out.stderr
+    head, *rows = out.stdout.splitlines()
+    complete = re.search(r"([\d,]+) complete round trips of ([\d,]+) traced", head)
+    assert complete is not None and int(complete[1].replace(",", "")) > 0
+    stages = [row for row in rows if row.startswith("  ") and row.split()[-1][0].isdigit()]
+    assert len(stages) == 7  # six stages and the whole
+    assert all(float(row.split()[-2]) > 0 for row in stages)
