@@ -6,8 +6,10 @@ the event loop's own call_soon, each of those is one more loop iteration (an epo
 callback) on the path of every request. Inside a batch — everything one read from a socket set
 in motion — they run when the batch ends instead: first the deferred work in order, then each
 corked stream's one writev. A batch that landed a bulk payload leaves both to the next loop
-iteration, where they join the work of the other streams read meanwhile. Outside a batch
-(timers), both fall back to the event loop.
+iteration, where they join the work of the other streams read meanwhile. What the shell
+schedules outside a batch (deferred work, busy polling's next look, a timer's callback) runs
+in a later loop iteration as a batch of its own (``alone``); only a frame corked outside any
+of these (a connection's setup) falls back to the event loop's call_soon.
 
 A consumer's wake-up (a NOTIFY) waits for the daemon's input to drain, as a NIC moderates its
 interrupts: it leaves at the first loop iteration that read nothing, or after ``IDLE_ROUNDS``
