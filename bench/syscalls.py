@@ -157,9 +157,9 @@ def round_trips(calls: Sequence[Call], initiator: int, target: int) -> RoundTrip
         if c.pid == initiator and c.what == "write":
             out.writes += 1
             if len(marks) == len(order):  # the next request: a round trip is complete
-                stages = [marks[0], *marks[1:], c.at]
+                times = [*marks, c.at]
                 for i in range(len(STAGES)):
-                    out.stages[i].append(stages[i + 1] - stages[i])
+                    out.stages[i].append(times[i + 1] - times[i])
                 out.whole.append(c.at - marks[0])
                 out.polls.update(polls)
                 out.yields.update(yields)
