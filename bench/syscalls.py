@@ -14,7 +14,12 @@ seen, in order) beside bench.limits' request-reply RTT measured in the same run:
   (its epoll_pwait returns), then its loop's dispatch and the read;
 - a daemon's turn: from that read to its own write to the peer (the target's lane and ACK;
   the initiator's retire, the consumer's next post, the look that takes it), with how many
-  loop iterations it ran without sleeping (epoll_pwait with no timeout) and sched_yields.
+  loop iterations it ran without sleeping (epoll_pwait with no timeout) and sched_yields;
+- the initiator's turn split by the consumer (this process, traced too): it spins, with a
+  ``sched_yield`` between looks, while it waits, so the longest pause in its yields inside
+  that turn is its completion taken, its next request posted and its next wait begun; before
+  it, the daemon's retire and the consumer's last look; after it, the daemon's look that takes
+  the request and writes its frame.
 
 Needs ``perf`` (Debian's linux-perf) and the right to trace (root, or perf_event_paranoid
 -1); without them it says why and exits 2. The trace points add about a microsecond each.
@@ -23,6 +28,7 @@ Needs ``perf`` (Debian's linux-perf) and the right to trace (root, or perf_event
 from __future__ import annotations
 
 import argparse
+import bisect
 import os
 import re
 import shutil
@@ -103,6 +109,12 @@ STAGES: Final = (
     ("initiator's daemon wakes", "it has read the answer"),
     ("it has read the answer", "it writes the next request"),
 )
+SPLIT: Final = (
+    ("  of which: it has read the answer", "the consumer's last look before it"),
+    ("  the consumer takes its completion", "posts, and waits again"),
+    ("  the consumer waits again", "the daemon writes the request"),
+)
+"""The initiator's turn (the last of STAGES) split where the consumer's yields pause."""
 
 
 @dataclass
@@ -111,6 +123,7 @@ class RoundTrips:
     turn held: loop iterations that did not sleep, and sched_yields, per round trip."""
 
     stages: list[list[float]] = field(default_factory=lambda: [[] for _ in STAGES])
+    split: list[list[float]] = field(default_factory=lambda: [[] for _ in SPLIT])
     whole: list[float] = field(default_factory=list)
     polls: Counter[str] = field(default_factory=Counter)
     yields: Counter[str] = field(default_factory=Counter)
@@ -127,10 +140,30 @@ def _peer_fd(calls: Sequence[Call], pid: int) -> int:
     return fds.most_common(1)[0][0] if fds else -1
 
 
-def round_trips(calls: Sequence[Call], initiator: int, target: int) -> RoundTrips:
+def _split(yields: Sequence[float], read: float, write: float) -> tuple[float, ...] | None:
+    """The initiator's turn from ``read`` to ``write`` split at the longest pause between the
+    consumer's yields (``yields``, in order; the last one before ``read`` starts a pause);
+    None when it did not yield in the turn."""
+    start = bisect.bisect_right(yields, read)
+    end = bisect.bisect_right(yields, write)
+    if start == end:
+        return None
+    looks = [*yields[max(start - 1, 0) : start], *yields[start:end]]
+    if len(looks) < 2:
+        return None
+    gap = max(range(1, len(looks)), key=lambda i: looks[i] - looks[i - 1])
+    paused, resumed = max(looks[gap - 1], read), looks[gap]
+    return paused - read, resumed - paused, write - resumed
+
+
+def round_trips(
+    calls: Sequence[Call], initiator: int, target: int, consumer: int = 0
+) -> RoundTrips:
     """Each round trip from one write of the initiator's daemon to its peer to the next: the
     target's daemon wakes, reads, writes; the initiator's wakes, reads, writes again. A round
-    trip counts only when every stage came, in that order."""
+    trip counts only when every stage came, in that order; its last stage is split by the
+    ``consumer``'s yields (``_split``) when it is given."""
+    yields_of_consumer = [c.at for c in calls if c.pid == consumer and c.what == "yield"]
     fd = {initiator: _peer_fd(calls, initiator), target: _peer_fd(calls, target)}
     order = (
         (target, "woke"),
@@ -161,6 +194,9 @@ def round_trips(calls: Sequence[Call], initiator: int, target: int) -> RoundTrip
                 for i in range(len(STAGES)):
                     out.stages[i].append(times[i + 1] - times[i])
                 out.whole.append(c.at - marks[0])
+                parts = _split(yields_of_consumer, marks[-1], c.at) if consumer else None
+                for values, part in zip(out.split, parts or (), strict=False):
+                    values.append(part)
                 out.polls.update(polls)
                 out.yields.update(yields)
             marks, polls, yields = [c.at], Counter(), Counter()
@@ -175,12 +211,17 @@ def table(trips: RoundTrips, op: str, size: int, untraced: float, rtt: float) ->
     n = max(trips.count, 1)
     lines = [
         f"# a window-1 {op} of {size} B at the system calls: {trips.count:,} complete round"
-        f" trips of {trips.writes:,} traced (perf record, both daemons); microseconds",
+        f" trips of {trips.writes:,} traced (perf record: both daemons, the consumer);"
+        " microseconds",
         f"# untraced in the same run: median post to completion {untraced:.1f} us;"
         f" bench.limits request-reply RTT {rtt:.1f} us",
         f"  {'from':<40} {'to':<38} {'median':>7} {'mean':>7}",
     ]
     for (start, end), values in zip(STAGES, trips.stages, strict=True):
+        if values:
+            mid, mean = statistics.median(values), statistics.mean(values)
+            lines.append(f"  {start:<40} {end:<38} {mid:7.1f} {mean:7.1f}")
+    for (start, end), values in zip(SPLIT, trips.split, strict=True):
         if values:
             mid, mean = statistics.median(values), statistics.mean(values)
             lines.append(f"  {start:<40} {end:<38} {mid:7.1f} {mean:7.1f}")
@@ -222,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
             session.run(args.op, args.size, 1000, 1, lambda _: None)  # warm up
             _, lat, _ = session.run(args.op, args.size, 3000, 1, lambda _: None)
             data = os.path.join(tmp, "perf.data")
-            perf = record([a.proc.pid, b.proc.pid], args.seconds, data)
+            perf = record([a.proc.pid, b.proc.pid, os.getpid()], args.seconds, data)
             while perf.poll() is None:
                 session.run(args.op, args.size, 200, 1, lambda _: None)
             _, err = perf.communicate()
@@ -239,7 +280,7 @@ def main(argv: list[str] | None = None) -> None:
             text=True,
             check=True,
         )
-    trips = round_trips(parse(script.stdout.splitlines()), a.proc.pid, b.proc.pid)
+    trips = round_trips(parse(script.stdout.splitlines()), a.proc.pid, b.proc.pid, os.getpid())
     rtt, _ = measure_request_reply(1.0)
     print(table(trips, f"RDMA {args.op.capitalize()}", args.size, statistics.median(lat), rtt))
 

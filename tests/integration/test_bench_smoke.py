@@ -17,6 +17,7 @@ import pytest
 
 from bench.fabric import Session
 from bench.nodes import Fabric
+from bench.syscalls import STAGES
 from client.records import Event
 from fabricd.launch import Node
 
@@ -333,6 +334,7 @@ def test_syscalls_times_every_stage_of_a_round_trip() -> None:
     head, *rows = out.stdout.splitlines()
     complete = re.search(r"([\d,]+) complete round trips of ([\d,]+) traced", head)
     assert complete is not None and int(complete[1].replace(",", "")) > 0
-    stages = [row for row in rows if row.startswith("  ") and row.split()[-1][0].isdigit()]
-    assert len(stages) == 7  # six stages and the whole
-    assert all(float(row.split()[-2]) > 0 for row in stages)
+    numbered = [row for row in rows if row[-1:].isdigit()]  # the rows that end in figures
+    timed = {row[:81].strip(): float(row.split()[-2]) for row in numbered}
+    names = [f"{start:<40} {end}".strip() for start, end in STAGES]
+    assert all(timed[name] > 0 for name in [*names, "the round trip, traced"]), timed

@@ -3,9 +3,9 @@ window-1 round trip found in them (perf itself runs in tests/integration/test_be
 
 from __future__ import annotations
 
-from bench.syscalls import STAGES, Call, parse, round_trips, table
+from bench.syscalls import SPLIT, STAGES, Call, parse, round_trips, table
 
-INI, TGT = 100, 200  # the daemons' pids: the initiator's, the target's
+INI, TGT, CON = 100, 200, 300  # the initiator's daemon, the target's, the consumer
 SLEEP = "epfd: 0x3, events: 0x7f, maxevents: 0x400, timeout: 0x0000027c, sigmask: 0x0"
 POLL = "epfd: 0x3, events: 0x7f, maxevents: 0x400, timeout: 0x00000000, sigmask: 0x0"
 
@@ -88,3 +88,23 @@ def test_the_table_names_every_stage_and_the_rtt() -> None:
     for start, end in STAGES:
         assert f"{start:<40} {end:<38}" in out
     assert "the round trip, traced" in out
+
+
+def test_the_initiators_turn_is_split_where_the_consumers_yields_pause() -> None:
+    """The consumer yields every 3 us while it waits; it stops at 1090 (it has its
+    completion, posts, starts its next wait) and yields again from 1110: the initiator's turn
+    (its read at 1082, its write at 1150) is 8 us to that last look, 20 us of the consumer's,
+    40 us to the write."""
+    looks = [1060.0 + 3 * i for i in range(11)] + [1110.0 + 3 * i for i in range(5)]
+    lines = [
+        *_round_trip(1000.0),
+        *(_line(CON, at, "enter_sched_yield") for at in looks),
+        _line(INI, 1150.0, "enter_write", "fd: 0x18, buf: 0x7f00, count: 0x59"),
+    ]
+    calls = sorted(parse(lines), key=lambda c: c.at)
+    trips = round_trips(calls, INI, TGT, CON)
+    assert [values for values in trips.split] == [[8.0], [20.0], [40.0]]
+    assert round_trips(calls, INI, TGT).split == [[], [], []]  # no consumer named
+    out = table(trips, "RDMA Write", 64, 140.0, 45.0)
+    for start, end in SPLIT:
+        assert f"{start:<40} {end:<38}" in out
