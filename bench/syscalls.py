@@ -140,7 +140,7 @@ def _peer_fd(calls: Sequence[Call], pid: int) -> int:
     return fds.most_common(1)[0][0] if fds else -1
 
 
-def _split(yields: Sequence[float], read: float, write: float) -> tuple[float, ...] | None:
+def _split(yields: Sequence[float], read: float, write: float) -> tuple[float, float, float] | None:
     """The initiator's turn from ``read`` to ``write`` split at the longest pause between the
     consumer's yields (``yields``, in order; the last one before ``read`` starts a pause);
     None when it did not yield in the turn."""
