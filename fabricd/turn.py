@@ -60,7 +60,7 @@ class Turn:
         if self._depth:
             self._deferred.append(fn)
         else:
-            self._running().call_soon(self.alone, fn)
+            self.call_next(fn)
 
     def call_next(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` in the next loop iteration as a batch of its own: the work it defers
@@ -71,7 +71,8 @@ class Turn:
         self._running().call_soon(self.alone, fn)
 
     def alone(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` now as a batch of its own (a timer's callback: ``Server.call_later``)."""
+        """Run ``fn`` now as a batch of its own: what the event loop calls (``call_next``, a
+        timer's callback: ``Daemon.call_later``), never inside a batch."""
         self._depth += 1
         self._deferred.append(fn)
         self._run()

@@ -292,7 +292,7 @@ class Events:
         consumer = ep.consumer  # ``_evd``, inline: every completion run asks
         eq = consumer.evds.get(ep.recv_evd if receive else ep.request_evd)
         if eq is not None and not consumer.closed:
-            self._fill(ep.consumer, eq, write_rows, ep.handle, kind, rows, fields)
+            self._fill(consumer, eq, write_rows, ep.handle, kind, rows, fields)
 
     def completed(self, ep: Ep, op: Op, status: St) -> None:
         """A request DTO or bind completes: SUPPRESS (success) gives no event, UNSIGNALLED

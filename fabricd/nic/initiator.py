@@ -282,7 +282,10 @@ class Initiator:
                     self.eps.events.rows_done(ep, kind, rows, PLAIN_AT)
                     rows = []
                 kind, op.done = op.kind, hi
-                rows = rows + op.wqes[lo:hi] if rows else op.wqes[lo:hi]  # one Run: one copy
+                if rows:  # a slice of an earlier Run's: this retire's own list
+                    rows += op.wqes[lo:hi]
+                else:
+                    rows = op.wqes[lo:hi]
                 if hi < end:
                     break
                 ops.popleft()

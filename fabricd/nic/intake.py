@@ -141,7 +141,7 @@ class Intake:
             if ep.handle not in ep.consumer.polled:
                 return  # not polled: a doorbell covers every post since its last empty look
             self.memory.fence()
-            if not (q.sq.available() or q.rq.available()):
+            if not posted(q):
                 del ep.consumer.polled[ep.handle]
                 return
             q = ep.queues
@@ -237,8 +237,9 @@ class Intake:
             watch(ep, q)
 
     def _busy(self, ep: Ep, q: WorkQueues) -> bool:
-        """After an empty look: does busy polling go on? Then the next loop iteration looks."""
-        if q.busy_looks <= 0 or self.shell.now() > q.busy_until:
+        """After an empty look of a busy poll that has looks left (``drain`` asks): does it
+        go on? Then the next loop iteration looks."""
+        if self.shell.now() > q.busy_until:
             q.busy_looks = 0
             return False
         q.busy_looks -= 1
