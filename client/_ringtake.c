@@ -18,13 +18,14 @@
 static PyObject *s_event_number, *s_evd, *s_ep, *s_cookie, *s_status, *s_length, *s_operation,
 	*s_notify, *s_no_args;
 
-/* The running mean of transferred lengths, as Python's ``mean += (length - mean) // 8``
- * (floor division: a shorter length pulls the mean down by at least one). */
+/* The running mean of transferred lengths, weight 1/8, as client.records.mean_step: each step
+ * moves it at least one toward the length (rounded away from the old mean), so a run of equal
+ * lengths reaches that length. */
 static long long mean_step(long long mean, long long length)
 {
 	long long d = length - mean;
 
-	return mean + (d >= 0 ? d / 8 : -((-d + 7) / 8));
+	return mean + (d >= 0 ? (d + 7) / 8 : -((-d + 7) / 8));
 }
 
 /* One DTO_COMPLETION_EVENT of ``cls`` with the entry's fields set, always in this order (the

@@ -11,7 +11,7 @@ from typing import Any, Final
 from client import _ringtake as ringtake
 from client.records import Call as Call
 from client.records import CrInfo as CrInfo
-from client.records import EpMirror, EvdState, QueueMapper
+from client.records import EpMirror, EvdState, QueueMapper, mean_step
 from client.records import Event as Event
 from client.records import LmrInfo as LmrInfo
 from client.records import Op as Op
@@ -96,7 +96,7 @@ class EventPath:
                     raw, flags, head, body = read_eqe(ring, ring.mine + taken)
                     event = self._event(*decode_event(handle, raw, flags, head, body))
                     if raw == _DTO_COMPLETION:  # an SRQ's receive (decode_event reads it)
-                        dto_bytes += (event.transfered_length - dto_bytes) // 8
+                        dto_bytes = mean_step(dto_bytes, event.transfered_length)
                     taken += 1
                     queue.append(event)
                     notifying += event.notify

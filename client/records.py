@@ -18,6 +18,17 @@ from proto.schema import Empty
 POLL_SPIN_US = 1000  # dat_evd_wait polls this long before sleeping (the C driver's DF_POLL_SPIN_US)
 POLL_BULK = 16384  # ...unless the EVD's DTO completions average this many bytes (DF_POLL_BULK)
 
+
+def mean_step(mean: int, length: int) -> int:
+    """The running mean of an EVD's DTO completion lengths (``EvdState.dto_bytes``), weight
+    1/8, one completion on: it moves at least one byte toward ``length``, so completions all
+    of one length bring it to that length (a step rounded toward the old mean stops up to 7
+    short, and POLL_BULK-byte completions never counted as bulk). client/_ringtake.c's and
+    libdatfabric's (provider/evd_take.c) are the same."""
+    d = length - mean
+    return mean + (d + 7) // 8 if d >= 0 else mean + d // 8
+
+
 _DONE_AT: Final = word_at(Word.DONE)  # where EpMirror reads the daemon's counts
 _BOUND_AT: Final = word_at(Word.BOUND)
 

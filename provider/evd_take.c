@@ -46,6 +46,17 @@ static bool catastrophic_pending(const struct df_evd *evd)
 }
 
 /* Hand out the oldest event (lock held; one is there): fill ``event`` and free its slot. */
+/* The running mean of DTO completion lengths, weight 1/8, one completion on: each step moves it at
+ * least one toward the length (rounded away from the old mean), so completions all of
+ * DF_POLL_BULK bytes reach DF_POLL_BULK (truncated steps stopped up to 7 short of it). The Python
+ * client's is the same (client.records.mean_step). */
+static int64_t mean_step(int64_t mean, int64_t length)
+{
+	int64_t d = length - mean;
+
+	return mean + (d >= 0 ? (d + 7) / 8 : -((-d + 7) / 8));
+}
+
 static DAT_RETURN take(struct df_evd *evd, DAT_EVENT *event)
 {
 	struct df_ia *ia = evd->obj.ia;
@@ -62,11 +73,12 @@ static DAT_RETURN take(struct df_evd *evd, DAT_EVENT *event)
 	DAT_RETURN ret = df_event_from_entry(ia, e, event);
 	if (ret == DAT_SUCCESS)
 		df_srq_reap(ia, e); /* an SRQ's receive completion, handed out: it frees the SRQ */
-	/* a running mean of the DTO completions' lengths (the IB extensions' too), weight 1/8 */
+	/* the running mean of the DTO completions' lengths (the IB extensions' too) */
 	if (event->event_number == DAT_DTO_COMPLETION_EVENT ||
 	    event->event_number == (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT)
-		evd->dto_bytes += ((int64_t)event->event_data.dto_completion_event_data.transfered_length -
-				   evd->dto_bytes) / 8;
+		evd->dto_bytes = mean_step(
+			evd->dto_bytes,
+			(int64_t)event->event_data.dto_completion_event_data.transfered_length);
 	evd->notifying -= e->flags & DF_EQE_NOTIFIES;
 	evd->scanned--;
 	df_ring_consume(&evd->ring, 1); /* release: the slot is copied out */

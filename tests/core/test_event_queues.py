@@ -134,6 +134,20 @@ def test_the_spin_a_wait_gets_follows_the_mean_of_the_evds_completions() -> None
     assert spins == [POLL_SPIN_US / 1e6] * 2 + [0.0] * 3
 
 
+def test_completions_of_exactly_poll_bulk_bytes_make_a_wait_sleep_at_once() -> None:
+    """The mean reaches a length every completion has (client.records.mean_step): POLL_BULK
+    bytes each is bulk; one byte less never is."""
+    fabric, a, b = pair(size=64 * 1024)
+    state = a.c.core.evds[a.evd]
+    for length, spin in ((POLL_BULK - 1, POLL_SPIN_US / 1e6), (POLL_BULK, 0.0)):
+        for burst in range(16):
+            for cookie in range(8):
+                a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(0, length)], cookie, b.rmr(0, length), 0)
+            fabric.run()
+            assert a.log() == [(DTO, c, OK, length) for c in range(8)], burst
+        assert (state.dto_bytes, state.spin) == (length, spin)
+
+
 def test_an_evd_a_thread_waits_on_is_not_freed() -> None:
     """dat_evd_free during another thread's dat_evd_wait: DAT_INVALID_STATE, EVD_IN_USE (the
     C provider's answer too: evd_basic), and the EVD stays."""

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from client import _ringtake as ringtake
-from client.records import Event
+from client.records import POLL_BULK, Event, mean_step
 from proto.constants import EventNumber
 from proto.eventq import EQ_ENTRY_SIZE, EQE, NOTIFIES, SRQ_RECEIVE
 from proto.hostif import SLOTS
@@ -56,7 +56,7 @@ def _expected(heads: list[tuple[int, ...]], mean: int) -> tuple[list[Event], int
         notify = bool(flags & NOTIFIES)
         events.append(Event(DTO, EVD, ep, cookie, status, length, op, notify=notify))
         notifies += flags & NOTIFIES
-        mean += (length - mean) // 8
+        mean = mean_step(mean, length)
     return events, notifies, mean
 
 
@@ -73,12 +73,32 @@ def test_a_run_is_the_plain_completions_up_to_the_first_other_entry(seed: int) -
     assert all(type(e) is Event and e.private_data == b"" and e.cr == 0 for e in events)
 
 
-def test_the_running_mean_rounds_down_as_python_does() -> None:
-    view = memoryview(bytearray(SLOTS + 2 * EQ_ENTRY_SIZE))
-    for i, length in enumerate((0, 9)):
+def _lengths(*lengths: int) -> memoryview:
+    view = memoryview(bytearray(SLOTS + len(lengths) * EQ_ENTRY_SIZE))
+    for i, length in enumerate(lengths):
         EQE.pack_into(view, SLOTS + i * EQ_ENTRY_SIZE, DTO, NOTIFIES, 0, 0, 1, 0, i, length, 0)
-    _, notifies, mean = ringtake.completions(view, 0, 2, Event, DTO, EVD, 100)
+    return view
+
+
+def test_the_running_mean_steps_away_from_the_old_mean() -> None:
+    _, notifies, mean = ringtake.completions(_lengths(0, 9), 0, 2, Event, DTO, EVD, 100)
     assert (notifies, mean) == (2, 77)  # 100 + floor(-12.5) = 87, 87 + floor(-9.75) = 77
+    _, _, mean = ringtake.completions(_lengths(9, 100), 0, 2, Event, DTO, EVD, 0)
+    assert mean == 15  # 0 + ceil(1.125) = 2, 2 + ceil(12.25) = 15
+
+
+@pytest.mark.parametrize("length", [4096, POLL_BULK, 2**32 - 1])
+@pytest.mark.parametrize("start", [0, 2**32])
+def test_completions_of_one_length_bring_the_mean_to_it(length: int, start: int) -> None:
+    """So POLL_BULK-byte completions count as bulk: steps rounded toward the old mean stopped
+    up to 7 short (16,377 for 16 KiB completions, whose waits then always spun)."""
+    mean = start
+    for _ in range(32):
+        _, _, mean = ringtake.completions(_lengths(*[length] * 8), 0, 8, Event, DTO, EVD, mean)
+    assert mean == length
+    for _ in range(256):
+        mean = mean_step(mean, length)  # the SRQ receives' step, in Python
+    assert mean == length
 
 
 @pytest.mark.parametrize(
