@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from bench.nodes import cpus_args
 from bench.proc import Usage, usage
 from fabricd.launch import free_port, start_node
 from tools.datconf import LIBRARY, lines
@@ -37,14 +38,19 @@ class Nodes:
 
 
 @contextlib.contextmanager
-def nodes() -> Iterator[Nodes]:
-    """Two nodes on loopback, for the length of the block."""
+def nodes(cpus: tuple[str, str] = ("", "")) -> Iterator[Nodes]:
+    """Two nodes on loopback, for the length of the block (``cpus``: the program's daemon's and
+    its peer's CPU lists, as fabricctl bench --daemon-cpus gives them)."""
     if not POST_REAP.exists():
         raise Unavailable("needs the provider and its bench program (make provider)")
     with tempfile.TemporaryDirectory(prefix="datfabric-cdriver-") as tmp:
         port = free_port("127.0.0.1", "127.0.0.2")
-        a = start_node("cd-a", os.path.join(tmp, "a.sock"), "127.0.0.1", port)
-        b = start_node("cd-b", os.path.join(tmp, "b.sock"), "127.0.0.2", port)
+        a = start_node(
+            "cd-a", os.path.join(tmp, "a.sock"), "127.0.0.1", port, extra=cpus_args(cpus[1])
+        )
+        b = start_node(
+            "cd-b", os.path.join(tmp, "b.sock"), "127.0.0.2", port, extra=cpus_args(cpus[0])
+        )
         try:
             conf = os.path.join(tmp, "dat.conf")
             with open(conf, "w", encoding="utf-8") as f:
@@ -104,11 +110,17 @@ def _timed(proc: subprocess.Popen[str], iters: int, watch: dict[str, int]) -> tu
 
 
 def rate(
-    size: int, window: int, iters: int, timeout: float, op: str = "write", cq_mod: int = 1
+    size: int,
+    window: int,
+    iters: int,
+    timeout: float,
+    op: str = "write",
+    cq_mod: int = 1,
+    cpus: tuple[str, str] = ("", ""),
 ) -> float:
     """RDMA Writes (or Sends: ``op``) per second a C program reaches through libdatfabric
-    (fresh nodes; one request in ``cq_mod`` signalled)."""
-    with nodes() as pair:
+    (fresh nodes, pinned as ``nodes`` says; one request in ``cq_mod`` signalled)."""
+    with nodes(cpus) as pair:
         out = post_reap(pair.conf, size, window, iters, timeout, op=op, cq_mod=cq_mod)
     found = RATE.search(out)
     if found is None:

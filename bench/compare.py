@@ -43,6 +43,7 @@ from typing import Any
 from bench import cdriver
 from bench.compare_table import COLUMNS, Row, format_line, medians, ratios_line
 from bench.limits import PACE_LOOP, pace
+from bench.nodes import daemon_cpus
 from bench.perftest import at_least_zero, moderation, warmup
 from bench.ucx import RunError, run_ucx
 
@@ -98,10 +99,17 @@ def _run_group(argv: list[str], timeout: float, what: str) -> tuple[int, str, st
 class Ours:
     """Runs ``fabricctl bench`` (as ``python -m tools.ctl bench``) and remembers if it can't."""
 
-    def __init__(self, window: int = BW_WINDOW, cq_mod: int = 1, warm: int = 0) -> None:
+    def __init__(
+        self,
+        window: int = BW_WINDOW,
+        cq_mod: int = 1,
+        warm: int = 0,
+        cpus: tuple[str, str] = ("", ""),
+    ) -> None:
         self.window = window  # of the bandwidth runs
         self.cq_mod = cq_mod  # of the bandwidth runs: one request in cq_mod signalled
         self.warm = warm  # operations each run does untimed first
+        self.cpus = cpus  # the daemons' CPU lists (fabricctl bench --daemon-cpus), Python and C
         self.no_limits = True  # skip its limit measurement when it offers that
         self.broken: str | None = None  # set when every further run would fail the same way
 
@@ -129,6 +137,7 @@ class Ours:
             str(self.warm),
             "--json",
             *(["--cq-mod", str(self.cq_mod)] if mode == "bw" and self.cq_mod > 1 else []),
+            *(["--daemon-cpus", ":".join(self.cpus)] if any(self.cpus) else []),
         ]
         what = f"fabricctl bench {op} {mode} {size} B"
         while True:
@@ -180,11 +189,17 @@ def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
     )
     row.ours_c_write_MBps = attempt(
         "ours C write bw",
-        lambda t: cdriver.rate(size, ours.window, c_iters, t, "write", ours.cq_mod) * size / 1e6,
+        lambda t: (
+            cdriver.rate(size, ours.window, c_iters, t, "write", ours.cq_mod, ours.cpus)
+            * size
+            / 1e6
+        ),
     )
     row.ours_c_send_MBps = attempt(
         "ours C send bw",
-        lambda t: cdriver.rate(size, ours.window, c_iters, t, "send", ours.cq_mod) * size / 1e6,
+        lambda t: (
+            cdriver.rate(size, ours.window, c_iters, t, "send", ours.cq_mod, ours.cpus) * size / 1e6
+        ),
     )
     row.ours_send_MBps = attempt(
         "ours send bw", lambda t: _num(ours.run("send", "bw", size, iters, t), "bw_MBps")
@@ -269,6 +284,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="operations every run does untimed first (ucx_perftest -w, fabricctl bench"
         " --warmup); default --iters, at most ucx_perftest's default 10000",
     )
+    p.add_argument(
+        "--daemon-cpus",
+        type=daemon_cpus,
+        default=("", ""),
+        metavar="I:T",
+        help="pin our runs' daemons: the initiator's to CPU list I, the target's to T (fabricctl"
+        " bench --daemon-cpus, and the C driver's); default unpinned",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per size instead")
     return p
 
@@ -280,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         print("compare: --iters, --window, --rounds and --cq-mod must be positive", file=sys.stderr)
         return 2
     deadline = time.monotonic() + BUDGET * args.rounds
-    ours = Ours(args.window, args.cq_mod, warmup(args.iters, args.warmup))
+    ours = Ours(args.window, args.cq_mod, warmup(args.iters, args.warmup), args.daemon_cpus)
     if not args.json:
         now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
         rounds = f"  rounds {args.rounds}" if args.rounds > 1 else ""

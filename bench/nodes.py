@@ -3,6 +3,7 @@ daemons this run starts on loopback or running nodes it is given."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricd.launch import Node, start_node
+from fabricd.runtime import cpu_list
 
 
 @dataclass
@@ -23,15 +25,40 @@ class Fabric:
     daemons: tuple[int, int] | None = None  # pids, when this run started them
 
 
+def daemon_cpus(text: str) -> tuple[str, str]:
+    """``--daemon-cpus I:T``: the CPU lists (fabricd --cpus) of the initiator's and the
+    target's daemon; "" leaves one where the kernel places it."""
+    initiator, colon, target = text.partition(":")
+    for cpus in (initiator, target):
+        if cpus:
+            try:
+                cpu_list(cpus)
+            except ValueError as err:
+                raise argparse.ArgumentTypeError(str(err)) from None
+    if not colon or not (initiator or target):
+        raise argparse.ArgumentTypeError(f"{text!r}: give I:T, such as 1:0")
+    return initiator, target
+
+
+def cpus_args(cpus: str) -> list[str]:
+    """fabricd's arguments that pin it to ``cpus`` ("": none)."""
+    return ["--cpus", cpus] if cpus else []
+
+
 @contextmanager
-def local_fabric(same_node: bool) -> Iterator[Fabric]:
-    """Start one or two fabricd nodes on loopback for the run."""
+def local_fabric(same_node: bool, cpus: tuple[str, str] = ("", "")) -> Iterator[Fabric]:
+    """Start one or two fabricd nodes on loopback for the run (``cpus``: the initiator's and
+    the target's daemon's CPU lists; one daemon for both takes the initiator's)."""
     with tempfile.TemporaryDirectory(prefix="datfabric-bench-") as tmp:
         nodes: list[Node] = []
         try:
-            nodes.append(start_node("bench-a", os.path.join(tmp, "a.sock")))
+            nodes.append(
+                start_node("bench-a", os.path.join(tmp, "a.sock"), extra=cpus_args(cpus[0]))
+            )
             if not same_node:
-                nodes.append(start_node("bench-b", os.path.join(tmp, "b.sock")))
+                nodes.append(
+                    start_node("bench-b", os.path.join(tmp, "b.sock"), extra=cpus_args(cpus[1]))
+                )
             a, b = nodes[0], nodes[-1]
             yield Fabric(a.socket, b.socket, b.address, (a.proc.pid, b.proc.pid))
         finally:
@@ -51,4 +78,4 @@ def fabric_for(args: Any) -> AbstractContextManager[Fabric]:
     --target-address) or two (--same-node: one) started here."""
     if args.initiator:
         return given_fabric(args.initiator, args.target, args.target_address)
-    return local_fabric(args.same_node)
+    return local_fabric(args.same_node, args.daemon_cpus)

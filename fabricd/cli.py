@@ -105,6 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the daemon's scheduling policy: batch (SCHED_BATCH: a woken daemon does not"
         " preempt the consumer that rang it; the default, or DATFABRIC_SCHED) or normal",
     )
+    p.add_argument(
+        "--cpus",
+        default=os.environ.get("DATFABRIC_CPUS") or "",
+        metavar="LIST",
+        help="run on these CPUs only (a list as taskset's: 1, 0,2, 0-3; or DATFABRIC_CPUS);"
+        " default: wherever the kernel places it",
+    )
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -174,15 +181,19 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.sched not in runtime.SCHEDULING:  # argparse checks what was given, not a default
         parser.error(f"DATFABRIC_SCHED={args.sched}: use one of {', '.join(runtime.SCHEDULING)}")
+    try:
+        cpus = runtime.cpu_list(args.cpus) if args.cpus else None
+    except ValueError as err:
+        parser.error(f"--cpus (or DATFABRIC_CPUS): {err}")
     logging.basicConfig(
         level=args.log_level.upper(),
         stream=sys.stderr,
         format=f"%(asctime)s fabricd[{args.name}] %(levelname)s %(message)s",
     )
     runtime.plain_enum_access()
-    refused = runtime.scheduling(args.sched)
-    if refused:
-        logging.getLogger("fabricd").warning("%s: the daemon runs as it was started", refused)
+    for refused in (runtime.scheduling(args.sched), runtime.pin(cpus) if cpus else None):
+        if refused:
+            logging.getLogger("fabricd").warning("%s: the daemon runs as it was started", refused)
     uvloop.run(run(args))
 
 

@@ -1,6 +1,6 @@
-"""Settings of the daemon's own process: cheaper per-operation Python, and a scheduling policy
-that leaves the CPU to the processes that wake it (the daemon's process only: a consumer's
-process is its user's, and the client changes nothing there)."""
+"""Settings of the daemon's own process: cheaper per-operation Python, a scheduling policy that
+leaves the CPU to the processes that wake it, and the CPUs it runs on (the daemon's process
+only: a consumer's process is its user's, and the client changes nothing there)."""
 
 from __future__ import annotations
 
@@ -43,4 +43,35 @@ def scheduling(policy: str) -> str | None:
         os.sched_setscheduler(0, chosen, os.sched_param(0))
     except OSError as err:
         return f"{policy} scheduling refused: {err.strerror}"
+    return None
+
+
+def cpu_list(text: str) -> frozenset[int]:
+    """A CPU list as taskset(1) and /proc's Cpus_allowed_list write it ("1", "0,2", "0-3,6");
+    ValueError for anything else."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, dash, last = part.partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()):
+            raise ValueError(f"{text!r} is not a CPU list (such as 1, 0,2 or 0-3)")
+        lo, hi = int(first), int(last) if dash else int(first)
+        if hi < lo:
+            raise ValueError(f"{part!r} runs backwards")
+        cpus.update(range(lo, hi + 1))
+    return frozenset(cpus)
+
+
+def pin(cpus: frozenset[int]) -> str | None:
+    """Run the daemon (and the threads it starts later) on ``cpus`` only, as a NIC has its own
+    processor; why not, if it cannot (a CPU this machine or its cgroup does not offer).
+
+    On one machine the kernel wakes a daemon on the CPU of the process that woke it whenever
+    no CPU is idle, and a consumer that polls its completions keeps one busy: both daemons
+    then take turns on the other CPU. Pinned each to a CPU of its own (``fabricctl bench
+    --daemon-cpus``), two nodes' daemons overlap as two hosts' NICs do (docs/performance.md,
+    the twenty-third session, has the measurements and what it costs)."""
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError as err:
+        return f"CPUs {sorted(cpus)} refused: {err.strerror}"
     return None

@@ -71,6 +71,21 @@ def test_compare_tells_fabricctl_bench_the_warm_up_ucx_perftest_gets(
     assert argv[argv.index("--warmup") + 1] == "10000"
 
 
+def test_compare_tells_fabricctl_bench_the_daemons_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+
+    def run_group(argv: list[str], timeout: float, what: str) -> tuple[int, str, str]:
+        seen.append(argv)
+        return 0, json.dumps({"size": 64, "bw_MBps": 1.0}), ""
+
+    monkeypatch.setattr(compare, "_run_group", run_group)
+    args = compare.build_parser().parse_args(["--daemon-cpus", "1:0"])
+    for cpus in (args.daemon_cpus, ("", "")):
+        compare.Ours(cpus=cpus).run("write", "bw", 64, 1000, timeout=5)
+    assert seen[0][seen[0].index("--daemon-cpus") + 1] == "1:0"
+    assert "--daemon-cpus" not in seen[1], "unpinned unless asked"
+
+
 def test_compare_passes_ucx_perftest_its_warm_up(monkeypatch: pytest.MonkeyPatch) -> None:
     """run_ucx gives ucx_perftest's client ``-w`` when told a warm-up, nothing otherwise."""
     clients: list[list[str]] = []

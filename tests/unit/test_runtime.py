@@ -1,11 +1,18 @@
-"""fabricd.runtime: the daemon's process settings. Each runs in a child interpreter, since it
-changes that process for good."""
+"""fabricd.runtime: the daemon's process settings. Each that changes the process runs in a child
+interpreter, since it changes that process for good; the CPU lists of fabricd --cpus and
+fabricctl bench --daemon-cpus are read here."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import textwrap
+
+import pytest
+
+from bench.nodes import daemon_cpus
+from fabricd.runtime import cpu_list
 
 CHECK = """
 import enum, sys
@@ -66,3 +73,30 @@ def test_scheduling_sets_the_policy_of_the_process_and_its_later_threads() -> No
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus"),
+    [("1", {1}), ("0,2", {0, 2}), ("0-3,6", {0, 1, 2, 3, 6}), ("2-2", {2}), ("1,1", {1})],
+)
+def test_a_cpu_list_is_read_as_taskset_writes_it(text: str, cpus: set[int]) -> None:
+    assert cpu_list(text) == cpus
+
+
+@pytest.mark.parametrize("text", ["", "a", "1,", ",1", "-1", "1-", "3-1", "1 2", "0x1", "1-2-3"])
+def test_anything_else_is_not_a_cpu_list(text: str) -> None:
+    with pytest.raises(ValueError, match=r"CPU list|backwards"):
+        cpu_list(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "pair"), [("1:0", ("1", "0")), ("0-1:", ("0-1", "")), (":1", ("", "1"))]
+)
+def test_daemon_cpus_name_the_initiators_and_the_targets(text: str, pair: tuple[str, str]) -> None:
+    assert daemon_cpus(text) == pair
+
+
+@pytest.mark.parametrize("text", ["1", ":", "1:x", "a:0", "1:0:2"])
+def test_daemon_cpus_refuse_anything_else(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        daemon_cpus(text)
