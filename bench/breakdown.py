@@ -25,7 +25,7 @@ from typing import Any
 from bench import cdriver
 from bench.fabric import Session
 from bench.limits import PACE_LOOP, pace
-from bench.nodes import Fabric
+from bench.nodes import Fabric, add_daemon_cpus, cpus_args
 from bench.perftest import at_least_one, moderation
 from bench.proc import usage
 from client.faults import Faults
@@ -46,15 +46,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--window", type=int, default=1)
     p.add_argument("--driver", choices=["python", "c"], default="python")
     p.add_argument("--cq-mod", type=at_least_one, default=1, help="signal one request in N")
+    add_daemon_cpus(p, "the two daemons")
     args = p.parse_args(argv)
     if args.driver == "c":
         if args.op not in cdriver.OPS:
             p.error(f"--driver c runs {' and '.join(cdriver.OPS)}")
-        c_driver(args.size, args.iters, args.op, args.cq_mod)
+        c_driver(args.size, args.iters, args.op, args.cq_mod, args.daemon_cpus)
         return
     with tempfile.TemporaryDirectory(prefix="datfabric-breakdown-") as tmp:
-        a = start_node("bd-a", os.path.join(tmp, "a.sock"))
-        b = start_node("bd-b", os.path.join(tmp, "b.sock"))
+        a = start_node("bd-a", os.path.join(tmp, "a.sock"), extra=cpus_args(args.daemon_cpus[0]))
+        b = start_node("bd-b", os.path.join(tmp, "b.sock"), extra=cpus_args(args.daemon_cpus[1]))
         try:
             fabric, window = Fabric(a.socket, b.socket, b.address), args.window
             session = Session(fabric, args.op, args.size, window)
@@ -145,13 +146,15 @@ def post_reap(session: Session, op: str, size: int, window: int) -> tuple[float,
     return best[0], best[1]
 
 
-def c_driver(size: int, iters: int, op: str = "write", cq_mod: int = 1) -> None:
+def c_driver(
+    size: int, iters: int, op: str = "write", cq_mod: int = 1, cpus: tuple[str, str] = ("", "")
+) -> None:
     """provider/bench/post_reap's figures: the C driver's CPU inside a post and inside the
     dequeue that returns its completion, at window 64 (one request in ``cq_mod`` signalled)
     and at window 1, each followed by what the program and both daemons spent per
-    operation."""
+    operation (the daemons pinned as ``cpus`` says: cdriver.nodes)."""
     try:
-        with cdriver.nodes() as pair:
+        with cdriver.nodes(cpus) as pair:
             for window, count in ((64, iters * 20), (1, iters)):
                 mod = moderation(cq_mod, window)
                 print(cdriver.post_reap(pair.conf, size, window, count, 600, pair.daemons, op, mod))

@@ -43,7 +43,7 @@ from typing import Any
 from bench import cdriver
 from bench.compare_table import COLUMNS, Row, format_line, medians, ratios_line
 from bench.limits import PACE_LOOP, pace
-from bench.nodes import daemon_cpus
+from bench.nodes import add_daemon_cpus
 from bench.perftest import at_least_zero, moderation, warmup
 from bench.ucx import RunError, run_ucx
 
@@ -284,14 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="operations every run does untimed first (ucx_perftest -w, fabricctl bench"
         " --warmup); default --iters, at most ucx_perftest's default 10000",
     )
-    p.add_argument(
-        "--daemon-cpus",
-        type=daemon_cpus,
-        default=("", ""),
-        metavar="I:T",
-        help="pin our runs' daemons: the initiator's to CPU list I, the target's to T (fabricctl"
-        " bench --daemon-cpus, and the C driver's); default unpinned",
-    )
+    add_daemon_cpus(p, "the daemons of our runs, Python's and the C driver's")
     p.add_argument("--json", action="store_true", help="one JSON object per size instead")
     return p
 

@@ -40,6 +40,19 @@ def daemon_cpus(text: str) -> tuple[str, str]:
     return initiator, target
 
 
+def add_daemon_cpus(parser: argparse.ArgumentParser, whose: str) -> None:
+    """The ``--daemon-cpus I:T`` option of a tool that starts an initiator's and a target's
+    daemon (``whose``: which daemons, for its help)."""
+    parser.add_argument(
+        "--daemon-cpus",
+        type=daemon_cpus,
+        default=("", ""),
+        metavar="I:T",
+        help=f"pin {whose}: the initiator's to CPU list I, the target's to T (fabricd --cpus),"
+        " such as 1:0; default unpinned",
+    )
+
+
 def cpus_args(cpus: str) -> list[str]:
     """fabricd's arguments that pin it to ``cpus`` ("": none)."""
     return ["--cpus", cpus] if cpus else []

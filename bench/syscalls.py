@@ -43,7 +43,7 @@ from typing import Final
 
 from bench.fabric import Session
 from bench.limits import measure_request_reply
-from bench.nodes import Fabric
+from bench.nodes import Fabric, add_daemon_cpus, cpus_args
 from fabricd.launch import start_node
 
 POINTS: Final = (
@@ -251,13 +251,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--op", choices=["write", "read"], default="write")
     p.add_argument("--size", type=int, default=64)
     p.add_argument("--seconds", type=float, default=1.0, help="how long perf records")
+    add_daemon_cpus(p, "the two daemons")
     args = p.parse_args(argv)
     if shutil.which("perf") is None:
         print("bench.syscalls needs perf (Debian's linux-perf)", file=sys.stderr)
         sys.exit(2)
     with tempfile.TemporaryDirectory(prefix="datfabric-syscalls-") as tmp:
-        a = start_node("sc-a", os.path.join(tmp, "a.sock"))
-        b = start_node("sc-b", os.path.join(tmp, "b.sock"))
+        a = start_node("sc-a", os.path.join(tmp, "a.sock"), extra=cpus_args(args.daemon_cpus[0]))
+        b = start_node("sc-b", os.path.join(tmp, "b.sock"), extra=cpus_args(args.daemon_cpus[1]))
         try:
             session = Session(Fabric(a.socket, b.socket, b.address), args.op, args.size, 1)
             session.run(args.op, args.size, 1000, 1, lambda _: None)  # warm up

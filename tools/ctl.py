@@ -11,7 +11,7 @@ import sys
 import tempfile
 import threading
 
-from bench.nodes import daemon_cpus
+from bench.nodes import add_daemon_cpus
 from bench.perftest import WARMUP, at_least_one, at_least_zero
 from client.faults import Faults
 from fabricd import keyfile
@@ -86,14 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"operations run untimed before each size (default: --iters, at most {WARMUP},"
         " ucx_perftest's -w)",
     )
-    bench.add_argument(
-        "--daemon-cpus",
-        type=daemon_cpus,
-        default=("", ""),
-        metavar="I:T",
-        help="pin the daemons this run starts: the initiator's to CPU list I, the target's to T"
-        " (fabricd --cpus), such as 1:0; default unpinned",
-    )
+    add_daemon_cpus(bench, "the daemons this run starts")
     bench.add_argument("--json", action="store_true", help="one JSON object per size")
     bench.add_argument("--verify", action="store_true", help="check the bytes after each size")
     bench.add_argument("--no-limits", action="store_true", help="skip the machine limits")

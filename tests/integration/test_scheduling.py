@@ -32,16 +32,22 @@ def test_sched_normal_keeps_the_default_policy(start: StartNode) -> None:
     assert _policies(node.proc.pid) == {os.SCHED_OTHER}
 
 
-def test_an_unknown_policy_from_the_environment_is_refused_before_the_daemon_starts() -> None:
+def _refused(name: str, value: str) -> str:
+    """What fabricd says on stderr when ``name=value`` in its environment stops it from starting
+    (it exits 2, as argparse does)."""
     done = subprocess.run(
         [sys.executable, "-m", "fabricd.cli", "--no-cluster-key", "--listen", "127.0.0.1:0"],
-        env={**os.environ, "DATFABRIC_SCHED": "fifo"},
+        env={**os.environ, name: value},
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 2
-    assert "DATFABRIC_SCHED=fifo: use one of batch, normal" in done.stderr
+    return done.stderr
+
+
+def test_an_unknown_policy_from_the_environment_is_refused_before_the_daemon_starts() -> None:
+    assert "DATFABRIC_SCHED=fifo: use one of batch, normal" in _refused("DATFABRIC_SCHED", "fifo")
 
 
 def _affinities(pid: int) -> set[frozenset[int]]:
@@ -72,15 +78,7 @@ def test_a_cpu_the_machine_does_not_offer_leaves_the_daemon_where_it_was(start: 
 
 
 def test_a_cpu_list_that_is_not_one_is_refused_before_the_daemon_starts() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "fabricd.cli", "--no-cluster-key", "--listen", "127.0.0.1:0"],
-        env={**os.environ, "DATFABRIC_CPUS": "1-"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert "--cpus (or DATFABRIC_CPUS): '1-' is not a CPU list" in done.stderr
+    assert "--cpus (or DATFABRIC_CPUS): '1-' is not a CPU list" in _refused("DATFABRIC_CPUS", "1-")
 
 
 def test_a_benchmarks_fabric_pins_the_initiators_and_the_targets_daemon_apart() -> None:
