@@ -244,6 +244,13 @@ class Progress:
 
 def main(args: Any) -> int:
     """Run the benchmark described by parsed ``fabricctl bench`` arguments."""
+    if args.initiator and any(args.daemon_cpus):
+        print(
+            "fabricctl bench: --daemon-cpus pins the daemons a run starts; running nodes"
+            " (--initiator) keep the CPUs their own fabricd --cpus gave them",
+            file=sys.stderr,
+        )
+        return 2
     if args.op in ("connect", "scale"):
         return connections_main(args)
     limits: dict[str, float] = {}
@@ -257,7 +264,14 @@ def main(args: Any) -> int:
     if not args.json:
         print(
             header(
-                args.op, args.mode, args.window, args.same_node, limits, args.cq_mod, args.warmup
+                args.op,
+                args.mode,
+                args.window,
+                args.same_node,
+                limits,
+                args.cq_mod,
+                args.warmup,
+                args.daemon_cpus,
             )
         )
     with fabric_for(args) as fabric:
@@ -277,6 +291,7 @@ def main(args: Any) -> int:
                     args.cq_mod,
                     args.warmup,
                 )
+                result.daemon_cpus = args.daemon_cpus
                 if args.verify:
                     session.verify(args.op, size)
                 if args.json:

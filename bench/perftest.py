@@ -43,6 +43,7 @@ class Result:
     poll: bool = False  # completions taken by dequeue in a loop, not waited for
     cq_mod: int = 1  # one operation in cq_mod signalled (perftest's CQ moderation)
     warmup: int = 0  # operations run untimed first
+    daemon_cpus: tuple[str, str] = ("", "")  # the daemons' CPU lists ("": unpinned)
     bw_MBps: float = 0.0
     bw_peak_MBps: float = 0.0
     msg_rate: float = 0.0  # Mpps
@@ -67,6 +68,7 @@ class Result:
             "poll": self.poll,
             "cq_mod": self.cq_mod,
             "warmup": self.warmup,
+            "daemon_cpus": list(self.daemon_cpus),
             "bw_MBps": round(self.bw_MBps, 3),
             "msg_rate": round(self.msg_rate, 6),
             "lat_us_p50": round(statistics.median(self.lat_us), 3) if self.lat_us else None,
@@ -110,8 +112,10 @@ def header(
     limits: dict[str, float],
     cq_mod: int = 1,
     warm: int | None = None,
+    cpus: tuple[str, str] = ("", ""),
 ) -> str:
-    """perftest's header block, with the machine limits measured in this run."""
+    """perftest's header block, with the machine limits measured in this run (and where the
+    daemons run, when ``cpus`` pins them)."""
     kind = "BW" if mode == "bw" else "Latency"
     depth = window if mode == "bw" else 1
     lines = [
@@ -123,6 +127,10 @@ def header(
         f" CQ Moderation   : {moderation(cq_mod, depth)}",
         f" Warm-up         : {warm if warm is not None else f'the iterations, at most {WARMUP}'}",
     ]
+    if any(cpus):
+        at = [f"CPUs {c}" if c else "unpinned" for c in cpus]
+        pinned = f"the one, {at[0]}" if same_node else f"initiator's {at[0]}, target's {at[1]}"
+        lines.append(f" Daemons         : {pinned}")
     if limits:
         lines.append(
             f" Limits (this run): TCP stream {limits['limit_tcp_stream_MBps']:.0f} MB/s, "
