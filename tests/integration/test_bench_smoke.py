@@ -31,6 +31,7 @@ KEYS = {
     "poll",
     "cq_mod",
     "warmup",
+    "daemon_cpus",
     "bw_MBps",
     "msg_rate",
     "lat_us_p50",
@@ -61,6 +62,15 @@ def test_bench_bandwidth_runs_and_verifies(op: str, same_node: bool) -> None:
         assert (row["op"], row["mode"], row["size"], row["same_node"]) == expected
         assert row["warmup"] == 40  # as many as it measured (at most ucx_perftest's 10,000)
         assert isinstance(row["bw_MBps"], float) and row["bw_MBps"] > 0
+
+
+def test_bench_runs_and_verifies_with_its_daemons_pinned_apart() -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    pinned = [str(cpus[-1]), str(cpus[0])]
+    (row,) = _bench("--size", "4096", "--iters", "40", "--window", "8", "--daemon-cpus",
+                    ":".join(pinned))  # fmt: skip
+    assert row["daemon_cpus"] == pinned
+    assert isinstance(row["bw_MBps"], float) and row["bw_MBps"] > 0
 
 
 @pytest.mark.parametrize("op", ["write", "read", "send"])
