@@ -187,20 +187,15 @@ def compare_size(size: int, iters: int, ours: Ours, deadline: float) -> Row:
     row.ucx_put_bw_MBps = attempt(
         "ucx ucp_put_bw", lambda t: run_ucx("ucp_put_bw", size, iters, t, ours.warm).bw_MBps
     )
-    row.ours_c_write_MBps = attempt(
-        "ours C write bw",
-        lambda t: (
-            cdriver.rate(size, ours.window, c_iters, t, "write", ours.cq_mod, ours.cpus)
-            * size
-            / 1e6
-        ),
-    )
-    row.ours_c_send_MBps = attempt(
-        "ours C send bw",
-        lambda t: (
-            cdriver.rate(size, ours.window, c_iters, t, "send", ours.cq_mod, ours.cpus) * size / 1e6
-        ),
-    )
+
+    def c_bw(op: str) -> Callable[[float], float]:
+        """The C driver's bandwidth run of ``op`` at this size, in MB/s."""
+        return lambda t: (
+            cdriver.rate(size, ours.window, c_iters, t, op, ours.cq_mod, ours.cpus) * size / 1e6
+        )
+
+    row.ours_c_write_MBps = attempt("ours C write bw", c_bw("write"))
+    row.ours_c_send_MBps = attempt("ours C send bw", c_bw("send"))
     row.ours_send_MBps = attempt(
         "ours send bw", lambda t: _num(ours.run("send", "bw", size, iters, t), "bw_MBps")
     )

@@ -96,8 +96,9 @@ def test_completions_of_one_length_bring_the_mean_to_it(length: int, start: int)
     for _ in range(32):
         _, _, mean = ringtake.completions(_lengths(*[length] * 8), 0, 8, Event, DTO, EVD, mean)
     assert mean == length
+    mean = start  # the SRQ receives' step, in Python, from the same start
     for _ in range(256):
-        mean = mean_step(mean, length)  # the SRQ receives' step, in Python
+        mean = mean_step(mean, length)
     assert mean == length
 
 
