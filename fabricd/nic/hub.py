@@ -16,6 +16,7 @@ from fabricd.faults import FaultEngine
 from fabricd.memory import MemoryRegistry, SegmentMapper
 from fabricd.nic import lane
 from fabricd.nic.admin import Admin
+from fabricd.nic.answers import Answers
 from fabricd.nic.cm import ConnectionManager
 from fabricd.nic.ep import Endpoints
 from fabricd.nic.epdriver import EpDriver
@@ -100,6 +101,7 @@ class Nic:
             self.wire, self.events, self.memory, self.listeners, Queues(self.memory)
         )
         self.initiator = Initiator(name, self.wire, self.eps, self.memory, self.faults, shell.now)
+        self.answers = Answers(self.initiator, self.eps, self.memory)
         self.target = Target(self.wire, self.eps, self.events, self.memory)
         self.intake = Intake(self.memory, self.initiator, self.target, self.eps, shell)
         self.srqs = Srqs(self.memory, self.eps, self.events, self.target, handles)
@@ -197,7 +199,7 @@ class Nic:
         }
 
     def _peer_table(self) -> dict[FrameType, PeerHandler]:
-        target, initiator, cm = self.target, self.initiator, self.connections
+        target, answers, cm = self.target, self.answers, self.connections
         return {
             FrameType.WRITE: target.request,
             FrameType.WRITES: target.request,
@@ -206,10 +208,10 @@ class Nic:
             FrameType.SENDS: target.request,
             FrameType.ATOMIC: target.request,
             FrameType.WRITE_IMM: target.request,
-            FrameType.ACK: initiator.acked,
-            FrameType.READ_RESP: initiator.read_landed,
-            FrameType.ATOMIC_RESP: initiator.atomic_answered,
-            FrameType.NAK: initiator.nak,
+            FrameType.ACK: answers.acked,
+            FrameType.READ_RESP: answers.read_landed,
+            FrameType.ATOMIC_RESP: answers.atomic_answered,
+            FrameType.NAK: answers.nak,
             FrameType.CONN_REQ: cm.request,
             FrameType.CONN_ACCEPT: cm.accepted,
             FrameType.CONN_REJECT: cm.rejected,
@@ -371,7 +373,7 @@ class Nic:
         if not link.authenticated:
             return DISCARD  # the frame itself will be refused
         if frame.type == FrameType.READ_RESP:
-            return self.initiator.read_sink(link, frame)
+            return self.answers.read_sink(link, frame)
         if frame.type in _LANDS:
             return self.target.sink(link, frame)
         raise MalformedFrame(f"{frame.type.name} carries no payload")

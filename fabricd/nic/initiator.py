@@ -21,15 +21,14 @@ from fabricd.nic.faultpath import decide_bind
 from fabricd.nic.objects import Consumer, Ep, Op, PeerLink
 from fabricd.nic.requests import ATOMICS, READ_LIKE, atomic_fits, done, request_frame
 from fabricd.nic.runs import Run, expand, find, queue, take_batch
-from fabricd.nic.views import local_views, truncate, truncate_spans
+from fabricd.nic.views import local_views
 from fabricd.nic.wire import Wire
 from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_sends, encode_writes
-from proto.codec import DISCARD, Frame, Sink
 from proto.constants import CompletionFlags, Dtos, MemPriv
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
-from proto.errors import DatError, DatInvalidParameter, MalformedFrame
-from proto.hostif import ATOMIC_BYTES, OPCODE_DTOS, SLOTS, Ring, Wqe
+from proto.errors import DatError, DatInvalidParameter
+from proto.hostif import OPCODE_DTOS, SLOTS, Ring, Wqe
 from proto.plainwqe import PLAIN_AT, PLAIN_REQUESTS, PlainWqe
 
 log = logging.getLogger("fabricd")
@@ -320,17 +319,6 @@ class Initiator:
         if op is not None:
             op.done, op.status = True, status
 
-    # -- answers from the target ---------------------------------------------------------------
-
-    def acked(self, link: PeerLink, frame: Frame) -> None:
-        """ACK: every request up to ``seq`` was executed (cumulative)."""
-        ep, seq = link.ep, frame.fields[0]
-        if ep is None:
-            return
-        if type(seq) is not int or seq >= ep.next_seq:
-            raise MalformedFrame(f"ACK of {seq!r}, which was never sent")
-        self.ack(ep, seq)
-
     def ack(self, ep: Ep, seq: int) -> None:
         """Every request up to ``seq`` (one that was sent) was executed."""
         if seq > ep.acked:
@@ -339,65 +327,3 @@ class Initiator:
                 self.transmit(ep)  # what was corked leaves; then the done requests retire
             else:
                 self.retire(ep)  # transmit's end, with nothing to start
-
-    def read_sink(self, link: PeerLink, frame: Frame) -> Sink:
-        """Where a READ_RESP's payload lands: the RDMA Read's local buffers."""
-        ep, seq = link.ep, frame.fields[0]
-        if ep is None:
-            return DISCARD
-        op = find(ep, seq)
-        if op is None and type(seq) is int and seq < ep.next_seq:
-            return DISCARD  # a duplicate of a response already landed
-        if op is None or op.kind != Dtos.RDMA_READ or frame.payload_len > op.length:
-            raise MalformedFrame("read response matches no outstanding RDMA Read")
-        return truncate(op.views, frame.payload_len)
-
-    def read_landed(self, link: PeerLink, frame: Frame) -> None:
-        """READ_RESP: its payload has landed in the RDMA Read's local buffers."""
-        ep = link.ep
-        op = find(ep, frame.fields[0]) if ep is not None else None
-        if ep is None or op is None or op.done:
-            return  # a duplicate (its sink was DISCARD)
-        op.length = frame.payload_len
-        self._answered(ep, op)
-
-    def atomic_answered(self, link: PeerLink, frame: Frame) -> None:
-        """ATOMIC_RESP: the remote's original 8 bytes, into the atomic's local buffer."""
-        ep, (seq, original) = link.ep, frame.fields
-        if ep is None:
-            return
-        op = find(ep, seq)
-        if op is None and type(seq) is int and seq < ep.next_seq:
-            return  # a duplicate of an answer already taken
-        if op is None or op.kind not in ATOMICS or type(original) is not int:
-            raise MalformedFrame("atomic response matches no outstanding atomic")
-        if not 0 <= original < 1 << 64:
-            raise MalformedFrame(f"atomic response of {original!r}: not a u64")
-        if op.done:
-            return
-        op.views[0][:ATOMIC_BYTES] = original.to_bytes(ATOMIC_BYTES, "little")
-        self._answered(ep, op)
-
-    def _answered(self, ep: Ep, op: Op) -> None:
-        """A Read's or atomic's answer landed in its local buffer: it is done, and its read
-        credit comes back."""
-        op.done = True
-        if op.spans and not self.memory.store(truncate_spans(op.spans, op.length)):
-            op.status = St.DTO_ERR_LOCAL_PROTECTION  # its process's buffer is gone
-        ep.reads_out -= 1
-        ep.reads_done += 1
-        self.transmit(ep)
-
-    def nak(self, link: PeerLink, frame: Frame) -> None:
-        """NAK: the target refused request ``seq``; everything before it was executed."""
-        ep, (seq, status) = link.ep, frame.fields
-        if ep is None:
-            return
-        try:
-            status = St(status)
-        except ValueError:
-            raise MalformedFrame(f"NAK with unknown status {status!r}") from None
-        if type(seq) is int and seq - 1 > ep.acked:
-            ep.acked = seq - 1
-            self.retire(ep)
-        self.eps.broken(ep, first_status=status)

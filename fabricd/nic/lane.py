@@ -79,7 +79,7 @@ def take_head(
 def acks(view: memoryview, start: int, end: int, ep: Ep, acked: Callable[[Ep, int], None]) -> int:
     """The initiator's lane: the lone ACKs at ``view[start:end]``'s head, read in C
     (fabricd/_lanes.c's acks: each [ACK, 0, seq] with ``seq`` below the EP's next sequence
-    number); ``acked(ep, seq)`` with the highest once it took some, as Initiator.acked would
+    number); ``acked(ep, seq)`` with the highest once it took some, as Answers.acked would
     have been called for each (an ACK is cumulative). Any other frame, a malformed one or an
     ACK of a request never sent, ends it: the long way takes it. Returns where it stopped."""
     stop, seq = lanes.acks(view, start, end, ep.acked, ep.next_seq, _ACK, MAX_HEADER_LEN)

@@ -13,6 +13,7 @@ import pytest
 
 from fabricd.memory import MemoryRegistry
 from fabricd.nic import lane
+from fabricd.nic.answers import Answers
 from fabricd.nic.initiator import Initiator
 from fabricd.nic.objects import Ep, PeerLink
 from proto.constants import DtoCompletionStatus as St
@@ -67,7 +68,7 @@ def test_lone_writes_after_the_first_land_in_the_lane(laned: list[int]) -> None:
 def test_the_acks_of_lone_writes_take_the_initiators_lane(
     laned: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each Write's ACK retires it through the ACK lane (Initiator.ack, not Initiator.acked's
+    """Each Write's ACK retires it through the ACK lane (Initiator.ack, not Answers.acked's
     frame), its completion as before."""
     taken: list[int] = []
     ack = Initiator.ack
@@ -77,7 +78,7 @@ def test_the_acks_of_lone_writes_take_the_initiators_lane(
         ack(self, ep, seq)
 
     monkeypatch.setattr(Initiator, "ack", counted)
-    monkeypatch.setattr(Initiator, "acked", lambda *_: pytest.fail("an ACK took the long way"))
+    monkeypatch.setattr(Answers, "acked", lambda *_: pytest.fail("an ACK took the long way"))
     fabric, a, b = pair()  # its table of frame handlers takes the one above
     for i in range(4):
         assert _write(fabric, a, i, b.rmr(64 * i, 64), i + 1) == OK

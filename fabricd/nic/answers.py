@@ -1,0 +1,100 @@
+"""The target's answers to the initiator's requests : a cumulative
+ACK, a READ_RESP's payload and its landing, an ATOMIC_RESP, a NAK. Each finds the request it
+answers on the link's EP (a duplicate of one already answered is dropped; an answer to no
+request sent is a MalformedFrame that closes the link) and hands the EP back to the
+initiator, which starts what waited and retires what is done."""
+
+from __future__ import annotations
+
+from fabricd.memory import MemoryRegistry
+from fabricd.nic.epdriver import EpDriver
+from fabricd.nic.initiator import Initiator
+from fabricd.nic.objects import Ep, Op, PeerLink
+from fabricd.nic.requests import ATOMICS
+from fabricd.nic.runs import find
+from fabricd.nic.views import truncate, truncate_spans
+from proto.codec import DISCARD, Frame, Sink
+from proto.constants import DtoCompletionStatus as St
+from proto.constants import Dtos
+from proto.errors import MalformedFrame
+from proto.hostif import ATOMIC_BYTES
+
+
+class Answers:
+    """ACK, READ_RESP, ATOMIC_RESP and NAK frames from the target, for the initiator."""
+
+    def __init__(self, initiator: Initiator, eps: EpDriver, memory: MemoryRegistry) -> None:
+        self.initiator = initiator
+        self.eps = eps
+        self.memory = memory
+
+    def acked(self, link: PeerLink, frame: Frame) -> None:
+        """ACK: every request up to ``seq`` was executed (cumulative)."""
+        ep, seq = link.ep, frame.fields[0]
+        if ep is None:
+            return
+        if type(seq) is not int or seq >= ep.next_seq:
+            raise MalformedFrame(f"ACK of {seq!r}, which was never sent")
+        self.initiator.ack(ep, seq)
+
+    def read_sink(self, link: PeerLink, frame: Frame) -> Sink:
+        """Where a READ_RESP's payload lands: the RDMA Read's local buffers."""
+        ep, seq = link.ep, frame.fields[0]
+        if ep is None:
+            return DISCARD
+        op = find(ep, seq)
+        if op is None and type(seq) is int and seq < ep.next_seq:
+            return DISCARD  # a duplicate of a response already landed
+        if op is None or op.kind != Dtos.RDMA_READ or frame.payload_len > op.length:
+            raise MalformedFrame("read response matches no outstanding RDMA Read")
+        return truncate(op.views, frame.payload_len)
+
+    def read_landed(self, link: PeerLink, frame: Frame) -> None:
+        """READ_RESP: its payload has landed in the RDMA Read's local buffers."""
+        ep = link.ep
+        op = find(ep, frame.fields[0]) if ep is not None else None
+        if ep is None or op is None or op.done:
+            return  # a duplicate (its sink was DISCARD)
+        op.length = frame.payload_len
+        self._answered(ep, op)
+
+    def atomic_answered(self, link: PeerLink, frame: Frame) -> None:
+        """ATOMIC_RESP: the remote's original 8 bytes, into the atomic's local buffer."""
+        ep, (seq, original) = link.ep, frame.fields
+        if ep is None:
+            return
+        op = find(ep, seq)
+        if op is None and type(seq) is int and seq < ep.next_seq:
+            return  # a duplicate of an answer already taken
+        if op is None or op.kind not in ATOMICS or type(original) is not int:
+            raise MalformedFrame("atomic response matches no outstanding atomic")
+        if not 0 <= original < 1 << 64:
+            raise MalformedFrame(f"atomic response of {original!r}: not a u64")
+        if op.done:
+            return
+        op.views[0][:ATOMIC_BYTES] = original.to_bytes(ATOMIC_BYTES, "little")
+        self._answered(ep, op)
+
+    def _answered(self, ep: Ep, op: Op) -> None:
+        """A Read's or atomic's answer landed in its local buffer: it is done, and its read
+        credit comes back."""
+        op.done = True
+        if op.spans and not self.memory.store(truncate_spans(op.spans, op.length)):
+            op.status = St.DTO_ERR_LOCAL_PROTECTION  # its process's buffer is gone
+        ep.reads_out -= 1
+        ep.reads_done += 1
+        self.initiator.transmit(ep)
+
+    def nak(self, link: PeerLink, frame: Frame) -> None:
+        """NAK: the target refused request ``seq``; everything before it was executed."""
+        ep, (seq, status) = link.ep, frame.fields
+        if ep is None:
+            return
+        try:
+            status = St(status)
+        except ValueError:
+            raise MalformedFrame(f"NAK with unknown status {status!r}") from None
+        if type(seq) is int and seq - 1 > ep.acked:
+            ep.acked = seq - 1
+            self.initiator.retire(ep)
+        self.eps.broken(ep, first_status=status)
