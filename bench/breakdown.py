@@ -4,7 +4,9 @@ daemon's intake did (how many requests a look at the send queue took, how many o
 doorbells started), and a bare consumer-daemon call round trip (``python -m bench.breakdown
 [--op write|read|send] [--size 64] [--iters 5000] [--window 1] [--cq-mod 1]``; the receiving
 consumer counts for Sends; ``--cq-mod N``: the run at ``--window`` signals one request in N, as
-``fabricctl bench --cq-mod`` does).
+``fabricctl bench --cq-mod`` does). ``--perf``: each process's CPU per operation split by the
+code it ran (the kernel, the interpreter, uvloop, msgpack, the project's C, libc: bench.perfsplit,
+``perf record`` over the measured run; needs perf and the right to use it, else exit 2).
 
 ``--driver c``: a C program through libdatfabric (provider/bench/post_reap.c, RDMA Writes or
 Sends (``--op``), polling): the CPU inside each post and inside the dequeue that returns its
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -22,7 +25,7 @@ import time
 from dataclasses import fields
 from typing import Any
 
-from bench import cdriver
+from bench import cdriver, perfsplit
 from bench.fabric import Session
 from bench.limits import PACE_LOOP, pace
 from bench.nodes import Fabric, add_daemon_cpus, cpus_args
@@ -35,6 +38,7 @@ from fabricd.nic.intake import IntakeCounts
 CHUNKS = 8  # post_reap's chunks: the least disturbed one counts
 ROUNDS = 400  # windows posted and reaped in all
 WAIT_S = 10.0  # for a window's completions, before post_reap gives up
+PERF_ATTACH_S = 0.5  # --perf: perf record's start, before the measured run
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -46,8 +50,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--window", type=int, default=1)
     p.add_argument("--driver", choices=["python", "c"], default="python")
     p.add_argument("--cq-mod", type=at_least_one, default=1, help="signal one request in N")
+    p.add_argument("--perf", action="store_true", help="split each process's CPU by code (perf)")
     add_daemon_cpus(p, "the two daemons")
     args = p.parse_args(argv)
+    if args.perf and (args.driver == "c" or shutil.which("perf") is None):
+        p.error("--perf needs perf (Debian's linux-perf) and the Python driver")
     if args.driver == "c":
         if args.op not in cdriver.OPS:
             p.error(f"--driver c runs {' and '.join(cdriver.OPS)}")
@@ -65,18 +72,28 @@ def main(argv: list[str] | None = None) -> None:
                 pids["peer consumer"] = session.target.pid
             nodes = Faults({"a": a.socket, "b": b.socket})
             counted = [nodes.status(n) for n in "ab"]
+            recording = None
+            if args.perf:
+                recording = perfsplit.Recording(list(pids.values()), os.path.join(tmp, "perf.data"))
+                time.sleep(PERF_ATTACH_S)  # perf attaches to each process
             before = {name: usage(pid) for name, pid in pids.items()}
             elapsed, lat, _ = session.run(
                 args.op, args.size, args.iters, window, lambda _: None, cq_mod=args.cq_mod
             )
+            after = {name: usage(pid) for name, pid in pids.items()}
+            shares = stopped(recording)
             mod = moderation(args.cq_mod, window)
             print(
                 f"{args.size} B {args.op}, window {window}: {args.iters / elapsed:,.0f} op/s,"
                 f" median {statistics.median(lat):.0f} us from post to completion"
                 + (f" (one in {mod} signalled)" if mod > 1 else "")
             )
+            for name in pids:
+                print(after[name].line(name, before[name], args.iters))
             for name, pid in pids.items():
-                print(usage(pid).line(name, before[name], args.iters))
+                if pid in shares:
+                    cpu_us = (after[name].cpu - before[name].cpu) * 1e6 / args.iters
+                    print(perfsplit.line(name, shares[pid], cpu_us))
             print(intake(counted, [nodes.status(n) for n in "ab"]))
             before_us = pace()
             post_us, reap_us = post_reap(session, args.op, args.size, window)
@@ -112,6 +129,17 @@ def intake(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
         f" ({each:.1f} each), {its['doorbells']:,} doorbells, {its['busy_polls']:,} busy polls"
         f" ({its['busy_looks']:,} empty looks); the peer daemon's doorbells: {peer['doorbells']:,}"
     )
+
+
+def stopped(recording: perfsplit.Recording | None) -> dict[int, dict[str, float]]:
+    """--perf's shares by process (none without it); a perf that failed ends the run (exit 2)."""
+    if recording is None:
+        return {}
+    try:
+        return recording.stop()
+    except RuntimeError as err:
+        print(err, file=sys.stderr)
+        sys.exit(2)
 
 
 def post_reap(session: Session, op: str, size: int, window: int) -> tuple[float, float]:
