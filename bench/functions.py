@@ -3,7 +3,7 @@ microseconds per operation of the daemon's hot functions (FUNCTIONS), over a str
 benchmark.
 
     python -m bench.functions [--op write] [--size 64] [--window 1] [--cq-mod 1]
-        [--iters 60000] [--at 3] [--span 2000]
+        [--iters 60000] [--at 3] [--span 2000] [--daemon-cpus I:T]
 
 It starts two daemons with each function in FUNCTIONS wrapped with a clock as they start,
 runs ``fabricctl bench`` through them (as bench.timeline does), and has each daemon add up the
@@ -35,6 +35,7 @@ from bench.timeline import (
     bench_arguments,
     bench_argv,
     open_stretch,
+    placement,
     stretch_named,
     traced_nodes,
 )
@@ -126,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
 
     completions = [0]
     with tempfile.TemporaryDirectory(prefix="datfabric-functions-") as tmp:
-        with traced_nodes(tmp, "bench.functions", ENV, "json") as (a, b):
+        with traced_nodes(tmp, "bench.functions", ENV, "json", args.daemon_cpus) as (a, b):
+            where = placement(a, b)
             start, end = open_stretch(tmp, args.at, args.span)
             count_completions(completions, start, end)
             out = io.StringIO()
@@ -143,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(f"# {args.op} {args.size} B, window {args.window}, one in {args.cq_mod} signalled:")
     print(f"# {rate:,.0f} operations/s wrapped; {operations:,} in the {args.span:g} ms")
+    print(where)
     print("\n".join(table("the initiator's daemon", sums[0], operations)))
     print("\n".join(table("the target's daemon", sums[1], operations)))
     return 0

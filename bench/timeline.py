@@ -3,7 +3,7 @@ completions, and when each daemon read, looked at a send queue, took WQEs, sent 
 landed one, acknowledged and retired requests, merged by the monotonic clock they share.
 
     python -m bench.timeline [--op write] [--size 4096] [--window 64] [--cq-mod 16]
-        [--iters 400000] [--at 1.5] [--span 30] [--rows 80]
+        [--iters 400000] [--at 1.5] [--span 30] [--rows 80] [--daemon-cpus I:T]
 
 It starts two daemons with trace points (POINTS: methods of the NIC core and its streams,
 wrapped in their own processes as they start), runs ``fabricctl bench`` through them from this
@@ -176,19 +176,29 @@ def middle(lines: list[str], count: int) -> list[str]:
 
 @contextlib.contextmanager
 def traced_nodes(
-    tmp: str, module: str = "bench.timeline", env: str = ENV, suffix: str = "trace"
+    tmp: str,
+    module: str = "bench.timeline",
+    env: str = ENV,
+    suffix: str = "trace",
+    cpus: tuple[str, str] = ("", ""),
 ) -> Iterator[tuple[Any, Any]]:
     """The initiator's and the target's daemons, started by ``module`` (its ``env`` names
     the stretch file and the daemon's own), each to write into ``tmp``/NAME.``suffix`` what
-    it records of the stretch that ``tmp``/stretch will name (``open_stretch``)."""
+    it records of the stretch that ``tmp``/stretch will name (``open_stretch``); ``cpus``:
+    their CPU lists (``--daemon-cpus``), "" unpinned."""
+    from bench.nodes import cpus_args
     from fabricd.launch import start_node
 
     nodes = []
     try:
-        for name in ("a", "b"):
+        for name, pinned in zip(("a", "b"), cpus, strict=True):
             os.environ[env] = f"{tmp}/stretch {tmp}/{name}.{suffix}"
             tag = module.rpartition(".")[2]
-            nodes.append(start_node(f"{tag}-{name}", f"{tmp}/{name}.sock", module=module))
+            nodes.append(
+                start_node(
+                    f"{tag}-{name}", f"{tmp}/{name}.sock", module=module, extra=cpus_args(pinned)
+                )
+            )
         yield nodes[0], nodes[1]
     finally:
         os.environ.pop(env, None)
@@ -227,8 +237,10 @@ def bench_arguments(
     parser: argparse.ArgumentParser, size: int, window: int, cq_mod: int, iters: int, at: float,
     span: float,
 ) -> None:  # fmt: skip
-    """The run's arguments (--op, --size, --window, --cq-mod, --iters) and its stretch's (--at,
-    --span), with these defaults."""
+    """The run's arguments (--op, --size, --window, --cq-mod, --iters, --daemon-cpus) and its
+    stretch's (--at, --span), with these defaults."""
+    from bench.nodes import add_daemon_cpus
+
     parser.add_argument("--op", choices=["write", "read", "send"], default="write")
     parser.add_argument("--size", type=int, default=size)
     parser.add_argument("--window", type=int, default=window)
@@ -236,6 +248,14 @@ def bench_arguments(
     parser.add_argument("--iters", type=int, default=iters)
     parser.add_argument("--at", type=float, default=at, help="seconds into the bench")
     parser.add_argument("--span", type=float, default=span, help="milliseconds recorded")
+    add_daemon_cpus(parser, "the two traced daemons")
+
+
+def placement(a: Any, b: Any) -> str:
+    """Where the kernel may run the two daemons (their CPU affinity, read from each), as a
+    header line."""
+    where = [",".join(map(str, sorted(os.sched_getaffinity(n.proc.pid)))) for n in (a, b)]
+    return f"# daemons on CPUs: the initiator's {where[0]}, the target's {where[1]}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -244,7 +264,8 @@ def run(args: argparse.Namespace) -> int:
     from tools.ctl import build_parser
 
     with tempfile.TemporaryDirectory(prefix="datfabric-timeline-") as tmp:
-        with traced_nodes(tmp) as (a, b):
+        with traced_nodes(tmp, cpus=args.daemon_cpus) as (a, b):
+            where = placement(a, b)
             start, end = open_stretch(tmp, args.at, args.span)
             record = Recorder(start, end, f"{tmp}/c.trace")
             install(CONSUMER, record)
@@ -265,6 +286,7 @@ def run(args: argparse.Namespace) -> int:
     mbps = json.loads(out.getvalue().splitlines()[-1])["bw_MBps"]
     print(f"# {args.op} {args.size} B, window {args.window}, one in {args.cq_mod} signalled,")
     print(f"# traced: {mbps * 1e6 / args.size:,.0f} operations/s ({mbps:,.1f} MB/s);")
+    print(where)
     print(f"# {len(lines)} events in {args.span:g} ms, the middle {min(args.rows, len(lines))}:")
     print("\n".join(middle(lines, args.rows)))
     return 0

@@ -328,31 +328,38 @@ def test_timeline_shows_every_process_of_a_window() -> None:
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    events = [line.split(maxsplit=2)[1:] for line in out.stdout.splitlines()[3:]]
+    head, body = out.stdout.splitlines()[:4], out.stdout.splitlines()[4:]
+    mine = ",".join(map(str, sorted(os.sched_getaffinity(0))))  # unpinned: as this process
+    assert head[2] == f"# daemons on CPUs: the initiator's {mine}, the target's {mine}"
+    events = [line.split(maxsplit=2)[1:] for line in body]
     seen = {(who, what.split()[0]) for who, what in events}
     assert {("C", "waits"), ("C", "has"), ("I", "took"), ("I", "sends"), ("I", "ACK")} <= seen
     assert {("T", "WRITES"), ("T", "acknowledges")} <= seen
-    times = [float(line.split()[0]) for line in out.stdout.splitlines()[3:]]
+    times = [float(line.split()[0]) for line in body]
     assert times == sorted(times) and times[0] >= 0 and times[-1] <= 20_000
 
 
 def test_functions_of_both_daemons_per_operation() -> None:
     """``python -m bench.functions``: per operation, the initiator's daemon reads an ACK and
-    retires a Write, the target's reads the Write and acknowledges it."""
+    retires a Write, the target's reads the Write and acknowledges it; ``--daemon-cpus`` pins
+    the two daemons it starts (its header reads their affinity back)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    first, last = cpus[0], cpus[-1]  # two CPUs apart where the machine has them
     stretch = ["--iters", "30000", "--at", "1.0", "--span", "300"]
     out = subprocess.run(
-        [sys.executable, "-m", "bench.functions", *stretch],
+        [sys.executable, "-m", "bench.functions", *stretch, "--daemon-cpus", f"{first}:{last}"],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
+    assert lines[2] == f"# daemons on CPUs: the initiator's {first}, the target's {last}"
     split = next(i for i, line in enumerate(lines) if line.startswith("the target's daemon"))
     rows = [{line.split()[0]: float(line.split()[1]) for line in part[1:]}
-            for part in (lines[2:split], lines[split:])]  # fmt: skip
+            for part in (lines[3:split], lines[split:])]  # fmt: skip
     initiator, target = rows
-    assert lines[2].startswith("the initiator's daemon")
+    assert lines[3].startswith("the initiator's daemon")
     assert 0.8 <= initiator["Initiator.ack"] <= 1.2 and 0.8 <= target["Target.batch_end"] <= 1.5
     assert "Initiator.ack" not in target and "PeerStream.buffer_updated" in target
 
