@@ -1,8 +1,8 @@
-"""The target's answers to the initiator's requests : a cumulative
-ACK, a READ_RESP's payload and its landing, an ATOMIC_RESP, a NAK. Each finds the request it
-answers on the link's EP (a duplicate of one already answered is dropped; an answer to no
-request sent is a MalformedFrame that closes the link) and hands the EP back to the
-initiator, which starts what waited and retires what is done."""
+"""The target's answers to the initiator's requests: a cumulative ACK, a READ_RESP's payload
+(where it lands, then its landing), an ATOMIC_RESP, a NAK. Each is checked against the link's
+EP (an answer to a request never sent is a MalformedFrame, which closes the link; a duplicate
+of an answer already taken is dropped) and hands the EP back to the initiator, which starts
+what waited and retires what is done (a NAK breaks the EP)."""
 
 from __future__ import annotations
 
