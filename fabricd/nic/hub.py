@@ -40,7 +40,7 @@ from fabricd.nic.queues import Queues
 from fabricd.nic.rmr import Windows
 from fabricd.nic.routes import Route, route, within_quota
 from fabricd.nic.srq import Srqs
-from fabricd.nic.target import Target
+from fabricd.nic.target import LANDS, Target
 from fabricd.nic.wire import Wire
 from fabricd.procmem import ProcessMemory
 from proto import calls
@@ -61,9 +61,6 @@ from proto.schema import Empty
 log = logging.getLogger("fabricd")
 
 PeerHandler = Callable[[PeerLink, Frame], None]
-_LANDS = frozenset(
-    {FrameType.WRITE, FrameType.WRITES, FrameType.SEND, FrameType.SENDS, FrameType.WRITE_IMM}
-)  # request frames whose payload the target lands
 
 
 class Nic:
@@ -374,7 +371,7 @@ class Nic:
             return DISCARD  # the frame itself will be refused
         if frame.type == FrameType.READ_RESP:
             return self.answers.read_sink(link, frame)
-        if frame.type in _LANDS:
+        if frame.type in LANDS:
             return self.target.sink(link, frame)
         raise MalformedFrame(f"{frame.type.name} carries no payload")
 

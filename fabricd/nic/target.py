@@ -37,6 +37,9 @@ from proto.frames import FrameType
 from proto.hostif import Ring
 
 log = logging.getLogger("fabricd")
+LANDS: Final = frozenset(
+    {FrameType.WRITE, FrameType.WRITES, FrameType.SEND, FrameType.SENDS, FrameType.WRITE_IMM}
+)  # the request frames whose payload ``Target.sink`` lands (the hub routes them here)
 _CONSUMES_RECEIVE: Final = frozenset({FrameType.SEND, FrameType.WRITE_IMM})
 
 
