@@ -5,8 +5,9 @@ doorbells started), and a bare consumer-daemon call round trip (``python -m benc
 [--op write|read|send] [--size 64] [--iters 5000] [--window 1] [--cq-mod 1]``; the receiving
 consumer counts for Sends; ``--cq-mod N``: the run at ``--window`` signals one request in N, as
 ``fabricctl bench --cq-mod`` does). ``--perf``: each process's CPU per operation split by the
-code it ran (the kernel, the interpreter, uvloop, msgpack, the project's C, libc: bench.perfsplit,
-``perf record`` over the measured run; needs perf and the right to use it, else exit 2).
+code it ran (the kernel, the interpreter, uvloop, msgpack, the project's C, a C program's
+provider, libc: bench.perfsplit, ``perf record`` over the measured run, ``--driver c``'s
+too; needs perf and the right to use it, else exit 2).
 
 ``--driver c``: a C program through libdatfabric (provider/bench/post_reap.c, RDMA Writes or
 Sends (``--op``), polling): the CPU inside each post and inside the dequeue that returns its
@@ -38,7 +39,6 @@ from fabricd.nic.intake import IntakeCounts
 CHUNKS = 8  # post_reap's chunks: the least disturbed one counts
 ROUNDS = 400  # windows posted and reaped in all
 WAIT_S = 10.0  # for a window's completions, before post_reap gives up
-PERF_ATTACH_S = 0.5  # --perf: perf record's start, before the measured run
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -53,12 +53,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--perf", action="store_true", help="split each process's CPU by code (perf)")
     add_daemon_cpus(p, "the two daemons")
     args = p.parse_args(argv)
-    if args.perf and (args.driver == "c" or shutil.which("perf") is None):
-        p.error("--perf needs perf (Debian's linux-perf) and the Python driver")
+    if args.perf and shutil.which("perf") is None:
+        p.error("--perf needs perf (Debian's linux-perf)")
     if args.driver == "c":
         if args.op not in cdriver.OPS:
             p.error(f"--driver c runs {' and '.join(cdriver.OPS)}")
-        c_driver(args.size, args.iters, args.op, args.cq_mod, args.daemon_cpus)
+        c_driver(args.size, args.iters, args.op, args.cq_mod, args.daemon_cpus, args.perf)
         return
     with tempfile.TemporaryDirectory(prefix="datfabric-breakdown-") as tmp:
         a = start_node("bd-a", os.path.join(tmp, "a.sock"), extra=cpus_args(args.daemon_cpus[0]))
@@ -72,10 +72,7 @@ def main(argv: list[str] | None = None) -> None:
                 pids["peer consumer"] = session.target.pid
             nodes = Faults({"a": a.socket, "b": b.socket})
             counted = [nodes.status(n) for n in "ab"]
-            recording = None
-            if args.perf:
-                recording = perfsplit.Recording(list(pids.values()), os.path.join(tmp, "perf.data"))
-                time.sleep(PERF_ATTACH_S)  # perf attaches to each process
+            recording = recorded(os.path.join(tmp, "perf.data")) if args.perf else None
             before = {name: usage(pid) for name, pid in pids.items()}
             elapsed, lat, _ = session.run(
                 args.op, args.size, args.iters, window, lambda _: None, cq_mod=args.cq_mod
@@ -131,6 +128,17 @@ def intake(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
     )
 
 
+def recorded(path: str) -> perfsplit.Recording:
+    """--perf's recording, sampling; a perf that failed ends the run (exit 2)."""
+    try:
+        recording = perfsplit.Recording(path)
+        recording.resume()
+    except RuntimeError as err:
+        print(err, file=sys.stderr)
+        sys.exit(2)
+    return recording
+
+
 def stopped(recording: perfsplit.Recording | None) -> dict[int, dict[str, float]]:
     """--perf's shares by process (none without it); a perf that failed ends the run (exit 2)."""
     if recording is None:
@@ -175,19 +183,32 @@ def post_reap(session: Session, op: str, size: int, window: int) -> tuple[float,
 
 
 def c_driver(
-    size: int, iters: int, op: str = "write", cq_mod: int = 1, cpus: tuple[str, str] = ("", "")
+    size: int,
+    iters: int,
+    op: str = "write",
+    cq_mod: int = 1,
+    cpus: tuple[str, str] = ("", ""),
+    perf: bool = False,
 ) -> None:
     """provider/bench/post_reap's figures: the C driver's CPU inside a post and inside the
     dequeue that returns its completion, at window 64 (one request in ``cq_mod`` signalled)
     and at window 1, each followed by what the program and both daemons spent per
-    operation (the daemons pinned as ``cpus`` says: cdriver.nodes)."""
+    operation (the daemons pinned as ``cpus`` says: cdriver.nodes), split by code (``perf``)."""
     try:
-        with cdriver.nodes(cpus) as pair:
+        with cdriver.nodes(cpus) as pair, tempfile.TemporaryDirectory() as tmp:
             for window, count in ((64, iters * 20), (1, iters)):
                 mod = moderation(cq_mod, window)
-                print(cdriver.post_reap(pair.conf, size, window, count, 600, pair.daemons, op, mod))
+                data = os.path.join(tmp, f"perf-{window}.data") if perf else ""
+                print(
+                    cdriver.post_reap(
+                        pair.conf, size, window, count, 600, pair.daemons, op, mod, data
+                    )
+                )
     except cdriver.Unavailable as err:
         print(err, file=sys.stderr)
+    except RuntimeError as err:  # perf failed
+        print(err, file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

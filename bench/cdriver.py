@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from bench import perfsplit
 from bench.nodes import cpus_args
 from bench.proc import Usage, usage
 from fabricd.launch import free_port, start_node
@@ -70,30 +71,44 @@ def post_reap(
     watch: dict[str, int] | None = None,
     op: str = "write",
     cq_mod: int = 1,
+    perf_data: str = "",
 ) -> str:
     """One run of post_reap (``dfb`` writes or sends ``op`` into ``dfa``, one request in
     ``cq_mod`` signalled): what it printed, less its PASSED; then, for the program itself and
     each process of ``watch`` (name: pid), the CPU it spent per operation over the timed loop
-    (bench.proc)."""
+    (bench.proc), and with ``perf_data`` (a path for perf record's file) that CPU split by the
+    code it ran (bench.perfsplit; RuntimeError if perf failed)."""
     argv = [str(POST_REAP), "dfa", "dfb", str(size), str(window), str(iters), op, str(cq_mod)]
     env = {**os.environ, "DAT_OVERRIDE": conf}
-    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True) as proc:  # fmt: skip
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
-        try:
-            out, usage_lines = _timed(proc, iters, {"C consumer": proc.pid, **(watch or {})})
-            err = proc.stderr.read() if proc.stderr else ""
-        finally:
-            timer.cancel()
+    recording = perfsplit.Recording(perf_data) if perf_data else None  # ready before the run
+    try:
+        with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) as proc:  # fmt: skip
+            timer = threading.Timer(timeout, proc.kill)
+            timer.start()
+            try:
+                watched = {"C consumer": proc.pid, **(watch or {})}
+                out, usage_lines = _timed(proc, iters, watched, recording)
+                err = proc.stderr.read() if proc.stderr else ""
+            finally:
+                timer.cancel()
+    finally:
+        if recording is not None:
+            recording.abort()  # the run failed before its rate line, or nothing
     if proc.returncode != 0 or not out.endswith("PASSED\n"):
         raise Unavailable(f"post_reap exit {proc.returncode}: {out}{err}".strip())
     return "\n".join([out.removesuffix("PASSED\n").rstrip(), *usage_lines])
 
 
-def _timed(proc: subprocess.Popen[str], iters: int, watch: dict[str, int]) -> tuple[str, list[str]]:
+def _timed(
+    proc: subprocess.Popen[str],
+    iters: int,
+    watch: dict[str, int],
+    recording: perfsplit.Recording | None = None,
+) -> tuple[str, list[str]]:
     """post_reap's output (less its "timing" line) and the processes' CPU between that line
-    and the rate line that ends the timed loop."""
+    and the rate line that ends the timed loop (``recording``: perf samples them meanwhile,
+    and each one's CPU is split by code, a line more a process)."""
     out: list[str] = []
     before: dict[str, Usage] = {}
     spent: list[str] = []
@@ -101,9 +116,17 @@ def _timed(proc: subprocess.Popen[str], iters: int, watch: dict[str, int]) -> tu
     for line in proc.stdout:
         if line.startswith("timing "):
             before = {name: usage(pid) for name, pid in watch.items()}
+            if recording is not None:  # ready since before the program started
+                recording.resume()
             continue
         if before and RATE.match(line):
-            spent = [usage(pid).line(name, before[name], iters) for name, pid in watch.items()]
+            after = {name: usage(pid) for name, pid in watch.items()}
+            spent = [after[name].line(name, before[name], iters) for name in watch]
+            shares = recording.stop() if recording is not None else {}
+            for name, pid in watch.items():
+                if pid in shares:
+                    cpu_us = (after[name].cpu - before[name].cpu) * 1e6 / iters
+                    spent.append(perfsplit.line(name, shares[pid], cpu_us))
         out.append(line)
     proc.wait()
     return "".join(out), spent

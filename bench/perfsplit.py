@@ -1,6 +1,7 @@
 """Where each process's CPU went, by the code it ran: ``perf record`` samples of the processes
 of a run, split by the object each sample fell in (the kernel, the Python interpreter, uvloop,
-msgpack, the project's C extensions, libc), for bench.breakdown's ``--perf``.
+msgpack, the project's C extensions, a C program's provider, libc), for bench.breakdown's
+``--perf``.
 
 perf's cpu-clock event samples a process at a fixed rate while it is on a CPU (a virtual
 machine has no hardware cycle counter to offer), so a part's share of a process's samples is
@@ -10,11 +11,15 @@ operation with the CPU time it reads from /proc.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import select
 import signal
 import subprocess
+import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Final
 
 PARTS: Final = (
@@ -23,6 +28,7 @@ PARTS: Final = (
     "uvloop",
     "msgpack",
     "project C",
+    "provider",
     "libc",
     "other",
 )
@@ -33,6 +39,7 @@ PROJECT_C: Final = ("_plaintake", "_lanes", "_landing", "_rows", "_scatter", "_r
 """The project's own C extensions (fabricd/, proto/, client/), by module name."""
 
 RATE: Final = 1999  # samples a second of CPU: ~500 us apart, light enough not to move the run
+START_S: Final = 10.0  # for perf to attach to the processes (or answer a command)
 
 _ROW = re.compile(r"^\s*([\d.]+)%\s+(\d+):\S*\s+(.+?)\s*$")
 
@@ -46,8 +53,10 @@ def part(dso: str) -> str:
         return "interpreter"
     if name.startswith("loop.cpython"):
         return "uvloop"
-    if name.startswith("_cmsgpack"):
+    if name.startswith(("_cmsgpack", "libmsgpackc")):
         return "msgpack"
+    if name.startswith(("libdatfabric", "libdat2")):
+        return "provider"  # a C program's: libdatfabric and libdat2, which loads it
     if name.split(".", 1)[0] in PROJECT_C:
         return "project C"
     if name.startswith(("libc.so", "libc-", "[vdso]")):
@@ -81,20 +90,43 @@ def line(name: str, shares: dict[str, float], cpu_us: float) -> str:
 
 
 class Recording:
-    """``perf record`` of ``pids`` from start until ``stop`` (then its report, parsed)."""
+    """``perf record`` of every process (``-a``, split by process id afterwards), ready when
+    made and paused: its samples are those taken between ``resume`` and ``stop`` (perf's
+    control FIFO, ``--control``). Sampling only what was asked for from its start would miss
+    the start of a run: perf takes a while to attach to processes, longer than a short run."""
 
-    def __init__(self, pids: Sequence[int], path: str) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
-        cmd = ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(RATE), "-o", path]
+        self._ctl, ack = f"{path}.ctl", f"{path}.ack"
+        os.mkfifo(self._ctl)
+        os.mkfifo(ack)
+        self._ack = os.open(ack, os.O_RDONLY | os.O_NONBLOCK)  # perf's answers, as they come
+        self._listening = True  # _ack still open
+        cmd = ["perf", "record", "-a", "-D", "-1", "--control", f"fifo:{self._ctl},{ack}"]
         self.proc = subprocess.Popen(
-            [*cmd, "-p", ",".join(map(str, pids))],
+            [*cmd, "-e", "cpu-clock", "-F", str(RATE), "-o", path],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
+        try:
+            self._command("ping")  # answered once perf is set up
+        except RuntimeError:
+            self.abort()
+            raise
+
+    def resume(self) -> None:
+        """Start sampling (RuntimeError if perf does not answer)."""
+        self._command("enable")
 
     def stop(self) -> dict[int, dict[str, float]]:
-        """Stop recording; each process's shares by part (RuntimeError if perf failed)."""
-        self.proc.send_signal(signal.SIGINT)
+        """Stop sampling and recording; each process's shares by part (RuntimeError if perf
+        failed)."""
+        try:
+            self._command("disable")
+        finally:
+            self._deaf()
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGINT)
         _, err = self.proc.communicate(timeout=60)
         if self.proc.returncode not in (0, -signal.SIGINT):
             raise RuntimeError(f"perf record failed: {err.decode(errors='replace').strip()}")
@@ -104,3 +136,46 @@ class Recording:
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         return parse(report.stdout.splitlines())
+
+    def abort(self) -> None:
+        """The run failed: perf goes, unreported (nothing if it stopped already)."""
+        self._deaf()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+    def _deaf(self) -> None:
+        if self._listening:
+            self._listening = False
+            os.close(self._ack)
+
+    def _command(self, word: str) -> None:
+        """Say ``word`` on perf's control FIFO and wait for its ack."""
+        deadline = time.monotonic() + START_S
+        while True:
+            try:
+                ctl = os.open(self._ctl, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as err:  # ENXIO: perf has not opened its end yet
+                if err.errno != errno.ENXIO or self._gone(deadline):
+                    raise RuntimeError(f"perf record did not start ({self._why()})") from None
+                time.sleep(0.01)
+        try:
+            os.write(ctl, f"{word}\n".encode())
+        finally:
+            os.close(ctl)
+        while not select.select([self._ack], [], [], 0.05)[0]:
+            if self._gone(deadline):
+                raise RuntimeError(f"perf record did not answer {word!r} ({self._why()})")
+        os.read(self._ack, 64)
+
+    def _gone(self, deadline: float) -> bool:
+        return self.proc.poll() is not None or time.monotonic() > deadline
+
+    def _why(self) -> str:
+        """perf's own words, once it has exited (else that it is still silent)."""
+        if self.proc.poll() is None:
+            return f"no answer in {START_S:g} s"
+        assert self.proc.stderr is not None
+        said = self.proc.stderr.read().decode(errors="replace").strip()
+        return f"exit {self.proc.returncode}" + (f": {said}" if said else "")

@@ -3,9 +3,12 @@ by part, and a process's line (perf itself runs in tests/integration/test_bench_
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
-from bench.perfsplit import PARTS, line, parse, part
+from bench.perfsplit import PARTS, Recording, line, parse, part
 
 REPORT = """\
 # To display the perf.data header info, please use --header/--header-only options.
@@ -34,6 +37,10 @@ REPORT = """\
         ("_lanes.cpython-311-x86_64-linux-gnu.so", "project C"),
         ("/work/client/_ringpost.cpython-311-x86_64-linux-gnu.so", "project C"),
         ("libc.so.6", "libc"),
+        ("/work/provider/build/libdatfabric.so", "provider"),
+        ("/lib/x86_64-linux-gnu/libdat2.so.2", "provider"),
+        ("/lib/x86_64-linux-gnu/libmsgpackc.so.2", "msgpack"),
+        ("post_reap", "other"),
         ("[vdso]", "libc"),
         ("libcrypto.so.3", "other"),
         ("_lanes_extra.so", "other"),  # a name that only starts like the project's
@@ -54,7 +61,7 @@ def test_a_report_is_each_processs_shares_of_its_own_samples() -> None:
     assert first["project C"] == pytest.approx(0.75 / 60) and first["other"] == 0
     assert second == pytest.approx(
         {"kernel": 0.6, "interpreter": 0.3, "project C": 0.05, "other": 0.05, "uvloop": 0,
-         "msgpack": 0, "libc": 0}
+         "msgpack": 0, "provider": 0, "libc": 0}
     )  # fmt: skip
     assert all(sum(each.values()) == pytest.approx(1) for each in shares.values())
 
@@ -64,3 +71,21 @@ def test_a_line_gives_microseconds_per_part_in_order_and_leaves_out_the_tiny() -
     assert line("its daemon", shares, 8.0) == (
         "  its daemon    of its 8.00 us: kernel 2.0, interpreter 6.0"
     )  # libc's 0.04 us is left out
+
+
+def test_a_perf_that_fails_to_start_is_an_error_with_its_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A perf that exits at once (here a stand-in on PATH that says why and exits 1): making
+    the Recording raises RuntimeError with perf's status and words (it does not wait out its
+    deadline for an answer)."""
+    fake = tmp_path / "bin" / "perf"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'perf_event_paranoid forbids it' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(RuntimeError) as raised:
+        Recording(str(tmp_path / "perf.data"))
+    assert str(raised.value) == (
+        "perf record did not start (exit 1: perf_event_paranoid forbids it)"
+    )
