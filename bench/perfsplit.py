@@ -89,6 +89,17 @@ def line(name: str, shares: dict[str, float], cpu_us: float) -> str:
     return f"  {name:<13} of its {cpu_us:.2f} us: " + ", ".join(cells)
 
 
+def read(text: str) -> tuple[str, float, dict[str, float]] | None:
+    """A ``line`` read back: the process's name, its CPU and its parts in us (None for any
+    other text)."""
+    head, sep, cells = text.partition(" us: ")
+    name, of, cpu = head.rpartition(" of its ")
+    if not (sep and of):
+        return None
+    parts = {key: float(us) for key, us in (cell.rsplit(" ", 1) for cell in cells.split(", "))}
+    return name.strip(), float(cpu), parts
+
+
 class Recording:
     """``perf record`` of every process (``-a``, split by process id afterwards), ready when
     made and paused: its samples are those taken between ``resume`` and ``stop`` (perf's

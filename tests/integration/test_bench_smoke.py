@@ -17,10 +17,10 @@ import pytest
 
 from bench.fabric import Session
 from bench.nodes import Fabric
-from bench.perfsplit import PARTS
 from bench.syscalls import STAGES
 from client.records import Event
 from fabricd.launch import Node
+from tests.perf_runs import perf_split
 
 KEYS = {
     "op",
@@ -277,30 +277,12 @@ def test_bench_breakdown_names_every_process_of_a_windowed_send() -> None:
 
 def test_bench_breakdown_perf_splits_each_processs_cpu_by_code() -> None:
     """python -m bench.breakdown --perf: after the CPU lines, each process's CPU per operation
-    split by the code perf sampled it in; the parts add up to that CPU, and both daemons spent
-    some of it in the interpreter and some in the kernel."""
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.breakdown", "--perf", "--iters", "2000", "--window", "8"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    cannot = ("--perf needs perf", "perf record")  # its own reasons, not a usage error
-    if out.returncode == 2 and any(reason in out.stderr for reason in cannot):
-        pytest.skip(f"this machine cannot run perf: {out.stderr.strip()}")
-    assert out.returncode == 0, out.stderr
-    split = {
-        row.split(" of its ")[0].strip(): row
-        for row in out.stdout.splitlines()
-        if " of its " in row
-    }
-    assert set(split) == {"consumer", "its daemon", "peer daemon"}, out.stdout
-    for name, row in split.items():
-        head, cells = row.split(" us: ")
-        parts = dict(cell.rsplit(" ", 1) for cell in cells.split(", "))
-        assert set(parts) <= set(PARTS), row
-        total = float(head.rsplit(" ", 1)[1])
-        assert abs(sum(map(float, parts.values())) - total) <= 0.06 * len(PARTS), row
-        if name != "consumer":
-            assert float(parts["interpreter"]) > 0 and float(parts["kernel"]) > 0, row
+    split by the code perf sampled it in (parts that add up to it: perf_split); both daemons
+    spent some of it in the interpreter and some in the kernel."""
+    split = dict(perf_split("--iters", "2000", "--window", "8", timeout=120))
+    assert set(split) == {"consumer", "its daemon", "peer daemon"}, split
+    for name in ("its daemon", "peer daemon"):
+        assert split[name]["interpreter"] > 0 and split[name]["kernel"] > 0, split
 
 
 def test_timeline_of_a_stretch_before_the_first_request_says_so() -> None:

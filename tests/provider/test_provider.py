@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.perfsplit import PARTS
 from client.api import Ia
 from proto.constants import DatReturnSubtype as Sub
 from proto.errors import DatInsufficientResources
 from tests.conftest import StartNode
 from tests.integration.flows import memfds
+from tests.perf_runs import perf_split
 from tests.provider.support import conf, loopback_pair
 from tools.datconf import lines
 
@@ -288,27 +288,15 @@ def test_breakdown_of_the_c_driver_names_every_process(build: Path, op: str, lin
 def test_breakdown_of_the_c_driver_splits_its_cpu_by_code(build: Path) -> None:
     """python -m bench.breakdown --driver c --perf: after each run's CPU lines, the program's
     and both daemons' CPU per operation split by the code perf sampled (parts that add up to
-    it), even for runs shorter than perf takes to attach (its sampling starts paused); the
-    daemons' in the interpreter, the program's in the provider and never the interpreter."""
+    it: perf_split), even for runs shorter than perf takes to attach (it is ready, paused,
+    before the program starts); the daemons' in the interpreter, the program's in the provider
+    and never the interpreter."""
     assert (build / "post_reap").exists()
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.breakdown", "--driver", "c", "--perf", "--iters", "1000"],
-        capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    cannot = ("--perf needs perf", "perf record")  # its own reasons, not a usage error
-    if done.returncode == 2 and any(reason in done.stderr for reason in cannot):
-        pytest.skip(f"this machine cannot run perf: {done.stderr.strip()}")
-    assert done.returncode == 0 and not done.stderr, done.stdout + done.stderr
-    rows = [text for text in done.stdout.splitlines() if " of its " in text]
-    names = [text.split(" of its ")[0].strip() for text in rows]
-    assert names == ["C consumer", "its daemon", "peer daemon"] * 2, done.stdout
-    for name, row in zip(names, rows, strict=True):
-        head, cells = row.split(" us: ")
-        parts = dict(cell.rsplit(" ", 1) for cell in cells.split(", "))
-        assert set(parts) <= set(PARTS), row
-        assert abs(sum(map(float, parts.values())) - float(head.rsplit(" ", 1)[1])) <= 0.5, row
-        assert ("interpreter" in parts) == (name != "C consumer"), row
-    assert "provider" in rows[3], rows[3]  # window 1: the program's post and dequeue
+    split = perf_split("--driver", "c", "--iters", "1000", timeout=180)
+    assert [name for name, _ in split] == ["C consumer", "its daemon", "peer daemon"] * 2, split
+    for name, parts in split:
+        assert ("interpreter" in parts) == (name != "C consumer"), split
+    assert "provider" in split[3][1], split  # window 1: the program's post and dequeue
 
 
 def test_bench_compare_runs_rounds_beside_ucx_perftest_and_sums_them_up(build: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.perfsplit import PARTS, Recording, line, parse, part
+from bench.perfsplit import PARTS, Recording, line, parse, part, read
 
 REPORT = """\
 # To display the perf.data header info, please use --header/--header-only options.
@@ -68,9 +68,10 @@ def test_a_report_is_each_processs_shares_of_its_own_samples() -> None:
 
 def test_a_line_gives_microseconds_per_part_in_order_and_leaves_out_the_tiny() -> None:
     shares = dict.fromkeys(PARTS, 0.0) | {"kernel": 0.25, "interpreter": 0.745, "libc": 0.005}
-    assert line("its daemon", shares, 8.0) == (
-        "  its daemon    of its 8.00 us: kernel 2.0, interpreter 6.0"
-    )  # libc's 0.04 us is left out
+    text = line("its daemon", shares, 8.0)
+    assert text == "  its daemon    of its 8.00 us: kernel 2.0, interpreter 6.0"  # libc's 0.04 out
+    assert read(text) == ("its daemon", 8.0, {"kernel": 2.0, "interpreter": 6.0})
+    assert read("  its daemon    per operation: CPU  5.73 us (user  4.8, kernel  1.5)") is None
 
 
 def test_a_perf_that_fails_to_start_is_an_error_with_its_words(
