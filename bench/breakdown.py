@@ -17,6 +17,7 @@ the program and each daemon spent per operation."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -55,6 +56,15 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.perf and shutil.which("perf") is None:
         p.error("--perf needs perf (Debian's linux-perf)")
+    try:
+        measure(p, args)
+    except perfsplit.PerfFailed as err:  # the nodes have stopped on the way out
+        print(err, file=sys.stderr)
+        sys.exit(2)
+
+
+def measure(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The breakdown ``args`` ask for, printed (``p``: their parser, for their errors)."""
     if args.driver == "c":
         if args.op not in cdriver.OPS:
             p.error(f"--driver c runs {' and '.join(cdriver.OPS)}")
@@ -72,13 +82,16 @@ def main(argv: list[str] | None = None) -> None:
                 pids["peer consumer"] = session.target.pid
             nodes = Faults({"a": a.socket, "b": b.socket})
             counted = [nodes.status(n) for n in "ab"]
-            recording = recorded(os.path.join(tmp, "perf.data")) if args.perf else None
-            before = {name: usage(pid) for name, pid in pids.items()}
-            elapsed, lat, _ = session.run(
-                args.op, args.size, args.iters, window, lambda _: None, cq_mod=args.cq_mod
-            )
-            after = {name: usage(pid) for name, pid in pids.items()}
-            shares = stopped(recording)
+            path = os.path.join(tmp, "perf.data")
+            with perfsplit.Recording(path) if args.perf else contextlib.nullcontext() as recording:
+                if recording is not None:
+                    recording.resume()
+                before = {name: usage(pid) for name, pid in pids.items()}
+                elapsed, lat, _ = session.run(
+                    args.op, args.size, args.iters, window, lambda _: None, cq_mod=args.cq_mod
+                )
+                after = {name: usage(pid) for name, pid in pids.items()}
+                shares = recording.stop() if recording is not None else {}
             mod = moderation(args.cq_mod, window)
             print(
                 f"{args.size} B {args.op}, window {window}: {args.iters / elapsed:,.0f} op/s,"
@@ -87,10 +100,8 @@ def main(argv: list[str] | None = None) -> None:
             )
             for name in pids:
                 print(after[name].line(name, before[name], args.iters))
-            for name, pid in pids.items():
-                if pid in shares:
-                    cpu_us = (after[name].cpu - before[name].cpu) * 1e6 / args.iters
-                    print(perfsplit.line(name, shares[pid], cpu_us))
+            for text in perfsplit.lines(pids, before, after, shares, args.iters):
+                print(text)
             print(intake(counted, [nodes.status(n) for n in "ab"]))
             before_us = pace()
             post_us, reap_us = post_reap(session, args.op, args.size, window)
@@ -126,28 +137,6 @@ def intake(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
         f" ({each:.1f} each), {its['doorbells']:,} doorbells, {its['busy_polls']:,} busy polls"
         f" ({its['busy_looks']:,} empty looks); the peer daemon's doorbells: {peer['doorbells']:,}"
     )
-
-
-def recorded(path: str) -> perfsplit.Recording:
-    """--perf's recording, sampling; a perf that failed ends the run (exit 2)."""
-    try:
-        recording = perfsplit.Recording(path)
-        recording.resume()
-    except RuntimeError as err:
-        print(err, file=sys.stderr)
-        sys.exit(2)
-    return recording
-
-
-def stopped(recording: perfsplit.Recording | None) -> dict[int, dict[str, float]]:
-    """--perf's shares by process (none without it); a perf that failed ends the run (exit 2)."""
-    if recording is None:
-        return {}
-    try:
-        return recording.stop()
-    except RuntimeError as err:
-        print(err, file=sys.stderr)
-        sys.exit(2)
 
 
 def post_reap(session: Session, op: str, size: int, window: int) -> tuple[float, float]:
@@ -193,7 +182,8 @@ def c_driver(
     """provider/bench/post_reap's figures: the C driver's CPU inside a post and inside the
     dequeue that returns its completion, at window 64 (one request in ``cq_mod`` signalled)
     and at window 1, each followed by what the program and both daemons spent per
-    operation (the daemons pinned as ``cpus`` says: cdriver.nodes), split by code (``perf``)."""
+    operation (the daemons pinned as ``cpus`` says: cdriver.nodes), split by code (``perf``;
+    PerfFailed if perf failed)."""
     try:
         with cdriver.nodes(cpus) as pair, tempfile.TemporaryDirectory() as tmp:
             for window, count in ((64, iters * 20), (1, iters)):
@@ -206,9 +196,6 @@ def c_driver(
                 )
     except cdriver.Unavailable as err:
         print(err, file=sys.stderr)
-    except RuntimeError as err:  # perf failed
-        print(err, file=sys.stderr)
-        sys.exit(2)
 
 
 if __name__ == "__main__":

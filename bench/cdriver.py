@@ -77,24 +77,24 @@ def post_reap(
     ``cq_mod`` signalled): what it printed, less its PASSED; then, for the program itself and
     each process of ``watch`` (name: pid), the CPU it spent per operation over the timed loop
     (bench.proc), and with ``perf_data`` (a path for perf record's file) that CPU split by the
-    code it ran (bench.perfsplit; RuntimeError if perf failed)."""
+    code it ran (bench.perfsplit; PerfFailed if perf failed)."""
     argv = [str(POST_REAP), "dfa", "dfb", str(size), str(window), str(iters), op, str(cq_mod)]
     env = {**os.environ, "DAT_OVERRIDE": conf}
     recording = perfsplit.Recording(perf_data) if perf_data else None  # ready before the run
-    try:
-        with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) as proc:  # fmt: skip
-            timer = threading.Timer(timeout, proc.kill)
-            timer.start()
-            try:
-                watched = {"C consumer": proc.pid, **(watch or {})}
-                out, usage_lines = _timed(proc, iters, watched, recording)
-                err = proc.stderr.read() if proc.stderr else ""
-            finally:
-                timer.cancel()
-    finally:
-        if recording is not None:
-            recording.abort()  # the run failed before its rate line, or nothing
+    with (
+        recording or contextlib.nullcontext(),
+        subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as proc,
+    ):
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        try:
+            watched = {"C consumer": proc.pid, **(watch or {})}
+            out, usage_lines = _timed(proc, iters, watched, recording)
+            err = proc.stderr.read() if proc.stderr else ""
+        finally:
+            timer.cancel()
     if proc.returncode != 0 or not out.endswith("PASSED\n"):
         raise Unavailable(f"post_reap exit {proc.returncode}: {out}{err}".strip())
     return "\n".join([out.removesuffix("PASSED\n").rstrip(), *usage_lines])
@@ -123,10 +123,7 @@ def _timed(
             after = {name: usage(pid) for name, pid in watch.items()}
             spent = [after[name].line(name, before[name], iters) for name in watch]
             shares = recording.stop() if recording is not None else {}
-            for name, pid in watch.items():
-                if pid in shares:
-                    cpu_us = (after[name].cpu - before[name].cpu) * 1e6 / iters
-                    spent.append(perfsplit.line(name, shares[pid], cpu_us))
+            spent += perfsplit.lines(watch, before, after, shares, iters)
         out.append(line)
     proc.wait()
     return "".join(out), spent

@@ -22,6 +22,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Final
 
+from bench.proc import Usage
+
 PARTS: Final = (
     "kernel",
     "interpreter",
@@ -40,6 +42,11 @@ PROJECT_C: Final = ("_plaintake", "_lanes", "_landing", "_rows", "_scatter", "_r
 
 RATE: Final = 1999  # samples a second of CPU: ~500 us apart, light enough not to move the run
 START_S: Final = 10.0  # for perf to attach to the processes (or answer a command)
+
+
+class PerfFailed(RuntimeError):
+    """perf could not record (missing rights, gone, silent): its own words."""
+
 
 _ROW = re.compile(r"^\s*([\d.]+)%\s+(\d+):\S*\s+(.+?)\s*$")
 
@@ -89,15 +96,20 @@ def line(name: str, shares: dict[str, float], cpu_us: float) -> str:
     return f"  {name:<13} of its {cpu_us:.2f} us: " + ", ".join(cells)
 
 
-def read(text: str) -> tuple[str, float, dict[str, float]] | None:
-    """A ``line`` read back: the process's name, its CPU and its parts in us (None for any
-    other text)."""
-    head, sep, cells = text.partition(" us: ")
-    name, of, cpu = head.rpartition(" of its ")
-    if not (sep and of):
-        return None
-    parts = {key: float(us) for key, us in (cell.rsplit(" ", 1) for cell in cells.split(", "))}
-    return name.strip(), float(cpu), parts
+def lines(
+    watch: dict[str, int],
+    before: dict[str, Usage],
+    after: dict[str, Usage],
+    shares: dict[int, dict[str, float]],
+    ops: int,
+) -> list[str]:
+    """``line`` for each watched process (name: pid) perf sampled: its CPU per operation
+    between the two readings (bench.proc), split by its ``shares``."""
+    return [
+        line(name, shares[pid], (after[name].cpu - before[name].cpu) * 1e6 / ops)
+        for name, pid in watch.items()
+        if pid in shares
+    ]
 
 
 class Recording:
@@ -121,16 +133,22 @@ class Recording:
         )
         try:
             self._command("ping")  # answered once perf is set up
-        except RuntimeError:
+        except PerfFailed:
             self.abort()
             raise
 
+    def __enter__(self) -> Recording:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.abort()  # whatever ``stop`` did not end: perf records every CPU until it goes
+
     def resume(self) -> None:
-        """Start sampling (RuntimeError if perf does not answer)."""
+        """Start sampling (PerfFailed if perf does not answer)."""
         self._command("enable")
 
     def stop(self) -> dict[int, dict[str, float]]:
-        """Stop sampling and recording; each process's shares by part (RuntimeError if perf
+        """Stop sampling and recording; each process's shares by part (PerfFailed if perf
         failed)."""
         try:
             self._command("disable")
@@ -140,7 +158,7 @@ class Recording:
                 self.proc.send_signal(signal.SIGINT)
         _, err = self.proc.communicate(timeout=60)
         if self.proc.returncode not in (0, -signal.SIGINT):
-            raise RuntimeError(f"perf record failed: {err.decode(errors='replace').strip()}")
+            raise PerfFailed(f"perf record failed: {err.decode(errors='replace').strip()}")
         report = subprocess.run(
             ["perf", "report", "-i", self.path, "--sort", "pid,dso", "--stdio", "-q",
              "--no-children"],
@@ -149,7 +167,7 @@ class Recording:
         return parse(report.stdout.splitlines())
 
     def abort(self) -> None:
-        """The run failed: perf goes, unreported (nothing if it stopped already)."""
+        """The run failed: perf goes, unreported (nothing if ``stop`` ended it already)."""
         self._deaf()
         if self.proc.poll() is None:
             self.proc.kill()
@@ -169,7 +187,7 @@ class Recording:
                 break
             except OSError as err:  # ENXIO: perf has not opened its end yet
                 if err.errno != errno.ENXIO or self._gone(deadline):
-                    raise RuntimeError(f"perf record did not start ({self._why()})") from None
+                    raise PerfFailed(f"perf record did not start ({self._why()})") from None
                 time.sleep(0.01)
         try:
             os.write(ctl, f"{word}\n".encode())
@@ -177,7 +195,7 @@ class Recording:
             os.close(ctl)
         while not select.select([self._ack], [], [], 0.05)[0]:
             if self._gone(deadline):
-                raise RuntimeError(f"perf record did not answer {word!r} ({self._why()})")
+                raise PerfFailed(f"perf record did not answer {word!r} ({self._why()})")
         os.read(self._ack, 64)
 
     def _gone(self, deadline: float) -> bool:

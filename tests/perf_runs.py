@@ -9,9 +9,20 @@ import sys
 
 import pytest
 
-from bench.perfsplit import PARTS, read
+from bench.perfsplit import PARTS
 
 CANNOT = ("--perf needs perf", "perf record")  # the tool's own reasons, not argparse's
+
+
+def read(text: str) -> tuple[str, float, dict[str, float]] | None:
+    """A bench.perfsplit ``line`` read back: the process's name, its CPU and its parts in us
+    (None for any other text)."""
+    head, sep, cells = text.partition(" us: ")
+    name, of, cpu = head.rpartition(" of its ")
+    if not (sep and of):
+        return None
+    parts = {key: float(us) for key, us in (cell.rsplit(" ", 1) for cell in cells.split(", "))}
+    return name.strip(), float(cpu), parts
 
 
 def perf_split(*args: str, timeout: float) -> list[tuple[str, dict[str, float]]]:

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -283,6 +284,24 @@ def test_bench_breakdown_perf_splits_each_processs_cpu_by_code() -> None:
     assert set(split) == {"consumer", "its daemon", "peer daemon"}, split
     for name in ("its daemon", "peer daemon"):
         assert split[name]["interpreter"] > 0 and split[name]["kernel"] > 0, split
+
+
+def test_bench_breakdown_perf_that_fails_ends_the_run_with_its_words(tmp_path: Path) -> None:
+    """python -m bench.breakdown --perf where perf cannot record (a stand-in on PATH that says
+    why and exits 1): exit 2 with perf's words, and no figures."""
+    fake = tmp_path / "perf"
+    fake.write_text("#!/bin/sh\necho 'perf_event_paranoid forbids it' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.breakdown", "--perf", "--iters", "100"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.strip() == (
+        "perf record did not start (exit 1: perf_event_paranoid forbids it)"
+    )
+    assert out.stdout == ""
 
 
 def test_timeline_of_a_stretch_before_the_first_request_says_so() -> None:

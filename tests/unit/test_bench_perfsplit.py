@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.perfsplit import PARTS, Recording, line, parse, part, read
+from bench.perfsplit import PARTS, PerfFailed, Recording, line, parse, part
+from tests.perf_runs import read
 
 REPORT = """\
 # To display the perf.data header info, please use --header/--header-only options.
@@ -78,14 +79,14 @@ def test_a_perf_that_fails_to_start_is_an_error_with_its_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A perf that exits at once (here a stand-in on PATH that says why and exits 1): making
-    the Recording raises RuntimeError with perf's status and words (it does not wait out its
+    the Recording raises PerfFailed with perf's status and words (it does not wait out its
     deadline for an answer)."""
     fake = tmp_path / "bin" / "perf"
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho 'perf_event_paranoid forbids it' >&2\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    with pytest.raises(RuntimeError) as raised:
+    with pytest.raises(PerfFailed) as raised:
         Recording(str(tmp_path / "perf.data"))
     assert str(raised.value) == (
         "perf record did not start (exit 1: perf_event_paranoid forbids it)"
