@@ -139,6 +139,12 @@ class _Stream(asyncio.BufferedProtocol):
         if reader.landing:  # a large payload on its way: nothing to handle until it is whole
             self._batch_end()
             return
+        try:
+            if self._answered(reader):
+                return
+        except Exception as err:
+            self._refused(err)
+            return
         self.turn.begin()
         bulk = False
         try:
@@ -150,16 +156,27 @@ class _Stream(asyncio.BufferedProtocol):
                 bulk = bulk or frame.payload_len >= JOIN_LIMIT
                 self._frame(frame)
             self._batch_end()
-        except ProtocolError as err:
-            self._fail(f"protocol error: {err}")
-        except Exception as err:  # a bad field deep in a handler must not take the daemon down
-            log.exception("error handling a frame from %s %s", self.kind, self._peer)
-            self._fail(f"bad frame: {err!r}")
+        except Exception as err:
+            self._refused(err)
         finally:
             self.turn.end(later=bulk)
 
+    def _refused(self, err: Exception) -> None:
+        """What handling a read raised closes the connection (called in its except clause)."""
+        if isinstance(err, ProtocolError):
+            self._fail(f"protocol error: {err}")
+        else:  # a bad field deep in a handler must not take the daemon down
+            log.exception("error handling a frame from %s %s", self.kind, self._peer)
+            self._fail(f"bad frame: {err!r}")
+
+    def _answered(self, reader: FrameReader) -> bool:
+        """Before the read's batch (a peer stream's Write lane): True if that handled and
+        answered the whole read."""
+        return False
+
     def _head(self, reader: FrameReader) -> None:
-        """Before the read's frames are decoded one by one (a peer stream's lane)."""
+        """Before the read's frames are decoded one by one, in its batch (a peer stream's
+        ACK lane)."""
 
     def _fail(self, reason: str) -> None:
         log.warning("%s %s: %s; closing the connection", self.kind, self._peer, reason)
@@ -285,9 +302,24 @@ class PeerStream(_Stream):
             self._flush()
         return self.nic.peer_sink(self.link, frame)
 
+    def _answered(self, reader: FrameReader) -> bool:
+        """The target's lane first (lone Writes landed); a read that was nothing else is
+        answered at once, its ACK written here, when nothing is corked or deferred that the
+        ACK could overtake: a window-1 Write's target runs 20 Python calls instead of 33
+        (cProfile)."""
+        link, t = self.link, self.transport
+        if link is None or t is None:
+            return False
+        now = not self._out and self.turn.idle
+        ack = self.nic.peer_answer(link, reader, self._before_landing, now)
+        if ack is None:
+            return False
+        t.write(ack)
+        return True
+
     def _head(self, reader: FrameReader) -> None:
         if self.link is not None:
-            self.nic.peer_lane(self.link, reader, self._before_landing)
+            self.nic.peer_lane(self.link, reader)
 
     def _before_landing(self) -> None:
         if self._out:  # as in _sink

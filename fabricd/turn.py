@@ -109,6 +109,11 @@ class Turn:
         self._depth += 1
         self._run()
 
+    @property
+    def idle(self) -> bool:
+        """No batch in progress, and none left for the next loop iteration."""
+        return not self._depth and not self._later
+
     def begin(self) -> None:
         """An input batch starts (batches may nest: the outermost one ends the turn)."""
         self._depth += 1

@@ -1,7 +1,9 @@
 """The lanes of a peer's read: the target's for lone RDMA Writes, whole WRITE frames at the
 head of one read from a peer, landed in a call instead of the FrameReader's and Target's path
 (a 64 B Write at window 1 is one such frame a round trip); then the initiator's for the lone
-ACKs after them (``acks``).
+ACKs after them (``acks``). A read of nothing but such Writes is answered in the same call
+(``answer``): its ACK leaves at once, the read never reaching the FrameReader, the Target or
+the daemon's turn.
 
 The Write lane takes a frame only when its effect is all it would have had the long way: the
 next request in order (the link's ``acked`` + 1), a payload that has arrived whole, and a key
@@ -11,7 +13,7 @@ frame, at anything else (another frame type, a duplicate, a partial frame, a hea
 not decode, a key without a grant, a range outside it), and the FrameReader and the Target take
 the rest of the read as before; so every frame that is not the common one keeps one
 implementation. Both lanes run only when nothing about the link needs the long way
-(``_open``); the Write lane also needs coherent memory and a key granted (``take_head``).
+(``_open``); the Write lane also needs coherent memory and a key granted (``answer``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import Final
 from fabricd import _lanes as lanes
 from fabricd.memory import MemoryRegistry, Reach
 from fabricd.nic.objects import Ep, PeerLink
-from proto.codec import FrameReader
+from fabricd.nic.wire import Wire
+from proto.codec import FrameReader, encode
 from proto.frames import MAX_HEADER_LEN, FrameType
 
 _WRITE: Final = int(FrameType.WRITE)
@@ -58,19 +61,34 @@ def _open(link: PeerLink) -> bool:
     )
 
 
-def take_head(
+def answer(
     memory: MemoryRegistry,
-    acked: Callable[[Ep, int], None],
+    wire: Wire,
     link: PeerLink,
     reader: FrameReader,
     before: Callable[[], None],
-) -> None:
-    """Both lanes' turn at the head of a read (Nic.peer_lane), each when nothing about the
-    link needs the long way: its lone Writes (``land``: coherent memory, and a key granted:
-    an initiator's link has none, so it never runs there), then the lone ACKs after them
-    (``acks``: when the link's EP has requests outstanding)."""
-    if link.grants and memory.coherent and _open(link):
-        reader.take_head(land, memory, link, before)
+    now: bool,
+) -> bytes | None:
+    """The target's lane at the head of a read (Nic.peer_answer), first, when nothing about
+    the link needs the long way: its lone Writes (``land``: coherent memory, and a key
+    granted: an initiator's link has none, so it never runs there). If they were the whole
+    read and ``now`` (nothing the stream holds back could be overtaken) and no fault rule is
+    set, the cumulative ACK's frame, for the stream to write at once as ``Wire.send`` would
+    send it; else None, and the read goes on the long way (Target.batch_end ACKs it)."""
+    if not (link.grants and memory.coherent and _open(link)):
+        return None
+    reader.take_head(land, memory, link, before)
+    if not now or reader.pending or not link.ack_due or wire.faults.active:
+        return None
+    link.ack_due, link.heard, link.sent = False, True, True
+    link.messages += 1
+    return encode(FrameType.ACK, link.acked)
+
+
+def take_acks(acked: Callable[[Ep, int], None], link: PeerLink, reader: FrameReader) -> None:
+    """The initiator's lane at the head of what the target's left (Nic.peer_lane): the lone
+    ACKs (``acks``), when the link's EP has requests outstanding and nothing about the link
+    needs the long way."""
     ep = link.ep
     if ep is not None and ep.ops and _open(link):
         reader.take_head(acks, ep, acked)

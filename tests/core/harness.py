@@ -206,7 +206,12 @@ class PeerEnd:
             return
         try:
             self.reader.feed(data)
-            self.node.nic.peer_lane(self.link, self.reader, lambda: None)  # sends are unbuffered
+            nic = self.node.nic  # sends are unbuffered: nothing to flush, nothing to overtake
+            ack = nic.peer_answer(self.link, self.reader, lambda: None, True)
+            if ack is not None:  # lone Writes answered at once
+                self.send(ack)
+                return
+            nic.peer_lane(self.link, self.reader)
             while not self.closed and (frame := self.reader.next_event()) is not None:
                 self.node.nic.peer_frame(self.link, frame)
             self.node.nic.peer_batch_end(self.link)

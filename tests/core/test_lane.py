@@ -2,7 +2,8 @@
 has passed its checks the long way, the next ones under it land in the lane; a key revoked,
 a range outside the key, another frame type or a duplicate leaves it, so each is handled as
 it always was. The initiator's lane takes the ACKs that retire them (an ACK of a request never
-sent still breaks the link the long way: tests/core/test_batching.py)."""
+sent still breaks the link the long way: tests/core/test_batching.py). A read of nothing but
+such Writes is answered at once (lane.answer), unless fault rules are set."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from fabricd.nic.objects import Ep, PeerLink
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos, MemPriv, MemType
 from proto.constants import EventNumber as E
-from tests.core.flows import Side, pair
+from tests.core.flows import Side, add_rule, pair
 from tests.core.harness import Fabric
 
 OK = St.DTO_SUCCESS
@@ -41,6 +42,22 @@ def laned(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
 
     monkeypatch.setattr(lane, "land", counted)
     yield counts
+
+
+@pytest.fixture
+def answered(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The sequence number each read answered at once (lane.answer) acknowledged."""
+    acks: list[int] = []
+    answer = lane.answer
+
+    def counted(memory: MemoryRegistry, wire: Any, link: PeerLink, *rest: Any) -> bytes | None:
+        ack = answer(memory, wire, link, *rest)
+        if ack is not None:
+            acks.append(link.acked)
+        return ack
+
+    monkeypatch.setattr(lane, "answer", counted)
+    yield acks
 
 
 def _write(fabric: Fabric, a: Side, cookie: int, remote: list[int], fill: int) -> St:
@@ -175,3 +192,31 @@ def test_writes_behind_a_send_wait_for_its_receive_as_before(laned: list[int]) -
     assert [(e.cookie, e.status) for e in a.events()] == [(2, OK), (3, OK)]
     assert bytes(b.memory(64, 64)) == b"\x05" * 64
     assert bytes(b.memory(1024, 8)) == b"sendsend"
+
+
+def test_a_read_of_lone_writes_is_answered_at_once(answered: list[int]) -> None:
+    """From the second Write under a key on, the target lands each and sends its ACK in one
+    call; the ACK retires it as the long way's would."""
+    fabric, a, b = pair()
+    for i in range(4):
+        assert _write(fabric, a, i, b.rmr(64 * i, 64), i + 1) == OK
+        assert bytes(b.memory(64 * i, 64)) == bytes([i + 1]) * 64
+    link = next(iter(b.c.node.nic.wire.links.values()))
+    assert answered == [link.acked - 2, link.acked - 1, link.acked]
+
+
+def test_with_fault_rules_set_the_ack_of_a_lane_write_takes_the_fault_path(
+    answered: list[int], laned: list[int]
+) -> None:
+    """An ACK answered at once would pass no rule: while rules are set the Write still takes
+    the lane, but its ACK leaves through the fault path (here delayed)."""
+    fabric, a, b = pair()
+    assert _write(fabric, a, 1, b.rmr(0, 64), 1) == OK
+    add_rule(b.c, action="delay", op="ACK", delay_ms=5.0)
+    a.memory(0, 64)[:] = b"\x07" * 64
+    a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(0, 64)], 2, b.rmr(64, 64), 0)
+    fabric.run()
+    assert a.events() == [] and bytes(b.memory(64, 64)) == b"\x07" * 64
+    fabric.advance(0.005)
+    assert [(e.cookie, e.status) for e in a.events()] == [(2, OK)]
+    assert answered == [] and sum(laned) == 1

@@ -48,6 +48,7 @@ def run_pair(
         server, env=envs[0], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     seen: list[str] = []
+    late = ""
     try:
         assert srv.stdout is not None
         while ready_line and not any(ready_line in line for line in seen):
@@ -57,14 +58,19 @@ def run_pair(
         cli = subprocess.run(
             client, env=envs[1], capture_output=True, text=True, timeout=120, check=False
         )
-        rest, _ = srv.communicate(timeout=60)
-        srv_out = "".join(seen) + rest
+        cli_out = cli.stdout + cli.stderr + f"(exit {cli.returncode})"
+        try:
+            rest, _ = srv.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            late = "(the server had not exited 60 s after the client; killed)\n"
     finally:
         if srv.poll() is None:
             srv.kill()
-            srv.communicate()
-    cli_out = cli.stdout + cli.stderr
-    assert cli.returncode == 0 and srv.returncode == 0, f"server:\n{srv_out}\nclient:\n{cli_out}"
+            rest, _ = srv.communicate()
+    srv_out = "".join(seen) + rest + late
+    assert not late and cli.returncode == 0 and srv.returncode == 0, (
+        f"server:\n{srv_out}\nclient:\n{cli_out}"
+    )
     return srv_out, cli_out
 
 

@@ -42,6 +42,24 @@ def test_a_bulk_batch_leaves_its_work_to_the_next_iteration_in_order() -> None:
     assert after == ["a work", "b work", "a flush", "b flush"]
 
 
+def test_the_turn_is_idle_only_with_no_batch_running_or_left_for_later() -> None:
+    """What a peer stream asks before it answers a read at once (its ACK must overtake
+    nothing corked)."""
+
+    async def main() -> list[bool]:
+        turn, seen = Turn(), list[bool]()
+        seen.append(turn.idle)
+        turn.begin()
+        seen.append(turn.idle)
+        turn.end(later=True)  # its work waits for the next iteration
+        seen.append(turn.idle)
+        await asyncio.sleep(0)
+        seen.append(turn.idle)
+        return seen
+
+    assert asyncio.run(main()) == [True, False, False, True]
+
+
 def test_an_inline_batch_first_runs_what_a_bulk_batch_left() -> None:
     async def main() -> list[str]:
         turn, log = Turn(), list[str]()
