@@ -9,11 +9,11 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Final
 
-PROTOCOL_VERSION: Final = 6
-MAX_PROTOCOL_VERSION: Final = 6
+PROTOCOL_VERSION: Final = 7
+MAX_PROTOCOL_VERSION: Final = 7
 """The one wire version this build speaks; HELLO carries the range a peer accepts."""
 
-MIN_PROTOCOL_VERSION: Final = 6
+MIN_PROTOCOL_VERSION: Final = 7
 MAX_HEADER_LEN: Final = 64 * 1024
 """Largest msgpack header accepted; a longer length prefix closes the connection."""
 

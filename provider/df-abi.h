@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #define DF_HOSTIF_VERSION 6u
-#define DF_PROTOCOL_VERSION 6u /* the HELLO version range this driver speaks (min = max) */
+#define DF_PROTOCOL_VERSION 7u /* the HELLO version range this driver speaks (min = max) */
 #define DF_RING_MAGIC 0x31514644u /* the bytes "DFQ1" */
 #define DF_LINE 64u
 

@@ -1,5 +1,6 @@
 """The target's answers to the initiator's requests: a cumulative ACK, a READ_RESP's payload
-(where it lands, then its landing), an ATOMIC_RESP, a NAK. Each is checked against the link's
+(where it lands, then its landing), an ATOMIC_RESP (either response also acknowledges every
+request up to its own), a NAK. Each is checked against the link's
 EP (an answer to a request never sent is a MalformedFrame, which closes the link; a duplicate
 of an answer already taken is dropped) and hands the EP back to the initiator, which starts
 what waited and retires what is done (a NAK breaks the EP)."""
@@ -76,9 +77,11 @@ class Answers:
         self._answered(ep, op)
 
     def _answered(self, ep: Ep, op: Op) -> None:
-        """A Read's or atomic's answer landed in its local buffer: it is done, and its read
-        credit comes back."""
+        """A Read's or atomic's answer landed in its local buffer: it is done, its read
+        credit comes back, and it acknowledges every request up to its own (RC executes
+        them in order)."""
         op.done = True
+        ep.acked = max(ep.acked, op.seq)
         if op.spans and not self.memory.store(truncate_spans(op.spans, op.length)):
             op.status = St.DTO_ERR_LOCAL_PROTECTION  # its process's buffer is gone
         ep.reads_out -= 1

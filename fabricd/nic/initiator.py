@@ -4,7 +4,8 @@ extensions: atomics, RDMA Write with immediate data) from post to completion.
 Requests start in posting order. An RDMA Read or atomic waits for a read credit
 (max_rdma_read_out, as InfiniBand counts atomics with reads), a BARRIER_FENCE request for every
 earlier read, and whatever was posted later waits too. A Write or Send is done when the
-target's cumulative ACK covers it, a Read or atomic when its answer has landed, a bind when it
+target's cumulative ACK covers it (or the answer of a later Read or atomic, which acknowledges
+every request before it), a Read or atomic when its answer has landed, a bind when it
 executed; completions leave in posting order, and a failed one breaks the EP."""
 
 from __future__ import annotations

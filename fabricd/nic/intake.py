@@ -209,7 +209,7 @@ class Intake:
         at once), the daemon busy-polls its queues (POLL 1, a look in each loop iteration) for
         BUSY_POLL seconds or BUSY_LOOKS looks, until a look takes something. A busy poll
         already running goes on as it is: nothing was taken since it started, so this retire
-        retired nothing new (a Read's ACK after its response)."""
+        retired nothing new (an ACK that covers no request not yet done)."""
         q = ep.queues
         if q is None:
             return

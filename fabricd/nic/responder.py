@@ -63,8 +63,7 @@ class Responder:
             self.refuse(link)
             return
         self.wire.send(link, encode(FrameType.READ_RESP, seq, payload_len=len(view)), [view])
-        link.acked = seq
-        link.ack_due = True
+        link.acked, link.ack_due = seq, False  # the response acknowledges it and all before
 
     def atomic(self, link: PeerLink, fields: list[object]) -> None:
         """dat_ib_post_fetch_and_add / cmp_and_swap at the target: the 8 bytes at ``address``
@@ -100,5 +99,4 @@ class Responder:
         if not self.memory.coherent:
             self.memory.mark_written(rmr_context, address, ATOMIC_BYTES)
         self.wire.send(link, encode(FrameType.ATOMIC_RESP, seq, original))
-        link.acked = seq
-        link.ack_due = True
+        link.acked, link.ack_due = seq, False  # the response acknowledges it and all before

@@ -6,7 +6,9 @@ order (a duplicate or retry is answered again, never executed again); behind a S
 with immediate data that found no receive (receiver not ready) every later frame waits until a
 receive is posted. An atomic runs whole within one step of the daemon's single thread, so no
 other atomic or RDMA access through this daemon sees it half done. One cumulative ACK answers
-what one read from the stream executed. A refused request is NAKed and breaks the connection.
+what one read from the stream executed, unless a READ_RESP or ATOMIC_RESP (which acknowledges
+its request and everything before it) already did. A refused request is NAKed and breaks the
+connection.
 """
 
 from __future__ import annotations

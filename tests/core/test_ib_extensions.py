@@ -60,6 +60,22 @@ def test_fetch_and_add_returns_the_original_and_adds_modulo_2_64() -> None:
     assert b.events() == [], "an atomic tells the target's consumer nothing"
 
 
+def test_an_atomics_answer_acknowledges_it_and_the_write_before_it() -> None:
+    """The ATOMIC_RESP is the only answer (no ACK follows it), and it says every earlier
+    request executed: the Write before it completes with it, though the Write's ACK was
+    lost."""
+    fabric, a, b = _pair()
+    add_rule(b.c, action="blackhole", op="ACK", count=1)
+    _set_u64(a, 16, 7)
+    a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(16, 8)], 1, b.rmr(64, 8), 0)
+    a.c.post(Dtos.IB_FETCH_ADD, a.ep, [a.triplet(8, 8)], 2, b.rmr(64, 8), 0, (1, 0))
+    fabric.run()
+    assert [(e.cookie, St(e.status)) for e in a.events()] == [(1, OK), (2, OK)]
+    assert (_u64(a, 8), _u64(b, 64)) == (7, 8), "the atomic saw the Write"
+    assert list(fabric.frames(FrameType.ATOMIC_RESP)) == [("n2", "n1", [2, 7])]
+    assert list(fabric.frames(FrameType.ACK)) == []
+
+
 @pytest.mark.parametrize(("compare", "after"), [(0x12345, 0x98765), (0x654321, 0x12345)])
 def test_cmp_and_swap_swaps_only_on_a_match_and_returns_the_original(
     compare: int, after: int

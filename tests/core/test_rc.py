@@ -13,7 +13,7 @@ from proto.constants import CompletionFlags, Dtos, MemPriv, MemType
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
 from proto.frames import FrameType
-from tests.core.flows import Side, pair
+from tests.core.flows import Side, add_rule, pair
 from tests.core.harness import Fabric
 
 DTO = E.DTO_COMPLETION_EVENT
@@ -64,6 +64,22 @@ def test_rdma_read_lands_exactly_its_bytes() -> None:
     assert bytes(a.memory(100, 150)) == PATTERN[550:700]
     assert bytes(a.memory(50, 50)) == b"\xee" * 50 and bytes(a.memory(250, 1)) == b"\xee"
     assert b.log() == []
+    assert list(fabric.frames(FrameType.READ_RESP)) == [("n2", "n1", [1])]
+    assert list(fabric.frames(FrameType.ACK)) == [], "the response acknowledges the Read"
+
+
+def test_a_reads_response_acknowledges_the_writes_before_it() -> None:
+    """RC executes in order, so the response to a Read says every earlier request executed:
+    the Write before it completes with it, though the Write's own ACK was lost."""
+    fabric, a, b = pair()
+    add_rule(b.c, action="blackhole", op="ACK", count=1)
+    a.memory(0, 16)[:] = PATTERN[:16]
+    a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(0, 16)], 1, b.rmr(0, 16), 0)
+    a.c.post(Dtos.RDMA_READ, a.ep, [a.triplet(64, 16)], 2, b.rmr(0, 16), 0)
+    fabric.run()
+    assert [f for _, _, f in fabric.frames(FrameType.ACK)] == [], "the Write's ACK was lost"
+    assert a.log() == [(DTO, 1, OK, 16), (DTO, 2, OK, 16)]
+    assert bytes(a.memory(64, 16)) == PATTERN[:16], "the Read saw the Write"
 
 
 def test_send_lands_in_the_receive_and_each_side_gets_its_cookie() -> None:
