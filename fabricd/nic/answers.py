@@ -1,9 +1,9 @@
 """The target's answers to the initiator's requests: a cumulative ACK, a READ_RESP's payload
 (where it lands, then its landing), an ATOMIC_RESP (either response also acknowledges every
-request up to its own), a NAK. Each is checked against the link's
-EP (an answer to a request never sent is a MalformedFrame, which closes the link; a duplicate
-of an answer already taken is dropped) and hands the EP back to the initiator, which starts
-what waited and retires what is done (a NAK breaks the EP)."""
+request up to its own), a NAK. Each is checked against the link's EP (an answer to a request
+never sent is a MalformedFrame, which closes the link; a duplicate of an answer already taken
+is dropped) and hands the EP back to the initiator, which starts what waited and retires what
+is done (a NAK breaks the EP)."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def run_pair(
         cli = subprocess.run(
             client, env=envs[1], capture_output=True, text=True, timeout=120, check=False
         )
-        cli_out = cli.stdout + cli.stderr + f"(exit {cli.returncode})"
+        cli_out = cli.stdout + cli.stderr
         try:
             rest, _ = srv.communicate(timeout=60)
         except subprocess.TimeoutExpired:
@@ -68,8 +68,9 @@ def run_pair(
             srv.kill()
             rest, _ = srv.communicate()
     srv_out = "".join(seen) + rest + late
+    codes = f"server exit {srv.returncode}, client exit {cli.returncode}"
     assert not late and cli.returncode == 0 and srv.returncode == 0, (
-        f"server:\n{srv_out}\nclient:\n{cli_out}"
+        f"{codes}\nserver:\n{srv_out}\nclient:\n{cli_out}"
     )
     return srv_out, cli_out
 
