@@ -8,8 +8,9 @@ in motion — they run when the batch ends instead: first the deferred work in o
 corked stream's one writev. A batch that landed a bulk payload leaves both to the next loop
 iteration, where they join the work of the other streams read meanwhile. What the shell
 schedules outside a batch (deferred work, busy polling's next look, a timer's callback) runs
-in a later loop iteration as a batch of its own (``alone``); only a frame corked outside any
-of these (a connection's setup) falls back to the event loop's call_soon.
+in a later loop iteration as a batch of its own (``alone``); a frame corked outside any of
+these (a connection's setup, a peer stream's read of lone Writes answered at once) leaves at
+once.
 
 A consumer's wake-up (a NOTIFY) waits for the daemon's input to drain, as a NIC moderates its
 interrupts: it leaves at the first loop iteration that read nothing, or after ``IDLE_ROUNDS``
@@ -78,11 +79,14 @@ class Turn:
         self._run()
 
     def cork(self, flush: Callable[[], None]) -> None:
-        """Call a stream's ``flush`` once this batch's work is done."""
+        """Call a stream's ``flush`` once this batch's work is done; outside any batch, at
+        once (when none was left for the next iteration: else with its frames, then)."""
         if self._depth:
             self._corked.append(flush)
-        else:
+        elif self._later:
             self._running().call_soon(flush)
+        else:
+            flush()
 
     def read(self) -> None:
         """A stream read bytes (the loop has input in hand)."""

@@ -107,9 +107,8 @@ class Nic:
         self.target.stalled = self.intake.look
         # a peer stream's read: its lanes (lone Writes, answered at once if they are all of
         # it; then ACKs) before its frames are decoded, then one cumulative ACK (each read)
-        self.peer_answer: Callable[
-            [PeerLink, FrameReader, Callable[[], None], bool], bytes | None
-        ] = partial(lane.answer, self.memory, self.wire)
+        self.peer_answer: Callable[[PeerLink, FrameReader, Callable[[], None]], bool]
+        self.peer_answer = partial(lane.answer, self.memory)
         self.peer_lane: Callable[[PeerLink, FrameReader], None]
         self.peer_lane = partial(lane.take_acks, self.initiator.ack)
         self.peer_batch_end: Callable[[PeerLink], None] = self.target.batch_end

@@ -2,8 +2,8 @@
 head of one read from a peer, landed in a call instead of the FrameReader's and Target's path
 (a 64 B Write at window 1 is one such frame a round trip); then the initiator's for the lone
 ACKs after them (``acks``). A read of nothing but such Writes is answered in the same call
-(``answer``): its ACK leaves at once, the read never reaching the FrameReader, the Target or
-the daemon's turn.
+(``answer``): its ACK is all that is left, sent at once, the read never reaching the
+FrameReader's decoding or the daemon's turn.
 
 The Write lane takes a frame only when its effect is all it would have had the long way: the
 next request in order (the link's ``acked`` + 1), a payload that has arrived whole, and a key
@@ -24,8 +24,7 @@ from typing import Final
 from fabricd import _lanes as lanes
 from fabricd.memory import MemoryRegistry, Reach
 from fabricd.nic.objects import Ep, PeerLink
-from fabricd.nic.wire import Wire
-from proto.codec import FrameReader, encode
+from proto.codec import FrameReader
 from proto.frames import MAX_HEADER_LEN, FrameType
 
 _WRITE: Final = int(FrameType.WRITE)
@@ -62,27 +61,16 @@ def _open(link: PeerLink) -> bool:
 
 
 def answer(
-    memory: MemoryRegistry,
-    wire: Wire,
-    link: PeerLink,
-    reader: FrameReader,
-    before: Callable[[], None],
-    now: bool,
-) -> bytes | None:
+    memory: MemoryRegistry, link: PeerLink, reader: FrameReader, before: Callable[[], None]
+) -> bool:
     """The target's lane at the head of a read (Nic.peer_answer), first, when nothing about
     the link needs the long way: its lone Writes (``land``: coherent memory, and a key
-    granted: an initiator's link has none, so it never runs there). If they were the whole
-    read and ``now`` (nothing the stream holds back could be overtaken) and no fault rule is
-    set, the cumulative ACK's frame, for the stream to write at once as ``Wire.send`` would
-    send it; else None, and the read goes on the long way (Target.batch_end ACKs it)."""
+    granted: an initiator's link has none, so it never runs there). True if they were the
+    whole read: all that is left is its ACK (Target.batch_end)."""
     if not (link.grants and memory.coherent and _open(link)):
-        return None
+        return False
     reader.take_head(land, memory, link, before)
-    if not now or reader.pending or not link.ack_due or wire.faults.active:
-        return None
-    link.ack_due, link.heard, link.sent = False, True, True
-    link.messages += 1
-    return encode(FrameType.ACK, link.acked)
+    return not reader.pending
 
 
 def take_acks(acked: Callable[[Ep, int], None], link: PeerLink, reader: FrameReader) -> None:

@@ -207,9 +207,8 @@ class PeerEnd:
         try:
             self.reader.feed(data)
             nic = self.node.nic  # sends are unbuffered: nothing to flush, nothing to overtake
-            ack = nic.peer_answer(self.link, self.reader, lambda: None, True)
-            if ack is not None:  # lone Writes answered at once
-                self.send(ack)
+            if nic.peer_answer(self.link, self.reader, lambda: None):
+                nic.peer_batch_end(self.link)  # lone Writes, answered at once
                 return
             nic.peer_lane(self.link, self.reader)
             while not self.closed and (frame := self.reader.next_event()) is not None:

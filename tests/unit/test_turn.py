@@ -91,6 +91,24 @@ def test_outside_a_batch_work_goes_to_the_event_loop() -> None:
     assert during == [] and after == ["timer work"]
 
 
+def test_a_frame_corked_outside_a_batch_leaves_at_once_unless_a_batch_left_work() -> None:
+    """What a peer stream's read answered at once sends leaves as it is sent; after a bulk
+    batch that left its work for the next iteration, it waits to leave after that work."""
+
+    async def main() -> tuple[list[str], list[str]]:
+        turn, log = Turn(), list[str]()
+        turn.cork(lambda: log.append("at once"))
+        _batch(turn, log, "bulk", later=True)
+        turn.cork(lambda: log.append("behind bulk"))
+        during = list(log)
+        await asyncio.sleep(0)
+        return during, log
+
+    during, after = asyncio.run(main())
+    assert during == ["at once"]
+    assert after == ["at once", "bulk work", "bulk flush", "behind bulk"]
+
+
 def test_work_from_outside_a_batch_is_a_batch_whose_frames_leave_when_it_returns() -> None:
     """A look in a later iteration (call_next, or call_soon outside a batch) that takes a
     request: the work it defers runs, then its frame leaves, before anything the event loop
