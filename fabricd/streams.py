@@ -307,7 +307,7 @@ class PeerStream(_Stream):
         """The target's lane first (lone Writes landed); a read that was nothing else is
         answered at once outside any batch, when none was left for later: its cumulative ACK
         (``Nic.peer_batch_end``) leaves as it is sent. A window-1 Write's target then runs
-        about 20 Python calls instead of 33 (cProfile)."""
+        28 Python calls instead of 33 (cProfile)."""
         link = self.link
         if link is None or not self.nic.peer_answer(link, reader, self._before_landing):
             return False
