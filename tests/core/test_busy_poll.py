@@ -131,6 +131,42 @@ def test_a_look_that_takes_a_request_ends_busy_polling() -> None:
     assert sq.word(Word.POLL) == 0 and sq.space() == sq.entries
 
 
+def test_a_busy_look_that_takes_the_next_request_ends_the_polling_in_its_own_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing was outstanding (request-reply: the consumer posted as the last request
+    completed): the busy look that takes the post clears POLL, fences and looks once more
+    at once (Intake.drain), not at the end of the turn. A post made as the request reaches
+    the peer, in the same turn, sees POLL 0 and rings; nothing looks for it."""
+    fabric, a, b, sq = _pair()
+    a.c.send(_write(a, b, 0))
+    _completed(fabric, a)
+    requests = fabric.pipe(a.c.node, b.c.node)
+    deliver, doorbells = requests.deliver, list[bytes]()
+
+    def posting(data: bytes) -> None:  # the consumer, on the other CPU, posts meanwhile
+        if not doorbells:
+            doorbells.append(_write(a, b, 3))
+        deliver(data)
+
+    monkeypatch.setattr(requests, "deliver", posting)
+    acks = fabric.pipe(b.c.node, a.c.node)
+    acks.held = True  # no retire looks either
+    assert [_write(a, b, 1), _write(a, b, 2)] == [b"", b""], "busy polling: no doorbell"
+    fabric.step()
+    assert doorbells[0], "POLL 0 already: the post made as the request arrived rings"
+    fabric.run()
+    assert sq.space() == sq.entries - 1, "and waits for its doorbell: nothing looked again"
+    counts = a.c.node.nic.intake.counts
+    assert (counts.settled, counts.busy_takes, counts.takes, counts.requests) == (1, 1, 2, 3)
+    a.c.send(doorbells[0])
+    assert sq.space() == sq.entries
+    acks.release()
+    fabric.run()
+    assert [cookie for _, cookie, _, _ in a.log()] == [1, 2, 3]
+    assert counts.settled == 1, "a take behind outstanding requests settles nothing"
+
+
 def test_requests_that_retire_after_the_ep_left_connected_start_no_busy_polling() -> None:
     """A graceful disconnect waits for the Write in flight; its ACK retires it, and the EP,
     no longer CONNECTED, takes no more requests: nothing to poll for."""
