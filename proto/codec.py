@@ -225,6 +225,12 @@ class FrameReader:
         return self._remaining > 0 and self._start == self._end and self._frame is not None
 
     @property
+    def drained(self) -> bool:
+        """Every byte read so far was handled: no frame in progress (a payload that came whole
+        into its place is not handled until ``next_event`` returns its frame), none buffered."""
+        return self._frame is None and self._start == self._end
+
+    @property
     def pending(self) -> int:
         """Bytes of an unfinished frame held or expected (non-zero at EOF: a truncated frame)."""
         return self._end - self._start + self._remaining

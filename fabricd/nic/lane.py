@@ -66,11 +66,12 @@ def answer(
     """The target's lane at the head of a read (Nic.peer_answer), first, when nothing about
     the link needs the long way: its lone Writes (``land``: coherent memory, and a key
     granted: an initiator's link has none, so it never runs there). True if they were the
-    whole read: all that is left is its ACK (Target.batch_end)."""
+    whole read: all that is left is its ACK (Target.batch_end). Not after a read that ended
+    a payload landing in its place: that frame is still to be handled."""
     if not (link.grants and memory.coherent and _open(link)):
         return False
     reader.take_head(land, memory, link, before)
-    return not reader.pending
+    return reader.drained
 
 
 def take_acks(acked: Callable[[Ep, int], None], link: PeerLink, reader: FrameReader) -> None:

@@ -17,6 +17,7 @@ from fabricd.nic import lane
 from fabricd.nic.answers import Answers
 from fabricd.nic.initiator import Initiator
 from fabricd.nic.objects import Ep, PeerLink
+from proto.codec import DIRECT_LANDING_MIN
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos, MemPriv, MemType
 from proto.constants import EventNumber as E
@@ -220,3 +221,32 @@ def test_with_fault_rules_set_the_ack_of_a_read_answered_at_once_takes_the_fault
     fabric.advance(0.005)
     assert [(e.cookie, e.status) for e in a.events()] == [(2, OK)]
     assert len(answered) == 1 and sum(laned) == 1
+
+
+@pytest.mark.parametrize("kind", [Dtos.RDMA_WRITE, Dtos.SEND])
+def test_a_payload_that_lands_directly_completes_with_nothing_read_after_it(
+    kind: Dtos, answered: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A payload of DIRECT_LANDING_MIN bytes or more whose first bytes came with its header
+    is read straight into its place, and the read that completes it ends with it: its frame
+    is whole but not yet handled, so that read is not answered at once, and the frame
+    completes with nothing more to read (the last Write of a window, or a Send behind Writes,
+    waited for the next heartbeat's bytes)."""
+    size = 2 * DIRECT_LANDING_MIN
+    fabric, a, b = pair(size=size)
+    assert _write(fabric, a, 1, b.rmr(0, 64), 1) == OK  # a key granted: the lane is open
+    to_b = fabric.pipe(a.c.node, b.c.node)
+    deliver = to_b.deliver
+
+    def in_two_reads(data: bytes) -> None:  # the header and a few bytes, then the rest
+        deliver(data[:256])
+        deliver(data[256:])
+
+    monkeypatch.setattr(to_b, "deliver", in_two_reads)
+    b.c.post(Dtos.RECEIVE, b.ep, [b.triplet(0, size)], 9, None, 0)
+    a.memory()[:] = b"\x05" * size
+    remote = b.rmr(0, size) if kind == Dtos.RDMA_WRITE else None
+    a.c.post(kind, a.ep, [a.triplet(0, size)], 2, remote, 0)
+    fabric.run()
+    assert [(e.cookie, e.status) for e in a.events()] == [(2, OK)]
+    assert bytes(b.memory()) == b"\x05" * size and answered == []
