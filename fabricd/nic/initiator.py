@@ -161,7 +161,9 @@ class Initiator:
 
     def transmit(self, ep: Ep, retire: bool = True) -> None:
         """Start held requests in order, as far as fences and read credits allow; then retire
-        what is done (not ``retire``: only plain requests came, done by their answers alone)."""
+        what is done (not ``retire``: only plain requests came, done by their answers alone;
+        nor while the oldest outstanding awaits its answer, as a Read just posted does: none
+        can retire before it. Window-1 64 B Reads, `python -m bench.ab`: 114 -> 110 us)."""
         link = ep.link
         while ep.held and link is not None and ep.link is link:
             op = ep.held[0]
@@ -189,7 +191,8 @@ class Initiator:
                     break
             else:
                 self._start(ep, link, op)
-        if retire or self.faults.active:  # a fault rule may fail one on its way out
+        # a fault rule may fail one on its way out; else the oldest, awaiting its answer, holds all
+        if self.faults.active or (retire and not (ep.ops and not done(ep, ep.ops[0]))):
             self.retire(ep)
 
     def _start_batch(self, ep: Ep, link: PeerLink) -> None:
