@@ -772,6 +772,27 @@ def test_take_head_gives_a_taker_the_whole_frames_and_decodes_what_it_left() -> 
     assert len(seen) == 1
 
 
+def test_a_payload_landed_in_its_place_leaves_its_frame_to_handle() -> None:
+    """A payload of DIRECT_LANDING_MIN bytes or more is read straight into its place, and the
+    read that completes it ends with it: nothing is pending then, but the reader is not
+    ``drained`` until next_event has returned that frame."""
+    size = 2 * DIRECT_LANDING_MIN
+    place = bytearray(size)
+    reader = FrameReader(lambda frame: [memoryview(place)])
+    stream = encode_frame(FrameType.WRITE, 1, 2, 3, payload=b"\x09" * size)
+    reader.feed(stream[:64])
+    assert reader.next_event() is None and not reader.drained
+    rest = memoryview(stream)[64:]
+    buf = reader.get_buffer(len(rest))
+    assert len(buf) == len(rest), "the payload's remaining bytes, in place"
+    buf[:] = rest
+    reader.buffer_updated(len(rest))
+    assert reader.pending == 0 and not reader.landing and not reader.drained
+    frame = reader.next_event()
+    assert frame is not None and frame.fields == [1, 2, 3] and place == b"\x09" * size
+    assert reader.drained
+
+
 def test_a_taker_that_stops_outside_the_buffered_bytes_is_refused() -> None:
     reader = FrameReader()
     reader.feed(encode_frame(FrameType.ACK, 7))
