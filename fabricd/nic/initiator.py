@@ -191,8 +191,8 @@ class Initiator:
                     break
             else:
                 self._start(ep, link, op)
-        # a fault rule may fail one on its way out; else the oldest, awaiting its answer, holds all
-        if self.faults.active or (retire and not (ep.ops and not done(ep, ep.ops[0]))):
+        # a fault rule may fail one on its way out; else only a done oldest lets any retire
+        if self.faults.active or (retire and (not ep.ops or done(ep, ep.ops[0]))):
             self.retire(ep)
 
     def _start_batch(self, ep: Ep, link: PeerLink) -> None:
