@@ -7,7 +7,9 @@ consumer counts for Sends; ``--cq-mod N``: the run at ``--window`` signals one r
 ``fabricctl bench --cq-mod`` does). ``--perf``: each process's CPU per operation split by the
 code it ran (the kernel, the interpreter, uvloop, msgpack, the project's C, a C program's
 provider, libc: bench.perfsplit, ``perf record`` over the measured run, ``--driver c``'s
-too; needs perf and the right to use it, else exit 2).
+too; needs perf and the right to use it, else exit 2). ``--placement``: where the kernel ran
+each process over the measured run, as shares of the samples that found it runnable, per CPU
+(bench.placement, a sampling process of its own: it takes some CPU of the machine too).
 
 ``--driver c``: a C program through libdatfabric (provider/bench/post_reap.c, RDMA Writes or
 Sends (``--op``), polling): the CPU inside each post and inside the dequeue that returns its
@@ -32,6 +34,7 @@ from bench.fabric import Session
 from bench.limits import PACE_LOOP, pace
 from bench.nodes import Fabric, add_daemon_cpus, cpus_args
 from bench.perftest import at_least_one, moderation
+from bench.placement import Placement
 from bench.proc import usage
 from client.faults import Faults
 from fabricd.launch import start_node
@@ -52,6 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--driver", choices=["python", "c"], default="python")
     p.add_argument("--cq-mod", type=at_least_one, default=1, help="signal one request in N")
     p.add_argument("--perf", action="store_true", help="split each process's CPU by code (perf)")
+    p.add_argument("--placement", action="store_true", help="sample which CPU each process ran on")
     add_daemon_cpus(p, "the two daemons")
     args = p.parse_args(argv)
     if args.perf and shutil.which("perf") is None:
@@ -83,7 +87,11 @@ def measure(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             nodes = Faults({"a": a.socket, "b": b.socket})
             counted = [nodes.status(n) for n in "ab"]
             path = os.path.join(tmp, "perf.data")
-            with perfsplit.Recording(path) if args.perf else contextlib.nullcontext() as recording:
+            where = Placement(pids) if args.placement else None
+            with (
+                perfsplit.Recording(path) if args.perf else contextlib.nullcontext() as recording,
+                where or contextlib.nullcontext(),
+            ):
                 if recording is not None:
                     recording.resume()
                 before = {name: usage(pid) for name, pid in pids.items()}
@@ -102,6 +110,8 @@ def measure(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                 print(after[name].line(name, before[name], args.iters))
             for text in perfsplit.lines(pids, before, after, shares, args.iters):
                 print(text)
+            if where is not None:
+                print(where.line())
             print(intake(counted, [nodes.status(n) for n in "ab"]))
             before_us = pace()
             post_us, reap_us = post_reap(session, args.op, args.size, window)

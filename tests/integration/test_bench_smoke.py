@@ -276,6 +276,25 @@ def test_bench_breakdown_names_every_process_of_a_windowed_send() -> None:
     assert lines[7].startswith("  consumer-daemon call round trip: ")
 
 
+def test_bench_breakdown_placement_says_where_each_process_ran() -> None:
+    """python -m bench.breakdown --placement: after the CPU lines, each process's samples that
+    found it runnable, by the CPU it was on, as shares that add up to about 100 %."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.breakdown", "--iters", "3000", "--window", "8",
+         "--placement"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    [line] = [x for x in out.stdout.splitlines() if x.startswith("  where each ran ")]
+    parts = dict(part.split(" CPU ", 1) for part in line.split(": ", 1)[1].split("; "))
+    assert set(parts) == {"consumer", "its daemon", "peer daemon"}, line
+    cpus = range(os.cpu_count() or 1)
+    for shares in parts.values():
+        pairs = [re.fullmatch(r"(?:CPU )?(\d+) (\d+)%", s) for s in shares.split(", ")]
+        assert all(m and int(m[1]) in cpus for m in pairs), line
+        assert 97 <= sum(int(m[2]) for m in pairs if m) <= 103, line
+
+
 def test_bench_breakdown_perf_splits_each_processs_cpu_by_code() -> None:
     """python -m bench.breakdown --perf: after the CPU lines, each process's CPU per operation
     split by the code perf sampled it in (parts that add up to it: perf_split); both daemons
