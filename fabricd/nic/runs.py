@@ -111,11 +111,21 @@ def queue(ep: Ep, wqes: list[PlainWqe], views: list[memoryview], total: int, mix
     """Queue checked plain WQEs (their bytes: ``views``, ``total`` in all) in posting order:
     as one Run when every one is in the first one's ``group`` (``mixed`` False), else a Run
     for each stretch of one group and an Op for each ALONE one (a fenced or large Write or
-    Send: the initiator's Op rules hold it)."""
+    Send: the initiator's Op rules hold it). A Run of one kind that joins the newest held
+    Run of its kind, none of whose requests has gone on the wire, becomes part of it: the
+    stretches a take finds while its consumer posts (a C program posting a window: ~12
+    stretches a batch) are one Run to send, complete and retire, not one each."""
     seq = ep.next_seq
     ep.next_seq = seq + len(wqes)
     if not mixed:
-        run = Run(_KINDS[wqes[0][0]], seq, wqes, views, total)
+        kind = _KINDS[wqes[0][0]]
+        tail = ep.held[-1] if ep.held else None
+        if isinstance(tail, Run) and tail.kind == kind and not tail.sent:
+            tail.wqes += wqes  # its last request is ep.next_seq's before these: in order
+            tail.views += views
+            tail.nbytes += total
+            return
+        run = Run(kind, seq, wqes, views, total)
         ep.ops.append(run)
         ep.held.append(run)
         return

@@ -208,3 +208,30 @@ def test_expand_and_find_keep_each_request_and_what_is_still_held() -> None:
     assert list(ep.held) == list(ops)[-2:], "the held ones are the same Ops"
     assert find(ep, 4) is None, "completed: not outstanding"
     assert find(ep, 12) is None
+
+
+def test_a_take_across_the_ring_end_is_one_run() -> None:
+    """A turn's WQEs that wrap around the send queue's end are taken as two stretches (one
+    to the end, one from slot 0): the second joins the first's Run, still held, so both are
+    one Run to send, complete and retire, in order."""
+    fabric, a, b = _setup()
+    q = _ep(a).queues
+    assert q is not None
+    done = q.sq.entries - 3  # the next post's slot: three before the end
+    completed = []
+    for cookie in range(done):
+        _write(a, b, cookie)
+        fabric.run()
+        completed += a.log()  # taken as they come: the EVD holds fewer than the ring
+    assert completed == [(DTO, c, OK, 16) for c in range(done)]
+    requests = fabric.pipe(a.c.node, b.c.node)
+    requests.held = True
+    for cookie in range(done, done + 5):  # the first rings the doorbell and goes alone
+        _write(a, b, cookie)
+    fabric.run()
+    first = done + 1  # sequence numbers start at 1
+    assert _items(_ep(a)) == [("Run", first, first), ("Run", first + 1, first + 4)]
+    assert [fields[0] for _, _, fields in fabric.frames(FrameType.WRITES)][-1:] == [first + 1]
+    requests.release()
+    fabric.run()
+    assert a.log() == [(DTO, c, OK, 16) for c in range(done, done + 5)]
