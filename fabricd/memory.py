@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from fabricd import _landing as landing
 from fabricd.procmem import NoProcessMemory, Piece, PlannedWrites, ProcessMemory, Scatter
 from proto.checks import Region
 from proto.constants import MemPriv
@@ -260,14 +261,7 @@ class MemoryRegistry:
         pieces: dict[int, list[Piece]] = {}
         for lmr, some in ranges.items():
             out = pieces.setdefault(lmr.pid, [])
-            some.sort()
-            start, end = some[0]
-            for a, b in some[1:]:
-                if a > end:
-                    out.append((start, lmr.local(start, end - start)))
-                    start = a
-                end = max(end, b)
-            out.append((start, lmr.local(start, end - start)))
+            out += [(start, lmr.local(start, end - start)) for start, end in landing.merge(some)]
         try:
             for pid, some_pieces in pieces.items():
                 move(pid, some_pieces)

@@ -3,7 +3,9 @@ batches drawn around the key's range (inside, at its edges, across them, empty, 
 it gives each Write's bytes exactly where Reach.bytes puts them when every Write of the batch
 passes, and declines (None) any other batch, which the Python loop then answers. Sends,
 against send_run.SendRun's rule for the common receive: it lands the same Sends in the same
-receives, and stops before the first receive the Python path must take."""
+receives, and stops before the first receive the Python path must take. Ranges, against
+a merge written out in Python: the same bytes, merged where they overlap or touch, and None
+for a batch under more than one key."""
 
 from __future__ import annotations
 
@@ -161,3 +163,44 @@ def test_a_send_outside_its_payload_raises() -> None:
     with pytest.raises(ValueError, match="outside the payload"):
         landing.sends(b"x" * 8, 0, [16], 0, recvs, [], [], [])
     assert len(recvs) == 1, "nothing taken"
+
+
+def _merged(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The reference: sorted, then each pair that starts at or before the last one's end
+    joins it."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(pairs):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def test_merge_and_ranges_are_the_reference_merge() -> None:
+    rng = random.Random(9)
+    for _ in range(3000):
+        ops = [
+            (rng.choice([0, 4096, 8192, 100, 2**64 - 8]), KEY, rng.choice([0, 1, 64, 4096, 8]))
+            for _ in range(rng.randint(0, 8))
+        ]
+        pairs = [(a, a + n) for a, _, n in ops if n]
+        fits = all(a + n <= 2**64 - 1 for a, _, n in ops)
+        if fits:  # (an end past 2**64 is no u64: merge refuses it, ranges declines it)
+            assert landing.merge(pairs) == _merged(pairs)
+        assert landing.ranges(ops, KEY) == (_merged(pairs) if fits else None)
+        if ops:
+            other = [*ops[:-1], (ops[-1][0], KEY + 1, ops[-1][2])]
+            assert landing.ranges(other, KEY) is None, "another key: the caller's loop"
+
+
+def test_ranges_and_merge_refuse_what_is_not_theirs() -> None:
+    assert landing.ranges([(1, KEY, 2), (1, KEY)], KEY) is None  # type: ignore[list-item]
+    assert landing.ranges([(1, KEY, -1)], KEY) is None
+    assert landing.ranges([(1, KEY, 2)], -1) is None
+    with pytest.raises(TypeError):
+        landing.ranges((1, KEY, 2), KEY)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        landing.merge([(5, 4)])
+    with pytest.raises(TypeError):
+        landing.merge([(1, 2, 3)])  # type: ignore[list-item]
