@@ -68,11 +68,11 @@ class SendRun:
 
 def in_receives(link: PeerLink, ep: Ep, seq: int) -> bool:
     """May the Sends from ``seq`` on land in a run as Target._landed lands them, in receives
-    taken already (nothing holds them back, the EP's receives are its own, the first in shared
-    memory)? fabricd/_landing.c's ``sends`` then checks each receive."""
+    taken already (nothing holds them back, the EP's receives are its own)?
+    fabricd/_landing.c's ``sends`` (the first receive in shared memory) or ``planned`` (in a
+    C program's) then checks each receive."""
     return (
         bool(ep.recvs)
-        and not ep.recvs[0].spans  # into a C program's memory: _landed plans the writes
         and not link.stalled
         and link.fault is None
         and seq > link.acked

@@ -151,11 +151,14 @@ class Target:
             return  # no endpoint: nothing to receive them
         payload, offset, run, i = memoryview(frame.payload), 0, SendRun(seq), 0
         while i < len(lengths):
-            if link.ep is not None and in_receives(link, link.ep, seq + i):
-                i, offset = landing.sends(  # as many as land in common receives, in C
-                    frame.payload, offset, lengths, i, link.ep.recvs, run.done, run.recvs,
-                    run.bodies,
-                )  # fmt: skip
+            ep = link.ep
+            if ep is not None and in_receives(link, ep, seq + i):
+                land = (frame.payload, offset, lengths, i, ep.recvs, run.done, run.recvs,
+                        run.bodies)  # fmt: skip
+                if not ep.recvs[0].spans:  # as many as land in common receives, in C
+                    i, offset = landing.sends(*land)
+                else:  # or in a C program's receives: planned, written when the run ends
+                    i, offset, run.pid = landing.planned(*land, run.pid, run.pieces)
                 if i == len(lengths):
                     break
             length, this = lengths[i], seq + i
