@@ -121,7 +121,7 @@ def queue(ep: Ep, wqes: list[PlainWqe], views: list[memoryview], total: int, mix
         kind = _KINDS[wqes[0][0]]
         tail = ep.held[-1] if ep.held else None
         if isinstance(tail, Run) and tail.kind == kind and not tail.sent:
-            tail.wqes += wqes  # its last request is ep.next_seq's before these: in order
+            tail.wqes += wqes  # the newest request: these follow it, in order
             tail.views += views
             tail.nbytes += total
             return
