@@ -3,7 +3,8 @@ client/_ringpost.c (the client's common post: client/posting.py), client/_ringta
 its common completions: ClientCore.refill), fabricd/_plaintake.c (runs of the common WQE read
 and checked, its walk in fabricd/plaintake_walk.h: Initiator.post_plain,
 Target.post_recv_plain; and ShmMapper.fence's full barrier), fabricd/_landing.c (where a
-batch of RDMA Writes or Sends lands: remote_access.write_targets, Target._sends),
+batch of RDMA Writes lands: remote_access.write_targets and stored_writes),
+fabricd/_receives.c (where the Sends of a batch land: Target._sends),
 fabricd/_lanes.c (the lone Writes and ACKs at a read's head: fabricd/nic/lane.py; both share
 fabricd/pyu64.h),
 proto/_scatter.c (a payload copied into its sink's views: codec.FrameReader) and proto/_rows.c
@@ -29,6 +30,7 @@ setup(
             ("client._ringtake", "client/_ringtake.c", []),
             ("fabricd._plaintake", "fabricd/_plaintake.c", ["fabricd/plaintake_walk.h"]),
             ("fabricd._landing", "fabricd/_landing.c", ["fabricd/pyu64.h"]),
+            ("fabricd._receives", "fabricd/_receives.c", ["fabricd/pyu64.h"]),
             ("fabricd._lanes", "fabricd/_lanes.c", ["fabricd/pyu64.h"]),
             ("proto._scatter", "proto/_scatter.c", []),
             ("proto._rows", "proto/_rows.c", []),

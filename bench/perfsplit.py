@@ -36,8 +36,8 @@ PARTS: Final = (
 )
 """The parts a process's CPU is split into, in the order they are printed."""
 
-PROJECT_C: Final = ("_plaintake", "_lanes", "_landing", "_rows", "_scatter", "_ringpost",
-                    "_ringtake")  # fmt: skip
+PROJECT_C: Final = ("_plaintake", "_lanes", "_landing", "_receives", "_rows", "_scatter",
+                    "_ringpost", "_ringtake")  # fmt: skip
 """The project's own C extensions (fabricd/, proto/, client/), by module name."""
 
 RATE: Final = 1999  # samples a second of CPU: ~500 us apart, light enough not to move the run

@@ -69,7 +69,7 @@ class SendRun:
 def in_receives(link: PeerLink, ep: Ep, seq: int) -> bool:
     """May the Sends from ``seq`` on land in a run as Target._landed lands them, in receives
     taken already (nothing holds them back, the EP's receives are its own)?
-    fabricd/_landing.c's ``sends`` (the first receive in shared memory) or ``planned`` (in a
+    fabricd/_receives.c's ``sends`` (the first receive in shared memory) or ``planned`` (in a
     C program's) then checks each receive."""
     return (
         bool(ep.recvs)

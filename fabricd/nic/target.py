@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
-from fabricd import _landing as landing
+from fabricd import _receives as receives
 from fabricd.memory import MemoryRegistry
 from fabricd.nic import lane, plain_recvs
 from fabricd.nic.epdriver import EpDriver
@@ -151,14 +151,13 @@ class Target:
             return  # no endpoint: nothing to receive them
         payload, offset, run, i = memoryview(frame.payload), 0, SendRun(seq), 0
         while i < len(lengths):
-            ep = link.ep
-            if ep is not None and in_receives(link, ep, seq + i):
+            if (ep := link.ep) is not None and in_receives(link, ep, seq + i):
                 land = (frame.payload, offset, lengths, i, ep.recvs, run.done, run.recvs,
                         run.bodies)  # fmt: skip
                 if not ep.recvs[0].spans:  # as many as land in common receives, in C
-                    i, offset = landing.sends(*land)
+                    i, offset = receives.sends(*land)
                 else:  # or in a C program's receives: planned, written when the run ends
-                    i, offset, run.pid = landing.planned(*land, run.pid, run.pieces)
+                    i, offset, run.pid = receives.planned(*land, run.pid, run.pieces)
                 if i == len(lengths):
                     break
             length, this = lengths[i], seq + i

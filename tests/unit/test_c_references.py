@@ -23,6 +23,7 @@ from client.records import Event
 from fabricd import _landing as landing
 from fabricd import _lanes as lanes
 from fabricd import _plaintake as plaintake
+from fabricd import _receives as receives
 from fabricd.memory import Lmr, Reach
 from fabricd.nic.objects import Recv
 from proto import _rows as rows_c
@@ -45,6 +46,7 @@ from tests.core.test_post_inline import (
 from tests.unit import test_landing as lt
 from tests.unit import test_lanes as lnt
 from tests.unit import test_plaintake as pt
+from tests.unit import test_receives as rvt
 from tests.unit import test_ringtake as tt
 from tests.unit import test_rows as rt
 
@@ -124,20 +126,10 @@ def _landing_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]
     start, end = lt.WINDOW.address, lt.WINDOW.address + lt.WINDOW.length
     ops = [(start, lt.KEY, 64), (start + 64, lt.KEY, 4096 - 64)]
     other = [(start, lt.KEY + 1, 64)]
+    pairs = [(5, 10), (0, 3), (3, 4), (9, 12)]
+    bad_pairs: Any = [(5, 4)]
     not_a_list: Any = ()
     target = lt.LMR.view
-    payload = bytes(range(64)) * 2
-    memory = bytearray(256)
-
-    def sends() -> object:
-        recvs = deque(
-            Recv(k, 0, [memoryview(memory)[64 * k : 64 * k + 64]], 64, []) for k in range(4)
-        )
-        return landing.sends(payload, 0, [64, 64], 0, recvs, [], [], [])
-
-    def outside() -> object:
-        recvs = deque([Recv(1, 0, [memoryview(memory)[:64]], 64, [])])
-        return landing.sends(payload[:8], 0, [16], 0, recvs, [], [], [])
 
     return {
         "views: landed": (lambda: landing.views(ops, lt.KEY, start, end, lt.ORIGIN, target),
@@ -149,9 +141,47 @@ def _landing_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]
                     lambda: landing.views(not_a_list, lt.KEY, start, end, lt.ORIGIN, target)),
             (target,),
         ),
+        "ranges: merged": (lambda: landing.ranges(ops, lt.KEY), (ops,)),
+        "ranges: declined": (lambda: landing.ranges(other, lt.KEY), (other,)),
+        "merge: merged": (lambda: landing.merge(pairs), (pairs,)),
+        "merge: not pairs": (_raises(TypeError, lambda: landing.merge(bad_pairs)), (bad_pairs,)),
+    }  # fmt: skip
+
+
+def _receives_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]]]:
+    payload = bytes(range(64)) * 2
+    memory = bytearray(256)
+    lmr = rvt.PROCESS_LMRS[0]
+
+    def sends() -> object:
+        recvs = deque(
+            Recv(k, 0, [memoryview(memory)[64 * k : 64 * k + 64]], 64, []) for k in range(4)
+        )
+        return receives.sends(payload, 0, [64, 64], 0, recvs, [], [], [])
+
+    def outside() -> object:
+        recvs = deque([Recv(1, 0, [memoryview(memory)[:64]], 64, [])])
+        return receives.sends(payload[:8], 0, [16], 0, recvs, [], [], [])
+
+    def planned() -> object:
+        address = lmr.region.address
+        recvs = deque(
+            Recv(k, 0, [memoryview(memory)[:64]], 64, [(lmr, address + 64 * (k % 2), 64)])
+            for k in range(4)
+        )  # two Sends back to back in one buffer: one piece; an empty one plans nothing
+        return receives.planned(payload, 0, [64, 64, 0], 0, recvs, [], [], [], 0, [])
+
+    def declined() -> object:
+        freed = rvt.PROCESS_LMRS[3]
+        recvs = deque([Recv(1, 0, [memoryview(memory)[:64]], 64, [(freed, 0, 64)])])
+        return receives.planned(payload, 0, [64], 0, recvs, [], [], [], 0, [])
+
+    return {
         "sends: landed": (sends, (payload, memory)),
         "sends: outside the payload": (_raises(ValueError, outside), (payload, memory)),
-    }  # fmt: skip
+        "planned: planned": (planned, (payload, lmr)),
+        "planned: a freed LMR declined": (declined, (payload,)),
+    }
 
 
 def _lanes_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]]]:
@@ -262,6 +292,7 @@ def _ringtake_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...
 CASES = {
     **_plaintake_cases(),
     **_landing_cases(),
+    **_receives_cases(),
     **_lanes_cases(),
     **_scatter_cases(),
     **_rows_cases(),

@@ -35,6 +35,8 @@ EXTENSIONS = [
      "tests/unit/test_plaintake.py"),
     ("fabricd._landing", "fabricd/_landing.c", "fabricd.nic.remote_access",
      "tests/unit/test_landing.py"),
+    ("fabricd._receives", "fabricd/_receives.c", "fabricd.nic.target",
+     "tests/unit/test_receives.py"),
     ("fabricd._lanes", "fabricd/_lanes.c", "fabricd.nic.lane", "tests/unit/test_lanes.py"),
     ("proto._scatter", "proto/_scatter.c", "proto.codec", "tests/unit/test_scatter.py"),
     ("proto._rows", "proto/_rows.c", "proto.events", "tests/unit/test_rows.py"),
