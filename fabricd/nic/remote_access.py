@@ -7,7 +7,7 @@ import logging
 from typing import Final
 
 from fabricd import _landing as landing
-from fabricd.memory import Lmr, MemoryRegistry, Reach, Span
+from fabricd.memory import MemoryRegistry, Reach, Span
 from fabricd.nic.objects import Ep, PeerLink
 from fabricd.nic.views import scratch
 from fabricd.procmem import PlannedWrites, Scatter, add_piece
@@ -115,10 +115,10 @@ def stored_writes(memory: MemoryRegistry, link: PeerLink, seq: int, ops: list[Wr
     last = link.fault[0] if link.fault is not None else seq + len(ops)
     fresh = ops[first - seq : max(last - seq, 0)]
     key = fresh[0][1] if fresh else None
-    if key in memory.by_rmr_context:  # the common batch: one key, not revoked meanwhile
-        touched = landing.ranges(fresh, key)  # merged in C: no Python per Write
-        lmr = memory.process_lmr(key) if touched is not None else None
-        if touched is not None and (lmr is None or memory.store(spans_of(lmr, touched))):
+    # the common batch, one key not revoked meanwhile: its bytes merged in C, not Write by Write
+    if key in memory.by_rmr_context and (touched := landing.ranges(fresh, key)) is not None:
+        lmr = memory.process_lmr(key)
+        if lmr is None or memory.store([(lmr, start, end - start) for start, end in touched]):
             return  # (a store that failed: the loop below finds the Write)
     spans: list[Span] = []
     key, lmr, end = None, None, len(fresh)  # end: the first Write whose key was revoked
@@ -138,11 +138,6 @@ def stored_writes(memory: MemoryRegistry, link: PeerLink, seq: int, ops: list[Wr
     if end < len(fresh):
         log.info("a batch's Write %d: its key was revoked while its bytes came", first + end)
         link.fault = (first + end, St.DTO_ERR_REMOTE_ACCESS)
-
-
-def spans_of(lmr: Lmr, ranges: list[tuple[int, int]]) -> list[Span]:
-    """The spans of ``lmr`` that [start, end) ``ranges`` name."""
-    return [(lmr, start, end - start) for start, end in ranges]
 
 
 def atomic_target(
