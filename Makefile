@@ -19,9 +19,10 @@ BASE   := $(VENV)/.python
 
 .PHONY: FORCE demo test provider system-deps container-deps containers containers-up containers-down lint bench clean mutation fuzz
 
-# The install builds the C extensions (setup.py): it needs Python's headers. A change to any of
-# their sources or headers installs again.
-EXTENSIONS := $(wildcard client/*.[ch] fabricd/*.[ch] proto/*.[ch]) provider/df-abi.h
+# The install builds the C extensions and compiles the native modules (setup.py, proto/native.py):
+# it needs Python's headers. A change to any of their sources or headers installs again.
+EXTENSIONS := $(wildcard client/*.[ch] fabricd/*.[ch] proto/*.[ch]) provider/df-abi.h \
+	$(wildcard proto/*.py fabricd/nic/*.py) $(addprefix fabricd/,faults.py memory.py shm.py streams.py turn.py)
 # A venv made from another interpreter than $(PYTHON) is made again ($(BASE) names its base; the
 # file changes only when the choice does).
 $(BASE): FORCE
@@ -101,7 +102,7 @@ lint: $(STAMP)
 # (configured in pyproject.toml, [tool.mutmut]; results in docs/mutation.md). Not part of `test`.
 mutation: $(STAMP)
 	$(VENV)/bin/python -c "import mutmut" 2>/dev/null || $(VENV)/bin/pip install -q "mutmut==3.*"
-	$(VENV)/bin/mutmut run --max-children 2
+	DATFABRIC_INTERPRETED=1 $(VENV)/bin/mutmut run --max-children 2
 	$(VENV)/bin/mutmut results
 
 # The hostile-input suites (tests/core/test_fuzz.py) ten times longer than `test` runs them:

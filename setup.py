@@ -10,14 +10,51 @@ fabricd/pyu64.h),
 proto/_scatter.c (a payload copied into its sink's views: codec.FrameReader) and proto/_rows.c
 (completion rows into an event queue, the Write list of a WRITES header: events.write_rows,
 batch.encode_write_rows). Everything else is in pyproject.toml; their layout header is the C
-provider's."""
+provider's.
+
+And the daemon's data path compiled from its typed Python by mypyc (the modules of
+proto/native.py: NATIVE), with each source's sha256 in proto/native.sums, so a source edited
+since runs interpreted rather than stale (proto.native.steer). DATFABRIC_INTERPRETED=1 at build
+time skips it."""
+
+import json
+import os
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+from proto import native
 
 FLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"]
 
+
+def compiled() -> list[Extension]:
+    """The NATIVE modules as mypyc extensions, their sources' sums recorded (or none)."""
+    native.SUMS.unlink(missing_ok=True)
+    if os.environ.get(native.ENV):
+        return []
+    from mypyc.build import mypycify  # a build requirement (pyproject.toml)
+
+    modules = mypycify([str(native.source(m).relative_to(native.ROOT)) for m in native.NATIVE])
+    native.SUMS.write_text(json.dumps(native.sums(), indent=1, sort_keys=True) + "\n")
+    return list(modules)
+
+
+class BuildExt(build_ext):
+    """A build that fails leaves no sums: the modules it did not finish are not used."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except BaseException:
+            native.SUMS.unlink(missing_ok=True)
+            raise
+
+
 setup(
-    ext_modules=[
+    cmdclass={"build_ext": BuildExt},
+    ext_modules=compiled()
+    + [
         Extension(
             name,
             [source],
@@ -35,5 +72,5 @@ setup(
             ("proto._scatter", "proto/_scatter.c", []),
             ("proto._rows", "proto/_rows.c", []),
         ]
-    ]
+    ],
 )

@@ -185,11 +185,15 @@ def traced_nodes(
     """The initiator's and the target's daemons, started by ``module`` (its ``env`` names
     the stretch file and the daemon's own), each to write into ``tmp``/NAME.``suffix`` what
     it records of the stretch that ``tmp``/stretch will name (``open_stretch``); ``cpus``:
-    their CPU lists (``--daemon-cpus``), "" unpinned."""
+    their CPU lists (``--daemon-cpus``), "" unpinned. Their core runs from its sources
+    (proto.native): a compiled caller would not call the wrapped functions."""
     from bench.nodes import cpus_args
     from fabricd.launch import start_node
+    from proto import native
 
     nodes = []
+    interpreted = os.environ.get(native.ENV)
+    os.environ[native.ENV] = "1"
     try:
         for name, pinned in zip(("a", "b"), cpus, strict=True):
             os.environ[env] = f"{tmp}/stretch {tmp}/{name}.{suffix}"
@@ -202,6 +206,8 @@ def traced_nodes(
         yield nodes[0], nodes[1]
     finally:
         os.environ.pop(env, None)
+        if interpreted is None:
+            os.environ.pop(native.ENV, None)
         for node in nodes:
             node.stop()
 

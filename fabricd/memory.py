@@ -14,6 +14,7 @@ from fabricd import _landing as landing
 from fabricd.procmem import NoProcessMemory, Piece, PlannedWrites, ProcessMemory, Scatter
 from proto.checks import Region
 from proto.constants import MemPriv
+from proto.native import View
 
 REMOTE_PRIVS = MemPriv.REMOTE_READ | MemPriv.REMOTE_WRITE
 
@@ -42,7 +43,7 @@ class Lmr:
     owner: int
     region: Region
     segment: str
-    view: memoryview  # exactly the registered range
+    view: View  # exactly the registered range
     lmr_context: int
     rmr_context: int
     offset: int = 0  # of the registered range in its segment

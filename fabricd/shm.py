@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 
 from fabricd import _plaintake
+from proto.native import View
 
 F_SEAL_FUTURE_WRITE = 0x0010  # linux/fcntl.h; the fcntl module does not name it
 SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
@@ -30,7 +31,7 @@ class BadSegment(ValueError):
 class _Segment:
     fd: int
     mm: mmap.mmap
-    view: memoryview
+    view: View
     refs: int = 0  # map() calls not yet undone
     removed: bool = False  # closed once the last mapping goes
 

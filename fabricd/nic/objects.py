@@ -24,6 +24,7 @@ from proto.constants import EpState as S
 from proto.errors import DatInvalidHandle
 from proto.frames import FrameType
 from proto.hostif import Ring
+from proto.native import View
 
 if TYPE_CHECKING:
     from fabricd.nic.runs import Run
@@ -227,7 +228,7 @@ class WorkQueues:
     segment: str
     sq: Ring
     rq: Ring
-    stage: memoryview  # the staging area (STAGED WQEs' bytes)
+    stage: View  # the staging area (STAGED WQEs' bytes)
     sq_done: int = 0
     rq_done: int = 0
     heard: int = 0

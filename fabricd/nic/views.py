@@ -24,7 +24,7 @@ def local_views(
     owner = consumer.id
     if type(iov) is tuple and len(iov) == 1:
         address, length, context = iov[0]
-        lmr = one_segment(memory, owner, pz, int(need), address, length, context)
+        lmr = one_segment(lmrs, owner, pz, int(need), address, length, context)
         if lmr is not None:
             return [lmr.local(address, length)], length, [(lmr, address, length)] if lmr.pid else []
     found: list[Lmr] = []  # the LMR of each segment looked up, in the order check_local_iov uses
@@ -47,12 +47,13 @@ def local_views(
 
 
 def one_segment(
-    memory: MemoryRegistry, owner: int, pz: int, need: int, address: int, length: int, context: int
+    lmrs: dict[int, Lmr], owner: int, pz: int, need: int, address: int, length: int, context: int
 ) -> Lmr | None:
     """The LMR of a post's one local segment when the segment passes every check of
     check_local_iov (not empty, a key of consumer ``owner``'s in PZ ``pz`` with privilege
-    ``need``, the bytes inside its range); None when any fails (check_local_iov says which)."""
-    lmr = memory.by_lmr_context.get(context)
+    ``need``, the bytes inside its range; ``lmrs``: MemoryRegistry.by_lmr_context); None when
+    any fails (check_local_iov says which)."""
+    lmr = lmrs.get(context)
     if (
         length
         and lmr is not None

@@ -182,6 +182,7 @@ def test_requests_that_retire_after_the_ep_left_connected_start_no_busy_polling(
     assert (E.DTO_COMPLETION_EVENT, 0, OK, 1) in a.log()
 
 
+@pytest.mark.interpreted
 @pytest.mark.parametrize("kind", [Dtos.RDMA_WRITE, Dtos.RDMA_READ], ids=["write", "read"])
 def test_poll_is_1_before_the_completion_of_the_last_outstanding_request_is_written(
     kind: Dtos, monkeypatch: pytest.MonkeyPatch

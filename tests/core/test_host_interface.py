@@ -98,6 +98,7 @@ def _polled(s: Side, peer: Side) -> Ring:
     return sq
 
 
+@pytest.mark.interpreted
 def test_a_doorbell_is_counted_heard_once_what_it_announced_is_taken(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -187,6 +188,7 @@ def _drains_for_one_call(idle: int, monkeypatch: pytest.MonkeyPatch) -> int:
     return len(looked)
 
 
+@pytest.mark.interpreted
 def test_a_call_looks_at_the_eps_the_daemon_polls_not_the_idle_ones(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

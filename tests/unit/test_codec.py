@@ -469,16 +469,10 @@ def test_large_collected_payload_gets_a_payload_sized_buffer() -> None:
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.timeout(10)  # an empty buffer inside feed() would make it spin forever
 def test_feed_accepts_a_chunk_larger_than_the_buffer() -> None:
-    class Guarded(FrameReader):
-        def get_buffer(self, sizehint: int = -1) -> memoryview:
-            buf = super().get_buffer(sizehint)
-            # an empty buffer would make feed() spin forever: fail instead of hanging the suite
-            assert len(buf) > 0, "get_buffer() returned an empty buffer inside feed()"
-            return buf
-
     spec = sample_spec(FrameType.SEND, payload_bytes(5, BUFSIZE + 1000))
-    reader = Guarded()
+    reader = FrameReader()
     reader.feed(spec.encode())
     assert_frames(drain(reader), [spec])
 

@@ -7,13 +7,11 @@ same fields, the same bytes and the same run attributes (total, mixed)."""
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
-from typing import cast
 
 import pytest
 
 from fabricd import _plaintake as plaintake
-from fabricd.memory import Lmr, MemoryRegistry
+from fabricd.memory import Lmr
 from fabricd.nic.objects import Recv
 from fabricd.nic.views import one_segment
 from proto.batch import MAX_OP_BYTES
@@ -116,11 +114,10 @@ def _by_the_rules(
     ring: Ring, opcodes: frozenset[int]
 ) -> tuple[list[PlainWqe], list[bytes], int, bool]:
     """What the intake takes, by plain_run and one_segment (Initiator.post_plain's rules)."""
-    memory = cast(MemoryRegistry, SimpleNamespace(by_lmr_context=LMRS))
     taken, data, total, mixed = [], [], 0, False
     for wqe in plain_run(ring, opcodes):
         raw_op, staged, _, flags, _, _, _, _, at, _, _, address, n, context = wqe
-        lmr = one_segment(memory, OWNER, PZ, NEED, address, n, context)
+        lmr = one_segment(LMRS, OWNER, PZ, NEED, address, n, context)
         if lmr is None or (lmr.pid and not staged):
             break
         taken.append(wqe)
@@ -201,7 +198,6 @@ def test_receives_take_a_key_a_call_and_together_what_the_rules_accept() -> None
     the receives the rules accept, each under the LMR its call returns: its cookie, flags,
     bytes and capacity, and its span when the LMR is a process's own memory."""
     need, bits = int(MemPriv.LOCAL_WRITE), _bits(PLAIN_RECEIVES)
-    memory = cast(MemoryRegistry, SimpleNamespace(by_lmr_context=LMRS))
     rng = random.Random(12)
     crossed = spanned = 0  # rings whose receives took more than one call; spans made
     for _ in range(2000):
@@ -209,7 +205,7 @@ def test_receives_take_a_key_a_call_and_together_what_the_rules_accept() -> None
         want = []
         for wqe in plain_run(ring, PLAIN_RECEIVES):
             address, n, context = wqe[11:]
-            lmr = one_segment(memory, OWNER, PZ, need, address, n, context)
+            lmr = one_segment(LMRS, OWNER, PZ, need, address, n, context)
             if lmr is None:
                 break
             spans = [(lmr, address, n)] if lmr.pid else []
