@@ -13,42 +13,46 @@ batch.encode_write_rows). Everything else is in pyproject.toml; their layout hea
 provider's.
 
 And the daemon's data path compiled from its typed Python by mypyc (the modules of
-proto/native.py: NATIVE), with each source's sha256 in proto/native.sums, so a source edited
-since runs interpreted rather than stale (proto.native.steer). DATFABRIC_INTERPRETED=1 at build
-time skips it."""
+proto/native.py: NATIVE), with each source's sha256 written beside them once they are built
+(proto/native.sums: in the source tree for an editable install, in the wheel otherwise), so
+a source edited since runs interpreted rather than stale (proto.native.steer).
+DATFABRIC_INTERPRETED=1 at build time skips it."""
 
 import json
 import os
+import runpy
+from pathlib import Path
+from types import SimpleNamespace
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-from proto import native
-
+# proto/native.py read by its path: before the install, the package is not importable
+native = SimpleNamespace(**runpy.run_path(str(Path(__file__).parent / "proto" / "native.py")))
 FLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"]
+SUMS: dict[str, str] = {}  # the NATIVE sources' sha256 as mypyc read them
 
 
 def compiled() -> list[Extension]:
-    """The NATIVE modules as mypyc extensions, their sources' sums recorded (or none)."""
-    native.SUMS.unlink(missing_ok=True)
+    """The NATIVE modules as mypyc extensions (none with DATFABRIC_INTERPRETED set)."""
     if os.environ.get(native.ENV):
         return []
     from mypyc.build import mypycify  # a build requirement (pyproject.toml)
 
-    modules = mypycify([str(native.source(m).relative_to(native.ROOT)) for m in native.NATIVE])
-    native.SUMS.write_text(json.dumps(native.sums(), indent=1, sort_keys=True) + "\n")
-    return list(modules)
+    SUMS.update(native.sums())
+    return list(mypycify([str(native.source(m).relative_to(native.ROOT)) for m in native.NATIVE]))
 
 
 class BuildExt(build_ext):
-    """A build that fails leaves no sums: the modules it did not finish are not used."""
+    """Writes the sums beside proto's built modules once the build has succeeded: a build
+    that fails, or compiles nothing, leaves none, and the sources run."""
 
     def run(self) -> None:
-        try:
-            super().run()
-        except BaseException:
-            native.SUMS.unlink(missing_ok=True)
-            raise
+        at = Path(self.get_ext_fullpath("proto.native")).with_name(native.SUMS.name)
+        at.unlink(missing_ok=True)
+        super().run()
+        if SUMS:
+            at.write_text(json.dumps(SUMS, indent=1, sort_keys=True) + "\n")
 
 
 setup(
