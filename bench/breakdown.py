@@ -5,11 +5,12 @@ doorbells started), and a bare consumer-daemon call round trip (``python -m benc
 [--op write|read|send] [--size 64] [--iters 5000] [--window 1] [--cq-mod 1]``; the receiving
 consumer counts for Sends; ``--cq-mod N``: the run at ``--window`` signals one request in N, as
 ``fabricctl bench --cq-mod`` does). ``--perf``: each process's CPU per operation split by the
-code it ran (the kernel, the interpreter, uvloop, msgpack, the project's C, a C program's
-provider, libc: bench.perfsplit, ``perf record`` over the measured run, ``--driver c``'s
-too; needs perf and the right to use it, else exit 2). ``--placement``: where the kernel ran
-each process over the measured run, as shares of the samples that found it runnable, per CPU
-(bench.placement, a sampling process of its own: it takes some CPU of the machine too).
+code it ran (the kernel, the interpreter, the native modules, uvloop, msgpack, the project's
+C, a C program's provider, libc: bench.perfsplit, ``perf record`` over the measured run,
+``--driver c``'s too; needs perf and the right to use it, else exit 2). ``--placement``: where
+the kernel ran each process over the measured run, as shares of the samples that found it
+runnable, per CPU (bench.placement, a sampling process of its own: it takes some CPU of the
+machine too).
 
 ``--driver c``: a C program through libdatfabric (provider/bench/post_reap.c, RDMA Writes or
 Sends (``--op``), polling): the CPU inside each post and inside the dequeue that returns its

@@ -1,7 +1,7 @@
 """Where each process's CPU went, by the code it ran: ``perf record`` samples of the processes
-of a run, split by the object each sample fell in (the kernel, the Python interpreter, uvloop,
-msgpack, the project's C extensions, a C program's provider, libc), for bench.breakdown's
-``--perf``.
+of a run, split by the object each sample fell in (the kernel, the Python interpreter, the
+native modules mypyc compiled, uvloop, msgpack, the project's C extensions, a C program's
+provider, libc), for bench.breakdown's ``--perf``.
 
 perf's cpu-clock event samples a process at a fixed rate while it is on a CPU (a virtual
 machine has no hardware cycle counter to offer), so a part's share of a process's samples is
@@ -27,6 +27,7 @@ from bench.proc import Usage
 PARTS: Final = (
     "kernel",
     "interpreter",
+    "compiled",
     "uvloop",
     "msgpack",
     "project C",
@@ -66,6 +67,8 @@ def part(dso: str) -> str:
         return "provider"  # a C program's: libdatfabric and libdat2, which loads it
     if name.split(".", 1)[0] in PROJECT_C:
         return "project C"
+    if "__mypyc." in name:
+        return "compiled"  # the native modules mypyc built (proto/native.py), in one library
     if name.startswith(("libc.so", "libc-", "[vdso]")):
         return "libc"  # with the vDSO: the clock reads libc makes without a system call
     return "other"

@@ -169,5 +169,5 @@ class MemoryCalls:
         return context
 
 
-def _wire_iov(local_iov: Sequence[Triplet]) -> list[list[int]]:
+def _wire_iov(local_iov: Sequence[Triplet]) -> list[object]:  # LmrSync.segments
     return [[int(a), int(n), int(c)] for a, n, c in local_iov]

@@ -198,6 +198,11 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
+INTERPRETED = {**os.environ, "DATFABRIC_INTERPRETED": "1"}
+"""bench.ab's own runs: its worktrees build no native modules (a minute and a half each) and
+both sides run interpreted, alike (proto/native.py)."""
+
+
 @pytest.mark.parametrize("after", [[], ["--after", "HEAD"]], ids=["checkout", "revision"])
 def test_bench_ab_runs_a_revision_beside_another(after: list[str]) -> None:
     """python -m bench.ab: each revision runs in its own worktree (removed afterwards), both
@@ -208,7 +213,7 @@ def test_bench_ab_runs_a_revision_beside_another(after: list[str]) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "bench.ab", "HEAD", *after, "--rounds", "1",
          "--row", "--op write --size 64 --iters 300"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, env=INTERPRETED,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     [head] = [line for line in out.stdout.splitlines() if line.startswith("# before: HEAD (")]
@@ -232,7 +237,7 @@ def test_bench_ab_gives_a_side_its_variables() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "bench.ab", "HEAD", "--before-env", "DATFABRIC_SCHED=fifo",
          "--rounds", "1", "--row", "--op write --size 64 --iters 100"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, env=INTERPRETED,
     )  # fmt: skip
     assert out.returncode != 0
     assert ") DATFABRIC_SCHED=fifo; after: this checkout (" in out.stdout

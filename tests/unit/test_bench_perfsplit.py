@@ -37,6 +37,7 @@ REPORT = """\
         ("_cmsgpack.cpython-311-x86_64-linux-gnu.so", "msgpack"),
         ("_lanes.cpython-311-x86_64-linux-gnu.so", "project C"),
         ("/work/client/_ringpost.cpython-311-x86_64-linux-gnu.so", "project C"),
+        ("/work/b1a7217d59cc6f2c65ca__mypyc.cpython-311-x86_64-linux-gnu.so", "compiled"),
         ("libc.so.6", "libc"),
         ("/work/provider/build/libdatfabric.so", "provider"),
         ("/lib/x86_64-linux-gnu/libdat2.so.2", "provider"),
@@ -62,7 +63,7 @@ def test_a_report_is_each_processs_shares_of_its_own_samples() -> None:
     assert first["project C"] == pytest.approx(0.75 / 60) and first["other"] == 0
     assert second == pytest.approx(
         {"kernel": 0.6, "interpreter": 0.3, "project C": 0.05, "other": 0.05, "uvloop": 0,
-         "msgpack": 0, "provider": 0, "libc": 0}
+         "msgpack": 0, "provider": 0, "libc": 0, "compiled": 0}
     )  # fmt: skip
     assert all(sum(each.values()) == pytest.approx(1) for each in shares.values())
 
