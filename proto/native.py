@@ -4,7 +4,7 @@ of its sources unchanged since it was compiled (their sha256 in ``SUMS``, which 
 writes); otherwise, or with DATFABRIC_INTERPRETED set, every one of them runs from its source.
 All or none: a compiled module calls its compiled peers directly, so a source edited since
 would be bypassed. The rules live in the source either way; the build only runs them faster
-(a window-1 RDMA Read's round trip ~110 -> ~89 us, docs/performance.md).
+(a window-1 64 B RDMA Read's round trip 109 -> 94 us, docs/performance.md).
 
 Run interpreted to patch or wrap the core's functions (bench.functions, bench.timeline, the
 tests that count calls) or to try an edit without a build (``make`` builds again).
