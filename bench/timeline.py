@@ -208,6 +208,8 @@ def traced_nodes(
         os.environ.pop(env, None)
         if interpreted is None:
             os.environ.pop(native.ENV, None)
+        else:
+            os.environ[native.ENV] = interpreted
         for node in nodes:
             node.stop()
 

@@ -17,7 +17,6 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import json
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -53,7 +52,6 @@ NATIVE = (
 """The daemon's data path and the protocol code it shares with the client (the hot half of a
 round trip); __init__ modules, the CLI and the ctypes users stay interpreted."""
 
-log = logging.getLogger("datfabric")
 View = memoryview
 """A dataclass field of type memoryview is declared as View in NATIVE modules: mypyc 2.4
 compiles the bare name into a look-up that fails at import (KeyError: 'memoryview')."""
@@ -96,10 +94,6 @@ class _Sources(importlib.abc.MetaPathFinder):
 def steer() -> None:
     """Decide once per process, before the first NATIVE module is imported (proto's
     __init__ calls it): compiled, or every one from its source."""
-    if any(isinstance(f, _Sources) for f in sys.meta_path):
-        return
-    reason = why_interpreted()
-    if reason is not None and SUMS.exists():
-        log.debug("the native modules run interpreted: %s", reason)
-    if reason is not None:
+    steered = any(isinstance(f, _Sources) for f in sys.meta_path)
+    if not steered and why_interpreted() is not None:
         sys.meta_path.insert(0, _Sources())
