@@ -21,8 +21,9 @@ BASE   := $(VENV)/.python
 
 # The install builds the C extensions and compiles the native modules (setup.py, proto/native.py):
 # it needs Python's headers. A change to any of their sources or headers installs again.
-EXTENSIONS := $(wildcard client/*.[ch] fabricd/*.[ch] proto/*.[ch]) provider/df-abi.h \
-	$(wildcard proto/*.py fabricd/nic/*.py) $(addprefix fabricd/,faults.py memory.py shm.py streams.py turn.py)
+NATIVE := $(shell $(PYTHON) -c 'import runpy; n = runpy.run_path("proto/native.py"); \
+	print(*(n["source"](m).relative_to(n["ROOT"]) for m in n["NATIVE"]))' 2>/dev/null)
+EXTENSIONS := $(wildcard client/*.[ch] fabricd/*.[ch] proto/*.[ch]) provider/df-abi.h proto/native.py $(NATIVE)
 # A venv made from another interpreter than $(PYTHON) is made again ($(BASE) names its base; the
 # file changes only when the choice does).
 $(BASE): FORCE
