@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from fabricd.nic.events import MODERATED_BYTES, Events
-from fabricd.nic.intake import BUSY_LOOKS, LINGER
+from fabricd.nic.intake import BUSY_LOOKS, LINGER, _spin
 from proto.constants import CloseFlags, Dtos
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
-from proto.hostif import Ring, Word
+from proto.hostif import PRODUCER_LINE, Ring, RingError, Word, set_u32
 from tests.core.flows import Brief, Side, connect, side
 from tests.core.harness import Fabric
 
@@ -214,3 +214,23 @@ def test_poll_is_1_before_the_completion_of_the_last_outstanding_request_is_writ
     fabric.run()
     assert a.log() == [(E.DTO_COMPLETION_EVENT, 0, OK, 8)]
     assert seen == [1], "POLL was 1 when the completion was written"
+
+
+def test_an_empty_busy_look_reads_the_send_queue_again_before_it_leaves_the_turn() -> None:
+    """intake._spin: what the driver publishes while the look reads (its post on the other
+    CPU) is the look's, in that turn; nothing within SPIN_READS reads, the look leaves for the
+    next loop iteration; an index past the ring is the driver's fault (RingError: ``poll``
+    closes that IA)."""
+    fabric, a, b, sq = _pair()
+    a.c.send(_write(a, b, 0))
+    _completed(fabric, a)
+    consumer = a.c.state
+    assert consumer is not None
+    queues = consumer.eps[a.ep].queues
+    assert queues is not None and queues.busy_looks > 0, "busy polling"
+    assert not _spin(queues)
+    assert _write(a, b, 1) == b""
+    assert _spin(queues), "the post is seen"
+    set_u32(sq.view, PRODUCER_LINE, sq.mine + sq.entries + 1)
+    with pytest.raises(RingError, match="past the ring"):
+        _spin(queues)
