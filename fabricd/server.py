@@ -138,7 +138,9 @@ class Daemon:
         self._ticker = self._loop.call_later(self.nic.heartbeat_interval, self._tick)
 
     async def close(self) -> None:
-        """Stop listening and remove the consumer socket."""
+        """Stop listening, close every IA and peer stream, remove the consumer socket and
+        unmap the consumers' memory."""
+        self.nic.shutdown("the daemon is stopping")
         if self._ticker is not None:
             self._ticker.cancel()
         for server in self._servers:

@@ -79,8 +79,8 @@ class _Stream(asyncio.BufferedProtocol):
         completes only when the peer acknowledges it, so the bytes are still the consumer's.
         """
         t = self.transport
-        if t is None or t.is_closing():
-            return
+        if t is None or t.is_closing() or self._draining:
+            return  # (half-closed: a write after write_eof raises)
         out = self._out
         first = not out
         out.append(header)

@@ -324,6 +324,16 @@ class Nic:
         self.memory.remove_owned(consumer.id)
         log.info("consumer %s closed IA %d", consumer.name, consumer.id)
 
+    def shutdown(self, reason: str) -> None:
+        """The daemon stops: every IA closes abruptly and every peer stream is reset (its
+        connections break at the peer), before the memory they map is unmapped; a frame
+        read after this finds no EP and no event queue to reach."""
+        for consumer in list(self.consumers.values()):
+            consumer.channel.close(reason)
+            self.consumer_lost(consumer)
+        for link in list(self.wire.links.values()):
+            self.links.reset(link, reason)
+
     def desk_consumer(self, ia: object, pid: int) -> Consumer:  # fabricd/desk.py
         """The open IA named ``ia`` of process ``pid`` (the kernel's word for who connected to
         the desk); PermissionError if there is none."""

@@ -249,6 +249,20 @@ def test_a_consumer_that_goes_away_disconnects_its_peer() -> None:
     assert a.c.node.nic.wire.links == {} and b.c.node.nic.wire.links == {}
 
 
+def test_a_daemon_that_stops_closes_its_ias_first_and_its_peers_see_a_disconnect() -> None:
+    """Nic.shutdown (SIGTERM, before the daemon unmaps its consumers' memory): each IA closes
+    as its consumer's death would (the EPs disconnect), then every peer stream is reset;
+    what its peers send after that reaches no EP and no event queue of the stopped node."""
+    fabric, a, b = pair()
+    _write(b, a, 7)  # b's write is on the wire as a's daemon stops
+    a.c.node.nic.shutdown("the daemon is stopping")
+    fabric.run()
+    assert b.log() == [(E.CONNECTION_EVENT_DISCONNECTED, b""), (DTO, 7, St.DTO_ERR_FLUSHED, 0)]
+    assert a.c.state is not None and a.c.state.closed and a.c.state.evds == {}
+    assert a.c.node.nic.consumers == {} and a.c.node.nic.wire.links == {}
+    assert b.c.node.nic.wire.links == {}
+
+
 def test_a_consumer_that_goes_away_before_accepting_refuses_the_request() -> None:
     fabric, a, b = _two()
     b.c.call(b.c.core.psp_create(5, b.evd, PspFlags.CONSUMER))
