@@ -213,9 +213,8 @@ def peer_plane(live: Live, rng: random.Random) -> Iterator[bool]:
         sent += 1
         gone = bool(s.closed)
         if gone or sent > 200:
-            if not gone:
-                s.pipe.close("done")
-                live.fabric.run()
+            s.pipe.close("done")  # as a program closes its socket once the node ended the
+            live.fabric.run()  # stream (a half-open one's pipe and reader were never let go)
             s, sent = _dial(live, rng), 0
         yield gone
 
