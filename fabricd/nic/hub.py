@@ -33,7 +33,6 @@ from fabricd.nic.objects import (
     Handles,
     Listeners,
     PeerLink,
-    SharedRegion,
     Shell,
 )
 from fabricd.nic.queues import Queues
@@ -224,11 +223,6 @@ class Nic:
         """This node's peer address as ``host:port``."""
         return f"{self.address[0]}:{self.address[1]}"
 
-    @property
-    def shared(self) -> dict[bytes, SharedRegion]:
-        """The node's SHARED_VIRTUAL regions by cookie (the shell removes them at exit)."""
-        return self.regs.shared
-
     def _hello_name(self) -> str:
         return f"{self.name}@{self.address_text}"
 
@@ -341,10 +335,6 @@ class Nic:
             if consumer.name == ia and consumer.pid == pid:
                 return consumer
         raise PermissionError(f"process {pid} has no open IA named {ia!r}")
-
-    def flush_events(self) -> None:
-        """Send every consumer its queued events now."""
-        self.events.flush()
 
     # -- the peer plane ------------------------------------------------------------------------
 
