@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from pathlib import Path
 
 import pytest
+import uvloop
 
 from fabricd.server import Daemon
+from fabricd.streams import PeerStream
 
 
 def test_the_next_look_yields_the_cpu_then_runs_in_a_later_iteration(
@@ -37,7 +40,6 @@ def test_uvloop_counts_timers_and_its_clock_in_whole_milliseconds() -> None:
     made after it), and loop.time() moves in whole milliseconds. (No real timer is set
     beside it: whether one of 1 ms has come due by the next iteration depends on the
     machine's load.)"""
-    import uvloop
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -71,3 +73,29 @@ def test_a_timer_is_a_batch_of_its_own(tmp_path: Path) -> None:
 
     asyncio.run(main())
     assert said == ["timer", "flush", "the loop's next", "later"]
+
+
+def test_a_half_closed_stream_sends_nothing_more(tmp_path: Path) -> None:
+    """_Stream.close half-closes (write_eof): a frame queued after it is dropped, not written
+    after the EOF (uvloop raises RuntimeError for that), and what came before arrives."""
+    daemon = Daemon("shell", "127.0.0.1", 0, str(tmp_path / "d.sock"))
+    ours, theirs = socket.socketpair()
+
+    async def main() -> bytes:
+        loop = asyncio.get_running_loop()
+        stream = PeerStream(daemon.nic, daemon.turn)
+        await loop.connect_accepted_socket(lambda: stream, ours)
+        stream.send(b"before")
+        stream.close("test")
+        stream.send(b"after")
+        await asyncio.sleep(0.01)
+        theirs.setblocking(False)
+        got = b""
+        while chunk := await loop.sock_recv(theirs, 64):
+            got += chunk
+        return got
+
+    try:
+        assert uvloop.run(main()) == b"before"
+    finally:
+        theirs.close()
