@@ -319,9 +319,9 @@ class Nic:
         log.info("consumer %s closed IA %d", consumer.name, consumer.id)
 
     def shutdown(self, reason: str) -> None:
-        """The daemon stops: every IA closes abruptly and every peer stream is reset (its
-        connections break at the peer), before the memory they map is unmapped; a frame
-        read after this finds no EP and no event queue to reach."""
+        """The daemon stops, before it unmaps its consumers' memory: every IA closes as its
+        consumer's death would (its EPs disconnect: the peer sees DISCONNECTED), then every
+        peer stream is reset; a frame read after this finds no EP and no event queue."""
         for consumer in list(self.consumers.values()):
             consumer.channel.close(reason)
             self.consumer_lost(consumer)

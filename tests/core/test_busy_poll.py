@@ -217,10 +217,11 @@ def test_poll_is_1_before_the_completion_of_the_last_outstanding_request_is_writ
 
 
 def test_an_empty_busy_look_reads_the_send_queue_again_before_it_leaves_the_turn() -> None:
-    """intake._spin: what the driver publishes while the look reads (its post on the other
-    CPU) is the look's, in that turn; nothing within SPIN_READS reads, the look leaves for the
-    next loop iteration; an index past the ring is the driver's fault (RingError: ``poll``
-    closes that IA)."""
+    """intake._spin, the reads an empty busy look makes before it leaves the turn: a WQE the
+    driver has published is seen (``drain`` then takes it in that turn); with none, the reads
+    end and the look leaves for the next loop iteration; an index past the ring is the
+    driver's fault (RingError: ``poll`` closes that IA). The harness runs one thread, so no
+    post can land during the reads here; the latency this buys is bench's (intake.SPIN_READS)."""
     fabric, a, b, sq = _pair()
     a.c.send(_write(a, b, 0))
     _completed(fabric, a)
