@@ -177,11 +177,27 @@ def take_batch(ep: Ep) -> tuple[bytes, list[memoryview]]:
         if hi < end:
             break
         held.popleft()
+    return _header(kind, first, wqes, total), views
+
+
+def lone(ep: Ep, wqe: PlainWqe, view: memoryview) -> bytes:
+    """A plain WQE posted while none of the EP's requests is outstanding (a request-reply
+    consumer's next post): queued as a Run already on the wire, not held, and its frame's
+    header (sent by the caller), without ``queue``'s and ``take_batch``'s steps: nothing can
+    join it or hold it back (no cork with nothing unacknowledged)."""
+    seq = ep.next_seq
+    ep.next_seq = seq + 1
+    run = Run(_KINDS[wqe[0]], seq, [wqe], [view], wqe[LENGTH], 1)
+    ep.ops.append(run)
+    return _header(run.kind, seq, run.wqes, run.nbytes)
+
+
+def _header(kind: Dtos, first: int, wqes: list[PlainWqe], total: int) -> bytes:
+    """The header of the frame carrying ``wqes`` (``first`` on, ``total`` bytes): SENDS for
+    Sends, WRITE for a lone Write, WRITES for several."""
     if kind == Dtos.SEND:
-        return encode_sends(first, [w[LENGTH] for w in wqes]), views
+        return encode_sends(first, [w[LENGTH] for w in wqes])
     if len(wqes) == 1:
         w = wqes[0]
-        return encode(
-            FrameType.WRITE, first, w[R_ADDRESS], w[R_CONTEXT], payload_len=w[LENGTH]
-        ), views
-    return encode_write_rows(first, wqes, (R_ADDRESS, R_CONTEXT, LENGTH), total), views
+        return encode(FrameType.WRITE, first, w[R_ADDRESS], w[R_CONTEXT], payload_len=w[LENGTH])
+    return encode_write_rows(first, wqes, (R_ADDRESS, R_CONTEXT, LENGTH), total)

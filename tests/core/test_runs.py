@@ -96,6 +96,30 @@ def test_a_turn_of_plain_writes_is_one_run_completed_in_order() -> None:
     assert a.log() == [(DTO, c, OK, 16) for c in range(41)]
 
 
+def test_a_post_with_nothing_outstanding_goes_at_once_and_the_next_ones_batch_behind_it() -> None:
+    """runs.lone: a plain Write posted while none is outstanding is a Run of one already on
+    the wire (never held) in a WRITE frame of its own; Writes posted while it waits for its
+    ACK queue behind it as usual (the first alone: it rang the doorbell; the rest as one
+    WRITES frame), and all complete once, in order."""
+    fabric, a, b = _setup()
+    pipe = fabric.pipe(a.c.node, b.c.node)
+    pipe.held = True
+    _write(a, b, 0)
+    fabric.run()
+    ep = _ep(a)
+    assert _items(ep) == [("Run", 1, 1)] and not ep.held
+    for cookie in (1, 2, 3):
+        _write(a, b, cookie)
+    fabric.run()
+    assert _items(ep) == [("Run", 1, 1), ("Run", 2, 2), ("Run", 3, 4)] and not ep.held
+    pipe.release()
+    fabric.run()
+    assert [fields[0] for _, _, fields in fabric.frames(FrameType.WRITE)] == [1, 2]
+    assert [fields[0] for _, _, fields in fabric.frames(FrameType.WRITES)] == [3]
+    assert a.log() == [(DTO, c, OK, 16) for c in range(4)]
+    assert not ep.ops
+
+
 def test_fenced_and_large_requests_are_ops_between_runs() -> None:
     fabric, a, b = _setup()
     requests = _hold(fabric, a, b)
