@@ -1,7 +1,8 @@
 /* fabricd._lanes: the lanes of a peer's read in C (fabricd/nic/lane.py holds their rules and
  * calls them). lane() lands the lone WRITE frames at the head of a read, in order, each under a
  * key the caller granted, and stops before the first frame it cannot finish whole; acks() reads
- * the lone ACKs at the head of a read for the initiator the same way. Each header is decoded by
+ * the lone ACKs at the head of a read for the initiator the same way, and read_resp() lands
+ * the answer of its one outstanding RDMA Read. Each header is decoded by
  * the msgpack package the codec uses (proto.codec.decode_header). So this module can only
  * decline work; it never decides an error. put_process() is the daemon's way into a C
  * program's own memory for the lane (cross-memory attach, fabricd/cma.py's CrossMemory.put). */
@@ -276,6 +277,47 @@ static PyObject *acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	return Py_BuildValue("(nK)", start, acked);
 }
 
+/* read_resp(buffer, start, end, seq, sink, resp_type, max_header) -> (stop, length)
+ *
+ * The initiator's lane for the answer of its one outstanding RDMA Read: when the frame at
+ * buffer[start:end]'s head is a whole READ_RESP ([type, size, seq]) of request ``seq`` whose
+ * payload fits ``sink`` (a writable memoryview: the Read's local buffer), the payload copied
+ * there; where it stopped (after that frame, or ``start`` when it took nothing) and the
+ * payload's size. */
+static PyObject *read_resp(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	unsigned long long seq, resp_type, max_header, fields[3];
+	Py_ssize_t start, end, head;
+	Py_buffer *buf, *sink;
+	PyObject *obj;
+	bool failed;
+
+	(void)self;
+	if (nargs != 7) {
+		PyErr_SetString(PyExc_TypeError, "read_resp() takes 7 arguments");
+		return NULL;
+	}
+	if (!lane_range(args, &buf, &start, &end))
+		return NULL;
+	sink = byte_buffer(args[4], true);
+	if (!as_u64(args[3], &seq) || !sink || !as_u64(args[5], &resp_type) ||
+	    !as_u64(args[6], &max_header)) {
+		PyErr_SetString(PyExc_TypeError,
+				"read_resp(): seq and the types are u64s, the sink a writable view");
+		return NULL;
+	}
+	obj = header_at(buf, start, end, max_header, fields, 3, &head, &failed);
+	if (!obj)
+		return failed ? NULL : Py_BuildValue("(nK)", start, 0ULL);
+	Py_DECREF(obj);
+	/* fields: type, payload size, seq; the payload all in this read and inside the sink */
+	if (fields[0] != resp_type || fields[2] != seq ||
+	    fields[1] > (unsigned long long)(end - head) || fields[1] > (unsigned long long)sink->len)
+		return Py_BuildValue("(nK)", start, 0ULL);
+	memcpy(sink->buf, (const char *)buf->buf + head, (size_t)fields[1]);
+	return Py_BuildValue("(nK)", head + (Py_ssize_t)fields[1], fields[1]);
+}
+
 /* put_process(pid, address, source, offset, length) -> bool
  *
  * source[offset:+length] (a byte buffer, checked to hold it) to ``address`` in process
@@ -316,6 +358,8 @@ static PyMethodDef methods[] = {
 	 "The lone RDMA Writes at the head of a read, landed under granted keys."},
 	{"acks", (PyCFunction)(void (*)(void))acks, METH_FASTCALL,
 	 "The lone ACKs at the head of a read: where they end, the highest."},
+	{"read_resp", (PyCFunction)(void (*)(void))read_resp, METH_FASTCALL,
+	 "The answer of the one outstanding RDMA Read at the head of a read, landed."},
 	{"put_process", (PyCFunction)(void (*)(void))put_process, METH_FASTCALL,
 	 "Bytes of a buffer into another process's memory (process_vm_writev)."},
 	{NULL, NULL, 0, NULL},

@@ -23,4 +23,13 @@ def acks(
     ack_type: int,
     max_header: int,
 ) -> tuple[int, int]: ...
+def read_resp(
+    buffer: memoryview,
+    start: int,
+    end: int,
+    seq: int,
+    sink: memoryview,
+    resp_type: int,
+    max_header: int,
+) -> tuple[int, int]: ...
 def put_process(pid: int, address: int, source: memoryview, offset: int, length: int) -> bool: ...

@@ -69,12 +69,17 @@ def write_eqe(
         ring.view[at + EQE.size : at + EQE.size + len(body)] = body
 
 
+_LENGTH_AT: Final = struct.calcsize(EQE.format[:-2])  # an entry's ``length``, its u32 field
+_U32: Final = struct.Struct("<I")
+
+
 def newest_length(ring: Ring) -> int:
     """Producer: the ``length`` of the newest entry it wrote (a DTO completion's transferred
-    bytes; 0 for the events that carry none)."""
+    bytes; 0 for the events that carry none): that field alone (every window-1 retire asks:
+    the whole head unpacked was ~1 us of each such Write's, perf)."""
     at = SLOTS + ((ring.mine - 1) & ring.mask) * ring.entry_size  # ring.slot, inline
-    *_, length, _aux = EQE.unpack_from(ring.view, at)
-    return int(length)
+    length: int = _U32.unpack_from(ring.view, at + _LENGTH_AT)[0]
+    return length
 
 
 def read_eqe(ring: Ring, index: int) -> tuple[int, int, tuple[int, int, int, int, int], memoryview]:

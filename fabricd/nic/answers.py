@@ -56,7 +56,12 @@ class Answers:
         op = find(ep, frame.fields[0]) if ep is not None else None
         if ep is None or op is None or op.done:
             return  # a duplicate (its sink was DISCARD)
-        op.length = frame.payload_len
+        self.landed(ep, op, frame.payload_len)
+
+    def landed(self, ep: Ep, op: Op, length: int) -> None:
+        """The answer of RDMA Read ``op`` landed, ``length`` bytes (``read_landed``; the
+        initiator's lane, fabricd.nic.lane.acks, for the oldest outstanding one)."""
+        op.length = length
         self._answered(ep, op)
 
     def atomic_answered(self, link: PeerLink, frame: Frame) -> None:

@@ -105,11 +105,11 @@ class Nic:
         self.initiator.retired, self.initiator.emptying = self.intake.retired, self.intake.emptying
         self.target.stalled = self.intake.look
         # a peer stream's read: its lanes (lone Writes, answered at once if they are all of
-        # it; then ACKs) before its frames are decoded, then one cumulative ACK (each read)
+        # it; then ACKs, a Read's answer) before its frames are decoded, then one cumulative ACK
         self.peer_answer: Callable[[PeerLink, FrameReader, Callable[[], None]], bool]
         self.peer_answer = partial(lane.answer, self.memory)
         self.peer_lane: Callable[[PeerLink, FrameReader], None]
-        self.peer_lane = partial(lane.take_acks, self.initiator.ack)
+        self.peer_lane = partial(lane.take_acks, self.initiator.ack, self.answers.landed)
         self.peer_batch_end: Callable[[PeerLink], None] = self.target.batch_end
         self.links = Links(
             self.wire,

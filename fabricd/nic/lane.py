@@ -1,9 +1,10 @@
 """The lanes of a peer's read: the target's for lone RDMA Writes, whole WRITE frames at the
 head of one read from a peer, landed in a call instead of the FrameReader's and Target's path
 (a 64 B Write at window 1 is one such frame a round trip); then the initiator's for the lone
-ACKs after them (``acks``). A read of nothing but such Writes is answered in the same call
-(``answer``): its ACK is all that is left, sent at once, the read never reaching the
-FrameReader's decoding or the daemon's turn.
+ACKs after them, or the answer of its oldest request when that is an RDMA Read (``acks``).
+A read of nothing but such Writes is answered in the same call (``answer``): its ACK is all
+that is left, sent at once, the read never reaching the FrameReader's decoding or the
+daemon's turn.
 
 The Write lane takes a frame only when its effect is all it would have had the long way: the
 next request in order (the link's ``acked`` + 1), a payload that has arrived whole, and a key
@@ -23,12 +24,14 @@ from typing import Final
 
 from fabricd import _lanes as lanes
 from fabricd.memory import MemoryRegistry, Reach
-from fabricd.nic.objects import Ep, PeerLink
+from fabricd.nic.objects import Ep, Op, PeerLink
 from proto.codec import FrameReader
+from proto.constants import Dtos
 from proto.frames import MAX_HEADER_LEN, FrameType
 
 _WRITE: Final = int(FrameType.WRITE)
 _ACK: Final = int(FrameType.ACK)
+_READ_RESP: Final = int(FrameType.READ_RESP)
 
 
 def _current(memory: MemoryRegistry, link: PeerLink) -> dict[int, Reach]:
@@ -74,24 +77,50 @@ def answer(
     return reader.drained
 
 
-def take_acks(acked: Callable[[Ep, int], None], link: PeerLink, reader: FrameReader) -> None:
+def take_acks(
+    acked: Callable[[Ep, int], None],
+    landed: Callable[[Ep, Op, int], None],
+    link: PeerLink,
+    reader: FrameReader,
+) -> None:
     """The initiator's lane at the head of what the target's left (Nic.peer_lane): the lone
-    ACKs (``acks``), when the link's EP has requests outstanding and nothing about the link
-    needs the long way."""
+    ACKs, or the answer of its oldest request, a Read (``acks``), when the link's EP has
+    requests outstanding and nothing about the link needs the long way."""
     ep = link.ep
     if ep is not None and ep.ops and _open(link):
-        reader.take_head(acks, ep, acked)
+        reader.take_head(acks, ep, acked, landed)
 
 
-def acks(view: memoryview, start: int, end: int, ep: Ep, acked: Callable[[Ep, int], None]) -> int:
+def acks(
+    view: memoryview,
+    start: int,
+    end: int,
+    ep: Ep,
+    acked: Callable[[Ep, int], None],
+    landed: Callable[[Ep, Op, int], None],
+) -> int:
     """The initiator's lane: the lone ACKs at ``view[start:end]``'s head, read in C
     (fabricd/_lanes.c's acks: each [ACK, 0, seq] with ``seq`` below the EP's next sequence
     number); ``acked(ep, seq)`` with the highest once it took some, as Answers.acked would
     have been called for each (an ACK is cumulative). Any other frame, a malformed one or an
-    ACK of a request never sent, ends it: the long way takes it. Returns where it stopped."""
+    ACK of a request never sent, ends it: the long way takes it. With no ACK there, the
+    READ_RESP of the EP's oldest request when that is an RDMA Read not yet answered, into
+    its one local buffer (_lanes.c's read_resp: the whole payload in this read, no larger
+    than the buffer, which the Read's remote length covers), then ``landed(ep, op, size)``,
+    as Answers.read_landed. Returns where it stopped."""
     stop, seq = lanes.acks(view, start, end, ep.acked, ep.next_seq, _ACK, MAX_HEADER_LEN)
     if stop != start:
         acked(ep, seq)
+        return stop
+    op = ep.ops[0]
+    if type(op) is not Op or op.kind != Dtos.RDMA_READ or op.done or len(op.views) != 1:
+        return stop
+    sink = op.views[0]
+    if len(sink) > op.length:
+        return stop  # a larger answer than the Read asked for is the long way's error
+    stop, size = lanes.read_resp(view, start, end, op.seq, sink, _READ_RESP, MAX_HEADER_LEN)
+    if stop != start:
+        landed(ep, op, size)
     return stop
 
 

@@ -16,7 +16,7 @@ from fabricd.memory import MemoryRegistry
 from fabricd.nic import lane
 from fabricd.nic.answers import Answers
 from fabricd.nic.initiator import Initiator
-from fabricd.nic.objects import Ep, PeerLink
+from fabricd.nic.objects import Ep, Op, PeerLink
 from proto.codec import DIRECT_LANDING_MIN
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos, MemPriv, MemType
@@ -107,7 +107,7 @@ def test_a_read_that_starts_with_another_frame_acknowledges_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The ACK lane hands on an ACK only when it took one: a read that starts with an RDMA
-    Read's response (the long way's) calls no Initiator.ack, and each call moves ``acked``."""
+    Read's response (the Read lane's) calls no Initiator.ack, and each call moves ``acked``."""
     moves: list[tuple[int, int]] = []
     ack = Initiator.ack
 
@@ -123,6 +123,87 @@ def test_a_read_that_starts_with_another_frame_acknowledges_nothing(
         fabric.run()
         assert [(e.cookie, e.status) for e in a.events()] == [(cookie, OK)]
     assert moves and all(before < seq for before, seq in moves), moves
+
+
+def _read(fabric: Fabric, a: Side, cookie: int, local: int, remote: list[int]) -> Any:
+    """One RDMA Read into ``local`` bytes of a's memory: its completion, as ``Side.log``."""
+    a.c.post(Dtos.RDMA_READ, a.ep, [a.triplet(0, local)], cookie, remote, 0)
+    fabric.run()
+    [done] = a.log()
+    return done
+
+
+def test_a_lone_reads_answer_takes_the_initiators_lane(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lane.acks: the READ_RESP of the EP's oldest request, a Read, lands through the lane
+    (Answers.landed), never as a frame of the long way (Answers.read_landed); its bytes and
+    its completion are the target's and the Read's."""
+    landed: list[int] = []
+    land = Answers.landed
+
+    def counted(self: Answers, ep: Ep, op: Op, length: int) -> None:
+        landed.append(length)
+        land(self, ep, op, length)
+
+    monkeypatch.setattr(Answers, "landed", counted)
+    monkeypatch.setattr(Answers, "read_landed", lambda *_: pytest.fail("the long way"))
+    fabric, a, b = pair()  # its tables take the methods above
+    for cookie, n in ((1, 64), (2, 1), (3, 4096)):
+        b.memory()[:n] = bytes([cookie]) * n
+        assert _read(fabric, a, cookie, n, b.rmr(0, n)) == (E.DTO_COMPLETION_EVENT, cookie, OK, n)
+        assert bytes(a.memory(0, n)) == bytes([cookie]) * n
+    assert landed == [64, 1, 4096]
+
+
+def test_a_read_into_more_than_it_asked_for_takes_the_long_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Read whose local buffer is longer than its remote length: the lane leaves its answer
+    to the long way (which alone refuses an answer longer than the Read asked for); it lands
+    the remote length, and the rest of the buffer is untouched."""
+    long_way: list[int] = []
+    read_landed = Answers.read_landed
+
+    def counted(self: Answers, link: PeerLink, frame: Any) -> None:
+        long_way.append(frame.payload_len)
+        read_landed(self, link, frame)
+
+    monkeypatch.setattr(Answers, "read_landed", counted)
+    fabric, a, b = pair()
+    b.memory()[:64] = bytes([7]) * 64
+    a.memory()[:128] = bytes(128)
+    assert _read(fabric, a, 1, 128, b.rmr(0, 64)) == (E.DTO_COMPLETION_EVENT, 1, OK, 64)
+    assert bytes(a.memory(0, 128)) == bytes([7]) * 64 + bytes(64)
+    assert long_way == [64]
+
+
+@pytest.mark.interpreted
+def test_a_read_posted_with_nothing_outstanding_skips_the_general_post(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Initiator._lone_read: a Read posted while the EP has no request outstanding is taken
+    and sent without Initiator.post; one posted behind a Write that waits for its ACK takes
+    the general post. Both complete, in order."""
+    posted: list[int] = []
+    post = Initiator.post
+
+    def counted(self: Initiator, consumer: Any, ep: Ep, wqe: Any, stage: memoryview) -> None:
+        posted.append(wqe.cookie)
+        post(self, consumer, ep, wqe, stage)
+
+    monkeypatch.setattr(Initiator, "post", counted)
+    fabric, a, b = pair()
+    assert _read(fabric, a, 1, 64, b.rmr(0, 64))[1:3] == (1, OK)
+    assert posted == []
+    pipe = fabric.pipe(a.c.node, b.c.node)
+    pipe.held = True
+    a.c.post(Dtos.RDMA_WRITE, a.ep, [a.triplet(64, 64)], 2, b.rmr(64, 64), 0)
+    fabric.run()
+    a.c.post(Dtos.RDMA_READ, a.ep, [a.triplet(0, 64)], 3, b.rmr(0, 64), 0)
+    fabric.run()
+    pipe.release()
+    fabric.run()
+    assert [brief[1:3] for brief in a.log()] == [(2, OK), (3, OK)]
+    assert posted == [3]
 
 
 def _lmr_free(b: Side) -> None:

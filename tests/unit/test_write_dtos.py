@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from proto.constants import CompletionFlags, DtoCompletionStatus, Dtos, EventNumber
-from proto.eventq import EQ_ENTRY_SIZE, eq_ring, read_eqe
+from proto.eventq import EQ_ENTRY_SIZE, eq_ring, newest_length, read_eqe
 from proto.events import (
     RECEIVED_AT,
     DtoCompletion,
@@ -95,3 +95,17 @@ def test_rows_give_the_entries_write_dtos_gives() -> None:
     expected = _entries(write_dtos, ENTRIES, EP, receives)
     assert _entries(write_rows, ENTRIES, EP, Dtos.RECEIVE, rows, RECEIVED_AT) == expected
     assert expected[0] == (5, False)
+
+
+def test_newest_length_reads_the_newest_entrys_length_across_the_wrap() -> None:
+    """eventq.newest_length (Events.bulk asks it at every retire): the ``length`` of the entry
+    written last, not its cookie's or aux's bytes, also when that entry is the ring's last slot
+    or its first after the wrap."""
+    producer, _ = _queue(start=ENTRIES - 2)
+    for cookie, length in ((7, 70_000), (8, 12), (9, 16_384)):
+        assert write_dtos(producer, ENTRIES, EP, [Dto(cookie, length, Dtos.RDMA_WRITE)]) == (
+            1,
+            False,
+        )
+        producer.publish(1)
+        assert newest_length(producer) == length
