@@ -2,7 +2,8 @@
  * calls them). lane() lands the lone WRITE frames at the head of a read, in order, each under a
  * key the caller granted, and stops before the first frame it cannot finish whole; acks() reads
  * the lone ACKs at the head of a read for the initiator the same way, and read_resp() lands
- * the answer of its one outstanding RDMA Read. Each header is decoded by
+ * the answer of its one outstanding RDMA Read; request() finds a lone RDMA Read request for
+ * the target. Each header is decoded by
  * the msgpack package the codec uses (proto.codec.decode_header). So this module can only
  * decline work; it never decides an error. put_process() is the daemon's way into a C
  * program's own memory for the lane (cross-memory attach, fabricd/cma.py's CrossMemory.put). */
@@ -277,6 +278,45 @@ static PyObject *acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	return Py_BuildValue("(nK)", start, acked);
 }
 
+/* request(buffer, start, end, frame_type, count, max_header) -> (stop, header)
+ *
+ * The frame at buffer[start:end]'s head when it is whole, carries no payload, is of
+ * ``frame_type`` and its header is ``count`` u64s: where it ends and its header (the list the
+ * codec's msgpack decoded it into); else (start, None). The target's lane for a lone RDMA
+ * Read request (lane.reads). */
+static PyObject *request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	unsigned long long frame_type, count, max_header, fields[8];
+	Py_ssize_t start, end, head;
+	Py_buffer *buf;
+	PyObject *obj, *out;
+	bool failed;
+
+	(void)self;
+	if (nargs != 6) {
+		PyErr_SetString(PyExc_TypeError, "request() takes 6 arguments");
+		return NULL;
+	}
+	if (!lane_range(args, &buf, &start, &end))
+		return NULL;
+	if (!as_u64(args[3], &frame_type) || !as_u64(args[4], &count) || count < 2 ||
+	    count > sizeof fields / sizeof *fields || !as_u64(args[5], &max_header)) {
+		PyErr_SetString(PyExc_TypeError, "request(): the type, 2..8 fields, a header limit");
+		return NULL;
+	}
+	obj = header_at(buf, start, end, max_header, fields, (Py_ssize_t)count, &head, &failed);
+	if (!obj)
+		return failed ? NULL : Py_BuildValue("(nO)", start, Py_None);
+	/* fields: type, payload size, then the frame's own */
+	if (fields[0] != frame_type || fields[1]) {
+		Py_DECREF(obj);
+		return Py_BuildValue("(nO)", start, Py_None);
+	}
+	out = Py_BuildValue("(nO)", head, obj);
+	Py_DECREF(obj);
+	return out;
+}
+
 /* read_resp(buffer, start, end, seq, sink, resp_type, max_header) -> (stop, length)
  *
  * The initiator's lane for the answer of its one outstanding RDMA Read: when the frame at
@@ -358,6 +398,8 @@ static PyMethodDef methods[] = {
 	 "The lone RDMA Writes at the head of a read, landed under granted keys."},
 	{"acks", (PyCFunction)(void (*)(void))acks, METH_FASTCALL,
 	 "The lone ACKs at the head of a read: where they end, the highest."},
+	{"request", (PyCFunction)(void (*)(void))request, METH_FASTCALL,
+	 "The whole frame of one type and no payload at the head of a read: its header."},
 	{"read_resp", (PyCFunction)(void (*)(void))read_resp, METH_FASTCALL,
 	 "The answer of the one outstanding RDMA Read at the head of a read, landed."},
 	{"put_process", (PyCFunction)(void (*)(void))put_process, METH_FASTCALL,

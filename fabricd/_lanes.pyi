@@ -23,6 +23,14 @@ def acks(
     ack_type: int,
     max_header: int,
 ) -> tuple[int, int]: ...
+def request(
+    buffer: memoryview,
+    start: int,
+    end: int,
+    frame_type: int,
+    count: int,
+    max_header: int,
+) -> tuple[int, list[object] | None]: ...
 def read_resp(
     buffer: memoryview,
     start: int,

@@ -17,6 +17,7 @@ from fabricd.nic import lane
 from fabricd.nic.answers import Answers
 from fabricd.nic.initiator import Initiator
 from fabricd.nic.objects import Ep, Op, PeerLink
+from fabricd.nic.target import Target
 from proto.codec import DIRECT_LANDING_MIN
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos, MemPriv, MemType
@@ -51,8 +52,8 @@ def answered(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     acks: list[int] = []
     answer = lane.answer
 
-    def counted(memory: MemoryRegistry, link: PeerLink, *rest: Any) -> bool:
-        whole = answer(memory, link, *rest)
+    def counted(memory: MemoryRegistry, read: Any, link: PeerLink, *rest: Any) -> bool:
+        whole = answer(memory, read, link, *rest)
         if whole:
             acks.append(link.acked)
         return whole
@@ -152,6 +153,31 @@ def test_a_lone_reads_answer_takes_the_initiators_lane(monkeypatch: pytest.Monke
         assert _read(fabric, a, cookie, n, b.rmr(0, n)) == (E.DTO_COMPLETION_EVENT, cookie, OK, n)
         assert bytes(a.memory(0, n)) == bytes([cookie]) * n
     assert landed == [64, 1, 4096]
+
+
+def test_a_lone_read_request_takes_the_targets_lane(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lane.reads: after a link's first RDMA Read request (the long way's, Target.request),
+    each that is the whole read and the link's next request is executed in the lane and
+    answered at once; the answers carry the target's bytes of the moment."""
+    long_way: list[str] = []
+    request = Target.request
+
+    def counted(self: Target, link: PeerLink, frame: Any) -> None:
+        long_way.append(frame.type.name)
+        request(self, link, frame)
+
+    monkeypatch.setattr(Target, "request", counted)
+    fabric, a, b = pair()  # its table of frame handlers takes the one above
+    for cookie in range(1, 5):
+        b.memory()[:64] = bytes([cookie]) * 64
+        assert _read(fabric, a, cookie, 64, b.rmr(0, 64)) == (
+            E.DTO_COMPLETION_EVENT,
+            cookie,
+            OK,
+            64,
+        )
+        assert bytes(a.memory(0, 64)) == bytes([cookie]) * 64
+    assert long_way == ["READ_REQ"]
 
 
 def test_a_read_into_more_than_it_asked_for_takes_the_long_way(
