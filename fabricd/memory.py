@@ -53,6 +53,7 @@ class Lmr:
     pid: int = 0  # a process's own memory (view: the daemon's mirror of it); 0: a segment
     counted: int = 0  # bytes it adds to its IA's registered total (an LMR over an LMR: 0)
     freed: bool = False  # dat_lmr_free'd: a receive posted into it before then cannot land
+    walk_key: tuple[int | View, ...] | None = None  # what _plaintake.c's checks read, kept
 
     @property
     def target(self) -> memoryview:

@@ -17,15 +17,16 @@
 
 /* The attribute names key_of reads, interned once (walk_names). */
 static PyObject *s_owner, *s_region, *s_pz, *s_bits, *s_address, *s_end, *s_pid, *s_view,
-	*s_context;
+	*s_context, *s_walk_key;
 
 /* Intern the names above; false with an exception set. */
 static bool walk_names(void)
 {
-	static const char *names[] = {"owner", "region", "pz",	 "privilege_bits", "address",
-				      "end",   "pid",	 "view", "lmr_context"};
-	PyObject **slots[] = {&s_owner, &s_region, &s_pz,   &s_bits,   &s_address,
-			      &s_end,	&s_pid,	   &s_view, &s_context};
+	static const char *names[] = {"owner", "region", "pz",		"privilege_bits",
+				      "address", "end",	 "pid",		"view",
+				      "lmr_context", "walk_key"};
+	PyObject **slots[] = {&s_owner, &s_region, &s_pz,   &s_bits,	&s_address,
+			      &s_end,	&s_pid,	   &s_view, &s_context, &s_walk_key};
 
 	for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {
 		*slots[i] = PyUnicode_InternFromString(names[i]);
@@ -67,42 +68,94 @@ static bool attr_u64(PyObject *o, PyObject *name, unsigned long long *out)
 	return ok;
 }
 
+/* What the checks read of an LMR, none of which changes once it is registered: its owner,
+ * pid and lmr_context, its region's pz, privilege bits, address and end, and its view. */
+enum { K_OWNER, K_PID, K_CONTEXT, K_PZ, K_BITS, K_START, K_END, K_VIEW, K_FIELDS };
+
+/* Those fields of ``lmr`` as a tuple (a new reference; NULL, no exception left, when one is
+ * missing or not a u64), read once and kept in its ``walk_key``: the next call reads one
+ * attribute, not nine (a window-1 post's LMR is looked up afresh each time). */
+static PyObject *walk_key(PyObject *lmr)
+{
+	PyObject *t = PyObject_GetAttr(lmr, s_walk_key), *region = NULL, *view = NULL;
+	unsigned long long v[K_VIEW];
+	bool ok;
+
+	if (t && PyTuple_CheckExact(t) && PyTuple_GET_SIZE(t) == K_FIELDS)
+		return t;
+	Py_XDECREF(t);
+	PyErr_Clear();
+	t = NULL;
+	region = PyObject_GetAttr(lmr, s_region);
+	ok = region && attr_u64(lmr, s_owner, &v[K_OWNER]) && attr_u64(lmr, s_pid, &v[K_PID]) &&
+	     attr_u64(lmr, s_context, &v[K_CONTEXT]) && attr_u64(region, s_pz, &v[K_PZ]) &&
+	     attr_u64(region, s_bits, &v[K_BITS]) && attr_u64(region, s_address, &v[K_START]) &&
+	     attr_u64(region, s_end, &v[K_END]) && (view = PyObject_GetAttr(lmr, s_view)) &&
+	     (t = PyTuple_New(K_FIELDS));
+	for (int i = 0; ok && i < K_VIEW; i++) {
+		PyObject *n = PyLong_FromUnsignedLongLong(v[i]);
+
+		ok = n != NULL;
+		if (ok)
+			PyTuple_SET_ITEM(t, i, n);
+	}
+	if (ok) {
+		PyTuple_SET_ITEM(t, K_VIEW, view);
+		view = NULL;
+		if (PyObject_SetAttr(lmr, s_walk_key, t) < 0)
+			PyErr_Clear(); /* not kept: read again next time */
+	} else {
+		Py_CLEAR(t);
+	}
+	Py_XDECREF(view);
+	Py_XDECREF(region);
+	PyErr_Clear();
+	return t;
+}
+
+/* Item ``i`` of a walk_key tuple as a u64; false (no exception left) if it is not one. */
+static bool item_u64(PyObject *t, int i, unsigned long long *out)
+{
+	PyObject *v = PyTuple_GET_ITEM(t, i);
+	bool ok = false;
+
+	if (PyLong_Check(v)) {
+		*out = PyLong_AsUnsignedLongLong(v);
+		ok = !(*out == (unsigned long long)-1 && PyErr_Occurred());
+	}
+	PyErr_Clear();
+	return ok;
+}
+
 /* The key becomes ``lmr`` when it belongs to ``owner`` and ``pz`` and grants ``need``; else
  * none (false). */
 static bool key_of(PyObject *lmr, unsigned long long owner, unsigned long long pz,
 		   unsigned long long need, struct key *key)
 {
 	unsigned long long value, bits, pid;
-	PyObject *region, *view;
+	PyObject *t, *view;
 	bool ok;
 
 	key_clear(key);
-	if (!attr_u64(lmr, s_owner, &value) || value != owner || !attr_u64(lmr, s_pid, &pid) ||
-	    !attr_u64(lmr, s_context, &key->context))
+	t = walk_key(lmr);
+	if (!t)
 		return false;
-	region = PyObject_GetAttr(lmr, s_region);
-	if (!region) {
-		PyErr_Clear();
-		return false;
+	view = PyTuple_GET_ITEM(t, K_VIEW);
+	ok = item_u64(t, K_OWNER, &value) && value == owner && item_u64(t, K_PID, &pid) &&
+	     item_u64(t, K_CONTEXT, &key->context) && item_u64(t, K_PZ, &value) && value == pz &&
+	     item_u64(t, K_BITS, &bits) && !(need & ~bits) && item_u64(t, K_START, &key->start) &&
+	     item_u64(t, K_END, &key->end) && key->start <= key->end && PyMemoryView_Check(view) &&
+	     PyObject_Length(view) == (Py_ssize_t)(key->end - key->start);
+	PyErr_Clear();
+	if (ok) {
+		Py_INCREF(lmr);
+		Py_INCREF(view);
+		key->lmr = lmr;
+		key->view = view;
+		key->pid = pid != 0;
 	}
-	ok = attr_u64(region, s_pz, &value) && value == pz && attr_u64(region, s_bits, &bits) &&
-	     !(need & ~bits) && attr_u64(region, s_address, &key->start) &&
-	     attr_u64(region, s_end, &key->end) && key->start <= key->end;
-	Py_DECREF(region);
-	if (!ok)
-		return false;
-	view = PyObject_GetAttr(lmr, s_view);
-	if (!view || !PyMemoryView_Check(view) ||
-	    PyObject_Length(view) != (Py_ssize_t)(key->end - key->start)) {
-		Py_XDECREF(view);
-		PyErr_Clear();
-		return false;
-	}
-	Py_INCREF(lmr);
-	key->lmr = lmr;
-	key->view = view;
-	key->pid = pid != 0;
-	return true;
+	Py_DECREF(t);
+	return ok;
 }
 
 /* Does [address, +length) lie inside the key's range (no u64 overflow on the way)? */

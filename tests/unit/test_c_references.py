@@ -217,6 +217,15 @@ def _lanes_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]]]
         raise RuntimeError("before")
 
     acks = memoryview(encode(FrameType.ACK, 3) + encode(FrameType.ACK, 9) + writes.tobytes())
+    answer = memoryview(encode(FrameType.READ_RESP, 5, payload_len=64) + payload)
+    sink = memoryview(bytearray(64))
+    request = memoryview(encode(FrameType.READ_REQ, 5, start, lt.KEY, 64, 0))
+
+    def read_resp(seq: int) -> object:
+        return lanes.read_resp(answer, 0, len(answer), seq, sink, lnt.READ_RESP, MAX_HEADER_LEN)
+
+    def read_req(kind: int) -> object:
+        return lanes.request(request, 0, len(request), kind, 7, MAX_HEADER_LEN)
 
     return {
         "lane: landed": (lambda: lane(lambda: None), (writes, grants, lane_target.view)),
@@ -230,6 +239,10 @@ def _lanes_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]]]
         "put_process: bad range": (_raises(TypeError, lambda: put_process(1 << 40)), (writes,)),
         "acks": (lambda: lanes.acks(acks, 0, len(acks), 2, 10, lnt.ACK, MAX_HEADER_LEN),
                  (acks,)),
+        "read_resp: landed": (lambda: read_resp(5), (answer, sink)),
+        "read_resp: another's": (lambda: read_resp(6), (answer, sink)),
+        "request: found": (lambda: read_req(lnt.READ_REQ), (request,)),
+        "request: another type": (lambda: read_req(lnt.READ_RESP), (request,)),
     }  # fmt: skip
 
 

@@ -2,7 +2,8 @@
 of fabricd/nic/lane.py written with the codec's decode_header and Reach: on streams of frames
 of every kind, whole, cut or malformed, it lands the same Writes in the same bytes, stops at the
 same frame and reports the same last sequence number. The initiator's lane for ACKs likewise,
-against [ACK, 0, seq] decoded by the codec."""
+against [ACK, 0, seq] decoded by the codec; its lane for a Read's answer (read_resp) and the
+target's for a lone Read request (request) against their rules written the same way."""
 
 from __future__ import annotations
 
@@ -283,3 +284,129 @@ def test_the_ack_lane_refuses_arguments_of_the_wrong_kind() -> None:
     for args in [(buf, 0, 17, 0, 1), (buf, 0, 16, -1, 1), (buf, 0, 16, 0, "1"), (b"", 0, 0, 0, 1)]:
         with pytest.raises(TypeError):
             acks(*args, ACK, MAX_HEADER_LEN)
+
+
+READ_REQ = int(FrameType.READ_REQ)
+READ_RESP = int(FrameType.READ_RESP)
+
+
+def _u64(value: object) -> bool:
+    return type(value) is int and 0 <= value < 1 << 64
+
+
+def _read_resp_by_the_rules(
+    view: memoryview, start: int, end: int, seq: int, room: int
+) -> tuple[int, int]:
+    """fabricd/nic/lane.py's rule for a Read's answer: a READ_RESP of ``seq``, whole, its
+    payload no larger than the Read's buffer (``room``); where it ends and its size."""
+    found = _header_at(view, start, end)
+    if found is None:
+        return start, 0
+    frame, head = found
+    size = frame.payload_len
+    if frame.type is not FrameType.READ_RESP or not _u64(frame.fields[0]):
+        return start, 0
+    if frame.fields[0] != seq or head + size > end or size > room:
+        return start, 0
+    return head + size, size
+
+
+def _read_resp_frame(rng: random.Random, seq: int, room: int) -> bytes:
+    kind = rng.choices(["resp", "seq", "large", "ack", "str", "write"], [20, 2, 2, 1, 1, 1])[0]
+    size = rng.randint(0, room)
+    if kind == "seq":
+        seq += rng.choice([-1, 1])
+    elif kind == "large":
+        size = room + rng.randint(1, 8)
+    elif kind == "ack":
+        return encode(FrameType.ACK, seq)
+    elif kind == "write":
+        return encode(FrameType.WRITE, seq, WINDOW.address, KEY, payload_len=1) + b"x"
+    payload = rng.randbytes(size)
+    if kind == "str":
+        return encode(FrameType.READ_RESP, str(seq), payload_len=size) + payload
+    return encode(FrameType.READ_RESP, seq, payload_len=size) + payload
+
+
+def test_the_read_lane_lands_what_the_rule_lands_and_stops_where_it_stops() -> None:
+    rng = random.Random(13)
+    taken = 0
+    for _ in range(2000):
+        seq, room = rng.randrange(1, 1 << 40), rng.choice([1, 64, 4096])
+        stream = _read_resp_frame(rng, seq, room) + _read_resp_frame(rng, seq + 1, room)
+        stream = stream[: rng.choice([len(stream)] * 3 + [rng.randrange(len(stream) + 1)])]
+        skip = rng.randint(0, 7)
+        buf = memoryview(bytearray(rng.randbytes(skip)) + stream + bytearray(2))
+        start, end = skip, skip + len(stream)
+        sink = memoryview(bytearray(room))
+        want = _read_resp_by_the_rules(buf, start, end, seq, room)
+        assert lanes.read_resp(buf, start, end, seq, sink, READ_RESP, MAX_HEADER_LEN) == want
+        stop, size = want
+        if stop > start:
+            assert bytes(sink[:size]) == bytes(buf[stop - size : stop])
+            assert bytes(sink[size:]) == bytes(room - size), "nothing past the answer"
+            taken += 1
+        else:
+            assert sink == bytes(room), "nothing landed"
+    assert taken > 1000, "the draw reaches the common answer often"
+
+
+def _request_by_the_rules(
+    view: memoryview, start: int, end: int, ftype: int, count: int
+) -> tuple[int, list[object] | None]:
+    """The frame at the head when it is of ``ftype``, whole, without payload, its header
+    ``count`` u64s: where it ends and the header."""
+    found = _header_at(view, start, end)
+    if found is None:
+        return start, None
+    frame, head = found
+    header = [int(frame.type), frame.payload_len, *frame.fields]
+    if frame.type != ftype or frame.payload_len or len(header) != count:
+        return start, None
+    if not all(_u64(value) for value in header):
+        return start, None
+    return head, header
+
+
+def _read_req_frame(rng: random.Random) -> bytes:
+    kind = rng.choices(["req", "float", "str", "neg", "ack", "resp"], [20, 2, 1, 1, 1, 1])[0]
+    fields: list[object] = [rng.randrange(1 << 40), WINDOW.address, KEY, 64, rng.randrange(9)]
+    if kind == "float":
+        fields[1] = 2.5
+    elif kind == "str":
+        fields[3] = "64"
+    elif kind == "neg":
+        fields[4] = -1
+    elif kind == "ack":
+        return encode(FrameType.ACK, 3)
+    elif kind == "resp":
+        return encode(FrameType.READ_RESP, 3, payload_len=1) + b"x"
+    return encode(FrameType.READ_REQ, *fields)
+
+
+def test_the_read_request_lane_finds_what_the_rule_finds() -> None:
+    rng = random.Random(14)
+    found = 0
+    for _ in range(2000):
+        stream = b"".join(_read_req_frame(rng) for _ in range(rng.randint(1, 3)))
+        stream = stream[: rng.choice([len(stream)] * 3 + [rng.randrange(len(stream) + 1)])]
+        skip = rng.randint(0, 7)
+        buf = memoryview(bytearray(rng.randbytes(skip)) + stream + bytearray(2))
+        start, end = skip, skip + len(stream)
+        want = _request_by_the_rules(buf, start, end, READ_REQ, 7)
+        assert lanes.request(buf, start, end, READ_REQ, 7, MAX_HEADER_LEN) == want
+        found += want[1] is not None
+    assert found > 1000, "the draw reaches the common request often"
+
+
+def test_the_read_lanes_refuse_arguments_of_the_wrong_kind() -> None:
+    buf, sink = memoryview(bytearray(16)), memoryview(bytearray(8))
+    read_resp: Callable[..., object] = lanes.read_resp
+    request: Callable[..., object] = lanes.request
+    for args in [(buf, 0, 17, 1, sink), (buf, 0, 16, -1, sink), (buf, 0, 16, 1, bytearray(8)),
+                 (buf, 0, 16, 1, memoryview(b"readonly"))]:  # fmt: skip
+        with pytest.raises(TypeError):
+            read_resp(*args, READ_RESP, MAX_HEADER_LEN)
+    for count in (1, 9, -1, "7"):
+        with pytest.raises((TypeError, OverflowError)):
+            request(buf, 0, 16, READ_REQ, count, MAX_HEADER_LEN)

@@ -178,6 +178,27 @@ def test_a_view_is_of_the_lmrs_own_buffer() -> None:
     assert bytes(STAGE[4096:4104]) == b"abcdefgh"
 
 
+def test_an_lmrs_fields_are_read_once_and_the_checks_still_hold() -> None:
+    """key_of keeps what it read of an LMR in its ``walk_key`` (nothing of it changes once the
+    LMR is registered); a take after that checks the same things: another owner or PZ, or a
+    privilege the LMR does not grant, is still refused."""
+    lmr = _lmr(9, privileges=MemPriv.LOCAL_READ)  # fresh: nothing kept yet
+    r = lmr.region
+    ring = _ring([((2, 0, 1, 0, 7, 0, 8, 0, 0, 0, 0), (r.address, 8, 9))])
+    stretch = (ring.view, SLOTS, 1, SIZE, _bits(PLAIN_REQUESTS), {9: lmr})
+    assert lmr.walk_key is None
+    assert len(plaintake.take(*stretch, OWNER, PZ, NEED, None, STAGE)[0]) == 1
+    kept = lmr.walk_key
+    assert isinstance(kept, tuple)
+    assert kept[:7] == (OWNER, 0, 9, PZ, r.privilege_bits, r.address, r.end)
+    assert kept[7] is lmr.view
+    assert len(plaintake.take(*stretch, OWNER, PZ, NEED, lmr, STAGE)[0]) == 1
+    assert lmr.walk_key is kept, "read once"
+    assert not plaintake.take(*stretch, OWNER + 1, PZ, NEED, None, STAGE)[0]
+    assert not plaintake.take(*stretch, OWNER, PZ + 1, NEED, lmr, STAGE)[0]
+    assert not plaintake.take(*stretch, OWNER, PZ, int(MemPriv.LOCAL_WRITE), None, STAGE)[0]
+
+
 def test_slots_outside_the_ring_are_refused_and_bad_arguments_raise() -> None:
     ring = _ring([])
     bits = _bits(PLAIN_REQUESTS)
