@@ -77,9 +77,10 @@ def answer(
     request (``reads``: on a link that took one before). True if they were the whole read:
     all that is left is its ACK (Target.batch_end). Not after a read that ended a payload
     landing in its place: that frame is still to be handled."""
-    if not _open(link):
+    writes = bool(link.grants) and memory.coherent
+    if not ((writes or link.reads_in) and _open(link)):
         return False
-    if link.grants and memory.coherent:
+    if writes:
         reader.take_head(land, memory, link, before)
     if link.reads_in:
         reader.take_head(reads, link, read)
