@@ -5,7 +5,8 @@ and checked, its walk in fabricd/plaintake_walk.h: Initiator.post_plain,
 Target.post_recv_plain; and ShmMapper.fence's full barrier), fabricd/_landing.c (where a
 batch of RDMA Writes lands: remote_access.write_targets and stored_writes),
 fabricd/_receives.c (where the Sends of a batch land: Target._sends),
-fabricd/_lanes.c (the lone Writes and ACKs at a read's head: fabricd/nic/lane.py; both share
+fabricd/_lanes.c (the lone Writes, ACKs and RDMA Read requests and answers at a read's head:
+fabricd/nic/lane.py; what each reads first in fabricd/lanes_head.h; it and _landing.c share
 fabricd/pyu64.h),
 proto/_scatter.c (a payload copied into its sink's views: codec.FrameReader) and proto/_rows.c
 (completion rows into an event queue, the Write list of a WRITES header: events.write_rows,
@@ -72,7 +73,7 @@ setup(
             ("fabricd._plaintake", "fabricd/_plaintake.c", ["fabricd/plaintake_walk.h"]),
             ("fabricd._landing", "fabricd/_landing.c", ["fabricd/pyu64.h"]),
             ("fabricd._receives", "fabricd/_receives.c", ["fabricd/pyu64.h"]),
-            ("fabricd._lanes", "fabricd/_lanes.c", ["fabricd/pyu64.h"]),
+            ("fabricd._lanes", "fabricd/_lanes.c", ["fabricd/pyu64.h", "fabricd/lanes_head.h"]),
             ("proto._scatter", "proto/_scatter.c", []),
             ("proto._rows", "proto/_rows.c", []),
         ]
