@@ -104,8 +104,8 @@ class Nic:
         self.target.fetch = self._fetch_receives
         self.initiator.retired, self.initiator.emptying = self.intake.retired, self.intake.emptying
         self.target.stalled = self.intake.look
-        # a peer stream's read: its lanes (lone Writes, answered at once if they are all of
-        # it; then ACKs, a Read's answer) before its frames are decoded, then one cumulative ACK
+        # a peer stream's read: its lanes (lone Writes or Read requests, answered at once if
+        # they are all of it; then ACKs or a Read's answer) before its frames are decoded
         self.peer_answer: Callable[[PeerLink, FrameReader, Callable[[], None]], bool]
         self.peer_answer = partial(lane.answer, self.memory, self.target.responder.read)
         self.peer_lane: Callable[[PeerLink, FrameReader], None]
