@@ -98,3 +98,37 @@ def test_a_half_closed_stream_sends_nothing_more(tmp_path: Path) -> None:
         assert uvloop.run(main()) == b"before"
     finally:
         theirs.close()
+
+
+def test_frames_written_straight_to_a_full_socket_keep_their_order(tmp_path: Path) -> None:
+    """_Stream._write: a turn's frames go straight into the socket while the transport holds
+    nothing unsent; once the socket took only part of one, the transport holds the rest and
+    every later frame queues behind it, even when the socket has room again before the
+    transport wrote: the peer reads every byte once, in order."""
+    daemon = Daemon("shell", "127.0.0.1", 0, str(tmp_path / "d.sock"))
+    ours, theirs = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    frames = [bytes([i]) * (1000 + 997 * i) for i in range(40)]  # ~820 KB: the socket fills
+
+    async def main() -> tuple[bytes, int]:
+        loop = asyncio.get_running_loop()
+        stream = PeerStream(daemon.nic, daemon.turn)
+        transport, _ = await loop.connect_accepted_socket(lambda: stream, ours)
+        for frame in frames[:30]:
+            stream.send(frame)  # outside any batch: each leaves at once
+        queued = transport.get_write_buffer_size()
+        got = theirs.recv(1 << 16)  # room in the socket before the transport's next write
+        for frame in frames[30:]:
+            stream.send(frame)
+        theirs.setblocking(False)
+        while len(got) < sum(map(len, frames)):
+            got += await loop.sock_recv(theirs, 1 << 16)
+        transport.close()
+        return got, queued
+
+    try:
+        got, queued = uvloop.run(main())
+    finally:
+        theirs.close()
+    assert queued > 0, "the socket filled: the transport held the rest"
+    assert got == b"".join(frames)
