@@ -6,8 +6,8 @@ Target.post_recv_plain; and ShmMapper.fence's full barrier), fabricd/_landing.c 
 batch of RDMA Writes lands: remote_access.write_targets and stored_writes),
 fabricd/_receives.c (where the Sends of a batch land: Target._sends),
 fabricd/_lanes.c (the lone Writes, ACKs and RDMA Read requests and answers at a read's head:
-fabricd/nic/lane.py; what each reads first in fabricd/lanes_head.h; it and _landing.c share
-fabricd/pyu64.h),
+fabricd/nic/lane.py; what each reads first in fabricd/lanes_head.h; the extensions of fabricd/
+share fabricd/pyu64.h),
 proto/_scatter.c (a payload copied into its sink's views: codec.FrameReader) and proto/_rows.c
 (completion rows into an event queue, the Write list of a WRITES header: events.write_rows,
 batch.encode_write_rows). Everything else is in pyproject.toml; their layout header is the C
@@ -70,7 +70,11 @@ setup(
         for name, source, headers in [
             ("client._ringpost", "client/_ringpost.c", []),
             ("client._ringtake", "client/_ringtake.c", []),
-            ("fabricd._plaintake", "fabricd/_plaintake.c", ["fabricd/plaintake_walk.h"]),
+            (
+                "fabricd._plaintake",
+                "fabricd/_plaintake.c",
+                ["fabricd/plaintake_walk.h", "fabricd/pyu64.h"],
+            ),
             ("fabricd._landing", "fabricd/_landing.c", ["fabricd/pyu64.h"]),
             ("fabricd._receives", "fabricd/_receives.c", ["fabricd/pyu64.h"]),
             ("fabricd._lanes", "fabricd/_lanes.c", ["fabricd/pyu64.h", "fabricd/lanes_head.h"]),

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "df-abi.h"
+#include "pyu64.h"
 
 #define FLAG_FENCE 0x08u /* DAT_COMPLETION_BARRIER_FENCE_FLAG */
 
@@ -113,18 +114,10 @@ static PyObject *walk_key(PyObject *lmr)
 	return t;
 }
 
-/* Item ``i`` of a walk_key tuple as a u64; false (no exception left) if it is not one. */
+/* Item ``i`` of a walk_key tuple as a u64 (pyu64.h's check); false if it is not one. */
 static bool item_u64(PyObject *t, int i, unsigned long long *out)
 {
-	PyObject *v = PyTuple_GET_ITEM(t, i);
-	bool ok = false;
-
-	if (PyLong_Check(v)) {
-		*out = PyLong_AsUnsignedLongLong(v);
-		ok = !(*out == (unsigned long long)-1 && PyErr_Occurred());
-	}
-	PyErr_Clear();
-	return ok;
+	return as_u64(PyTuple_GET_ITEM(t, i), out);
 }
 
 /* The key becomes ``lmr`` when it belongs to ``owner`` and ``pz`` and grants ``need``; else

@@ -1,5 +1,5 @@
-/* fabricd/pyu64.h: the one argument check the daemon's C extensions (_landing.c, _lanes.c)
- * share. Included once per extension, after Python.h. */
+/* fabricd/pyu64.h: the one argument check the daemon's C extensions (_landing.c, _lanes.c,
+ * _receives.c, _plaintake.c) share. Included once per extension, after Python.h. */
 #ifndef FABRICD_PYU64_H
 #define FABRICD_PYU64_H
 

@@ -141,9 +141,11 @@ class Initiator:
                 sq.publish(took)
                 taken += took
             if took < n:
-                if ep.ops or self.faults.active:
-                    return taken, True
-                if not self._lone_read(ep, link, sq, at + took * size, stage):
+                if (
+                    ep.ops
+                    or self.faults.active
+                    or not self._lone_read(ep, link, sq, at + took * size, stage)
+                ):
                     return taken, True
                 taken += 1
         return taken, False
@@ -171,8 +173,7 @@ class Initiator:
         ep.next_seq += 1
         ep.ops.append(op)
         sq.publish(1)
-        ep.reads_out += 1
-        self.wire.send(link, *request_frame(op, ep.reads_done))
+        self._start(ep, link, op)
         return True
 
     def enqueue(self, ep: Ep, op: Op, start: bool = True) -> None:

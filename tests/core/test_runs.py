@@ -5,6 +5,11 @@ once and in order, a fault rule sees single frames, and fenced or large requests
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from fabricd.nic import initiator, runs
 from fabricd.nic.objects import Ep, Op
 from fabricd.nic.runs import Run, expand, find
 from proto.attrs import EpAttr
@@ -96,11 +101,21 @@ def test_a_turn_of_plain_writes_is_one_run_completed_in_order() -> None:
     assert a.log() == [(DTO, c, OK, 16) for c in range(41)]
 
 
-def test_a_post_with_nothing_outstanding_goes_at_once_and_the_next_ones_batch_behind_it() -> None:
+@pytest.mark.interpreted
+def test_a_post_with_nothing_outstanding_goes_at_once_and_the_next_ones_batch_behind_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """runs.lone: a plain Write posted while none is outstanding is a Run of one already on
-    the wire (never held) in a WRITE frame of its own; Writes posted while it waits for its
-    ACK queue behind it as usual (the first alone: it rang the doorbell; the rest as one
-    WRITES frame), and all complete once, in order."""
+    the wire (never held, never through runs.queue) in a WRITE frame of its own; Writes posted
+    while it waits for its ACK are queued behind it as usual (the first alone: it rang the
+    doorbell; the rest as one WRITES frame), and all complete once, in order."""
+    queued: list[int] = []
+
+    def counted(ep: Ep, wqes: list[Any], *rest: Any) -> None:
+        queued.append(len(wqes))
+        runs.queue(ep, wqes, *rest)
+
+    monkeypatch.setattr(initiator, "queue", counted)
     fabric, a, b = _setup()
     pipe = fabric.pipe(a.c.node, b.c.node)
     pipe.held = True
@@ -108,10 +123,12 @@ def test_a_post_with_nothing_outstanding_goes_at_once_and_the_next_ones_batch_be
     fabric.run()
     ep = _ep(a)
     assert _items(ep) == [("Run", 1, 1)] and not ep.held
+    assert queued == [], "the lone Write went on the wire from post_plain"
     for cookie in (1, 2, 3):
         _write(a, b, cookie)
     fabric.run()
     assert _items(ep) == [("Run", 1, 1), ("Run", 2, 2), ("Run", 3, 4)] and not ep.held
+    assert queued == [1, 2]
     pipe.release()
     fabric.run()
     assert [fields[0] for _, _, fields in fabric.frames(FrameType.WRITE)] == [1, 2]
