@@ -33,14 +33,20 @@ $(BASE): FORCE
 	fi
 
 # Debian's python3 makes venvs only with python3-venv (ensurepip), and the extensions need
-# python3-dev: both installed where it runs as root with apt and they are missing.
+# python3-dev and libmsgpack-dev (msgpack-c: the daemon's C lanes decode and pack the data
+# path's frame headers with it): all installed where it runs as root with apt and they are
+# missing; without msgpack-c's headers the install stops and says so.
 $(STAMP): $(BASE) pyproject.toml setup.py $(EXTENSIONS)
 	@inc=$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
 	need=""; [ -f "$$inc/Python.h" ] || need="python3-dev"; \
 	$(PYTHON) -c 'import ensurepip, sys; sys.exit(not ensurepip.version())' 2>/dev/null \
 	  || need="$$need python3-venv"; \
+	[ -f /usr/include/msgpack.h ] || need="$$need libmsgpack-dev"; \
 	if [ -n "$$need" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; \
+	fi; \
+	if [ ! -f /usr/include/msgpack.h ]; then \
+	  echo "the C extensions need msgpack-c's headers: install libmsgpack-dev (Debian)"; exit 1; \
 	fi
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip

@@ -65,21 +65,29 @@ setup(
             [source],
             depends=["provider/df-abi.h", *headers],
             include_dirs=["provider"],
+            libraries=libraries,
             extra_compile_args=FLAGS,
         )
-        for name, source, headers in [
-            ("client._ringpost", "client/_ringpost.c", []),
-            ("client._ringtake", "client/_ringtake.c", []),
+        for name, source, headers, libraries in [
+            ("client._ringpost", "client/_ringpost.c", [], []),
+            ("client._ringtake", "client/_ringtake.c", [], []),
             (
                 "fabricd._plaintake",
                 "fabricd/_plaintake.c",
                 ["fabricd/plaintake_walk.h", "fabricd/pyu64.h"],
+                [],
             ),
-            ("fabricd._landing", "fabricd/_landing.c", ["fabricd/pyu64.h"]),
-            ("fabricd._receives", "fabricd/_receives.c", ["fabricd/pyu64.h"]),
-            ("fabricd._lanes", "fabricd/_lanes.c", ["fabricd/pyu64.h", "fabricd/lanes_head.h"]),
-            ("proto._scatter", "proto/_scatter.c", []),
-            ("proto._rows", "proto/_rows.c", []),
+            ("fabricd._landing", "fabricd/_landing.c", ["fabricd/pyu64.h"], []),
+            ("fabricd._receives", "fabricd/_receives.c", ["fabricd/pyu64.h"], []),
+            (
+                "fabricd._lanes",
+                "fabricd/_lanes.c",
+                ["fabricd/pyu64.h", "fabricd/lanes_head.h"],
+                ["msgpackc"],  # libmsgpack-dev: msgpack_unpack_next
+            ),
+            ("proto._scatter", "proto/_scatter.c", [], []),
+            ("proto._rows", "proto/_rows.c", [], []),
+            ("proto._pack", "proto/_pack.c", [], []),  # msgpack-c's pack.h alone: no library
         ]
     ],
 )

@@ -3,9 +3,9 @@
  * key the caller granted, and stops before the first frame it cannot finish whole; acks() reads
  * the lone ACKs at the head of a read for the initiator the same way, and read_resp() lands
  * the answer of its one outstanding RDMA Read; request() finds a lone RDMA Read request for
- * the target. Each header is decoded by the msgpack package the codec uses
- * (proto.codec.decode_header: fabricd/lanes_head.h). So this module can only decline work; it
- * never decides an error. put_process() is the daemon's way into a C
+ * the target. Each header is decoded by msgpack-c (fabricd/lanes_head.h), and anything but
+ * the one shape a lane takes is left to the long way (proto.codec.decode_header). So this
+ * module can only decline work; it never decides an error. put_process() is the daemon's way into a C
  * program's own memory for the lane (cross-memory attach, fabricd/cma.py's CrossMemory.put). */
 #define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
@@ -36,10 +36,10 @@ static bool attr_u64(PyObject *reach, PyObject *name, unsigned long long *out)
  * it) gets the bytes just landed in the mirror, [offset, +size) of ``view`` to ``address``:
  * put(pid, address, view, offset, size) must answer True. False (no exception left) when it
  * does not, or when there is no ``put``: the long way then lands the Write again and decides. */
-static bool reached(PyObject *reach, PyObject *put, PyObject *address, PyObject *view,
-		    unsigned long long offset, PyObject *size)
+static bool reached(PyObject *reach, PyObject *put, unsigned long long address, PyObject *view,
+		    unsigned long long offset, unsigned long long size)
 {
-	PyObject *pid = PyObject_GetAttr(reach, s_pid), *off = NULL, *r = NULL;
+	PyObject *pid = PyObject_GetAttr(reach, s_pid), *argv[5] = {NULL}, *r = NULL;
 	unsigned long long n;
 	bool ok = false;
 
@@ -49,41 +49,49 @@ static bool reached(PyObject *reach, PyObject *put, PyObject *address, PyObject 
 		ok = true; /* a segment: the landing was all */
 		goto done;
 	}
-	off = PyLong_FromUnsignedLongLong(offset);
-	if (off && put != Py_None) {
-		PyObject *argv[] = {pid, address, view, off, size};
-
+	argv[0] = pid;
+	argv[1] = PyLong_FromUnsignedLongLong(address);
+	argv[2] = view;
+	argv[3] = PyLong_FromUnsignedLongLong(offset);
+	argv[4] = PyLong_FromUnsignedLongLong(size);
+	if (argv[1] && argv[3] && argv[4] && put != Py_None) {
 		r = PyObject_Vectorcall(put, argv, 5, NULL);
 		ok = r == Py_True;
 	}
+	Py_XDECREF(argv[1]);
+	Py_XDECREF(argv[3]);
+	Py_XDECREF(argv[4]);
 done:
 	Py_XDECREF(r);
-	Py_XDECREF(off);
 	Py_XDECREF(pid);
 	PyErr_Clear();
 	return ok;
 }
 
-/* The lone Write whose header is ``obj`` ([type, size, seq, address, rmr_context]: ``fields``)
- * and whose payload is the ``available`` bytes at ``payload``, landed if it is the common one:
+/* The lone Write whose header is ``fields`` ([type, size, seq, address, rmr_context]) and
+ * whose payload is the ``available`` bytes at ``payload``, landed if it is the common one:
  * a WRITE, ``seq`` == ``acked`` + 1, a payload that is all there, a key in ``grants`` whose
  * range holds [address, +size) inside its target, and in a process's memory the bytes put
  * there (``reached``). Its payload size, 0 when it is not (no exception left; a process's
  * mirror may hold the bytes, which the long way lands again); ``before`` is called once,
  * before the first landing (-1 when it raised). */
-static long long land_one(PyObject *obj, const unsigned long long *fields, const char *payload,
+static long long land_one(const unsigned long long *fields, const char *payload,
 			  Py_ssize_t available, PyObject *grants, long long acked,
 			  unsigned long long write_type, PyObject *before, PyObject *put, bool *ready)
 {
 	unsigned long long start, end, origin;
-	PyObject *reach, *view = NULL;
+	PyObject *key, *reach, *view = NULL;
 	long long size = 0;
 	Py_buffer *target;
 
 	if (fields[0] != write_type || !fields[1] || fields[1] > (unsigned long long)available ||
 	    acked < 0 || fields[2] != (unsigned long long)acked + 1)
 		return 0;
-	reach = PyDict_GetItemWithError(grants, PyList_GET_ITEM(obj, 4));
+	key = PyLong_FromUnsignedLongLong(fields[4]);
+	if (!key)
+		return -1;
+	reach = PyDict_GetItemWithError(grants, key);
+	Py_DECREF(key);
 	Py_XINCREF(reach); /* held, with its target, across before() and put() */
 	if (!reach || !attr_u64(reach, s_start, &start) || !attr_u64(reach, s_end, &end) ||
 	    !attr_u64(reach, s_origin, &origin))
@@ -105,8 +113,7 @@ static long long land_one(PyObject *obj, const unsigned long long *fields, const
 		*ready = true;
 	}
 	memcpy((char *)target->buf + (fields[3] - origin), payload, (size_t)fields[1]);
-	if (reached(reach, put, PyList_GET_ITEM(obj, 3), view, fields[3] - origin,
-		    PyList_GET_ITEM(obj, 1)))
+	if (reached(reach, put, fields[3], view, fields[3] - origin, fields[1]))
 		size = (long long)fields[1];
 done:
 	if (size >= 0)
@@ -127,7 +134,7 @@ static PyObject *lane(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	unsigned long long write_type, max_header, fields[5];
 	Py_ssize_t start, end, head;
 	long long acked;
-	bool ready = false, failed;
+	bool ready = false;
 	Py_buffer *buf;
 
 	(void)self;
@@ -144,18 +151,10 @@ static PyObject *lane(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 		PyErr_SetString(PyExc_TypeError, "lane(): grants is a dict, the types ints");
 		return NULL;
 	}
-	for (;;) {
-		PyObject *obj = header_at(buf, start, end, max_header, fields, 5, &head, &failed);
-		long long size;
+	while (header_at(buf, start, end, max_header, fields, 5, &head)) {
+		long long size = land_one(fields, (const char *)buf->buf + head, end - head, args[3],
+					  acked, write_type, args[5], args[8], &ready);
 
-		if (!obj) {
-			if (failed)
-				return NULL;
-			break;
-		}
-		size = land_one(obj, fields, (const char *)buf->buf + head, end - head, args[3], acked,
-				write_type, args[5], args[8], &ready);
-		Py_DECREF(obj);
 		if (size < 0)
 			return NULL;
 		if (!size)
@@ -175,7 +174,6 @@ static PyObject *acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
 	unsigned long long acked, limit, ack_type, max_header, fields[3];
 	Py_ssize_t start, end, head;
-	bool failed;
 	Py_buffer *buf;
 
 	(void)self;
@@ -190,15 +188,7 @@ static PyObject *acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 		PyErr_SetString(PyExc_TypeError, "acks(): the sequence numbers and types are u64s");
 		return NULL;
 	}
-	for (;;) {
-		PyObject *obj = header_at(buf, start, end, max_header, fields, 3, &head, &failed);
-
-		if (!obj) {
-			if (failed)
-				return NULL;
-			break;
-		}
-		Py_DECREF(obj);
+	while (header_at(buf, start, end, max_header, fields, 3, &head)) {
 		/* fields: type, payload size, seq */
 		if (fields[0] != ack_type || fields[1] || fields[2] >= limit)
 			break;
@@ -212,16 +202,15 @@ static PyObject *acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 /* request(buffer, start, end, frame_type, count, max_header) -> (stop, header)
  *
  * The frame at buffer[start:end]'s head when it is whole, carries no payload, is of
- * ``frame_type`` and its header is ``count`` u64s: where it ends and its header (the list the
- * codec's msgpack decoded it into); else (start, None). The target's lane for a lone RDMA
+ * ``frame_type`` and its header is ``count`` u64s: where it ends and its header (a list of
+ * those ints, as the codec's msgpack decodes it); else (start, None). The target's lane for a lone RDMA
  * Read request (lane.reads). */
 static PyObject *request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
 	unsigned long long frame_type, count, max_header, fields[8];
 	Py_ssize_t start, end, head;
 	Py_buffer *buf;
-	PyObject *obj, *out;
-	bool failed;
+	PyObject *header, *out;
 
 	(void)self;
 	if (nargs != 6) {
@@ -235,16 +224,24 @@ static PyObject *request(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 		PyErr_SetString(PyExc_TypeError, "request(): the type, 2..8 fields, a header limit");
 		return NULL;
 	}
-	obj = header_at(buf, start, end, max_header, fields, (Py_ssize_t)count, &head, &failed);
-	if (!obj)
-		return failed ? NULL : Py_BuildValue("(nO)", start, Py_None);
 	/* fields: type, payload size, then the frame's own */
-	if (fields[0] != frame_type || fields[1]) {
-		Py_DECREF(obj);
+	if (!header_at(buf, start, end, max_header, fields, (size_t)count, &head) ||
+	    fields[0] != frame_type || fields[1])
 		return Py_BuildValue("(nO)", start, Py_None);
+	header = PyList_New((Py_ssize_t)count);
+	for (Py_ssize_t i = 0; header && i < (Py_ssize_t)count; i++) {
+		PyObject *item = PyLong_FromUnsignedLongLong(fields[i]);
+
+		if (!item) {
+			Py_CLEAR(header);
+			break;
+		}
+		PyList_SET_ITEM(header, i, item);
 	}
-	out = Py_BuildValue("(nO)", head, obj);
-	Py_DECREF(obj);
+	if (!header)
+		return NULL;
+	out = Py_BuildValue("(nO)", head, header);
+	Py_DECREF(header);
 	return out;
 }
 
@@ -260,8 +257,6 @@ static PyObject *read_resp(PyObject *self, PyObject *const *args, Py_ssize_t nar
 	unsigned long long seq, resp_type, max_header, fields[3];
 	Py_ssize_t start, end, head;
 	Py_buffer *buf, *sink;
-	PyObject *obj;
-	bool failed;
 
 	(void)self;
 	if (nargs != 7) {
@@ -277,12 +272,8 @@ static PyObject *read_resp(PyObject *self, PyObject *const *args, Py_ssize_t nar
 				"read_resp(): seq and the types are u64s, the sink a writable view");
 		return NULL;
 	}
-	obj = header_at(buf, start, end, max_header, fields, 3, &head, &failed);
-	if (!obj)
-		return failed ? NULL : Py_BuildValue("(nK)", start, 0ULL);
-	Py_DECREF(obj);
 	/* fields: type, payload size, seq; the payload all in this read and inside the sink */
-	if (fields[0] != resp_type || fields[2] != seq ||
+	if (!header_at(buf, start, end, max_header, fields, 3, &head) || fields[0] != resp_type || fields[2] != seq ||
 	    fields[1] > (unsigned long long)(end - head) || fields[1] > (unsigned long long)sink->len)
 		return Py_BuildValue("(nK)", start, 0ULL);
 	memcpy(sink->buf, (const char *)buf->buf + head, (size_t)fields[1]);
@@ -347,20 +338,11 @@ PyMODINIT_FUNC PyInit__lanes(void)
 {
 	static const char *names[] = {"start", "end", "origin", "target", "pid"};
 	PyObject **slots[] = {&s_start, &s_end, &s_origin, &s_target, &s_pid};
-	PyObject *msgpack;
 
 	for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {
 		*slots[i] = PyUnicode_InternFromString(names[i]);
 		if (!*slots[i])
 			return NULL;
 	}
-	/* headers are decoded by the msgpack package the codec uses (proto.codec.decode_header) */
-	msgpack = PyImport_ImportModule("msgpack");
-	if (!msgpack)
-		return NULL;
-	unpackb = PyObject_GetAttrString(msgpack, "unpackb");
-	Py_DECREF(msgpack);
-	if (!unpackb)
-		return NULL;
 	return PyModule_Create(&module);
 }

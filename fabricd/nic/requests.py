@@ -9,7 +9,7 @@ from typing import Final
 
 from fabricd.nic.objects import Ep, Op
 from fabricd.nic.runs import Run
-from proto.codec import encode
+from proto.codec import encode, encode_ints
 from proto.constants import Dtos
 from proto.frames import FrameType
 from proto.hostif import ATOMIC_BYTES, Opcode
@@ -37,15 +37,15 @@ def request_frame(op: Op, reads_done: int) -> tuple[bytes, Sequence[memoryview]]
     how many read responses have come back: ``reads_done``)."""
     seq, (address, length, rmr_context), n = op.seq, op.remote, op.length
     if op.kind == Dtos.RDMA_WRITE:
-        return encode(FrameType.WRITE, seq, address, rmr_context, payload_len=n), op.views
+        return encode_ints(FrameType.WRITE, n, seq, address, rmr_context), op.views
     if op.kind == Dtos.SEND:
-        return encode(FrameType.SEND, seq, payload_len=n), op.views
+        return encode_ints(FrameType.SEND, n, seq), op.views
     if op.kind == Dtos.IB_RDMA_WRITE_IMMED:
         immediate = op.operands[0]
-        hdr = encode(FrameType.WRITE_IMM, seq, address, rmr_context, immediate, payload_len=n)
+        hdr = encode_ints(FrameType.WRITE_IMM, n, seq, address, rmr_context, immediate)
         return hdr, op.views
     if op.kind == Dtos.RDMA_READ:
-        return encode(FrameType.READ_REQ, seq, address, rmr_context, length, reads_done), ()
+        return encode_ints(FrameType.READ_REQ, 0, seq, address, rmr_context, length, reads_done), ()
     opcode, (operand, compare) = ATOMICS[op.kind], op.operands
     hdr = encode(FrameType.ATOMIC, seq, address, rmr_context, opcode, operand, compare, reads_done)
     return hdr, ()

@@ -13,7 +13,7 @@ from fabricd.memory import MemoryRegistry
 from fabricd.nic.objects import Ep, PeerLink
 from fabricd.nic.remote_access import atomic_target, readable
 from fabricd.nic.wire import Wire
-from proto.codec import encode
+from proto.codec import encode, encode_ints
 from proto.constants import DtoCompletionStatus as St
 from proto.errors import MalformedFrame, UnexpectedFrame
 from proto.frames import FrameType
@@ -62,7 +62,7 @@ class Responder:
             link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
             self.refuse(link)
             return
-        self.wire.send(link, encode(FrameType.READ_RESP, seq, payload_len=len(view)), [view])
+        self.wire.send(link, encode_ints(FrameType.READ_RESP, len(view), seq), [view])
         link.acked, link.ack_due = seq, False  # the response acknowledges it and all before
 
     def atomic(self, link: PeerLink, fields: list[object]) -> None:

@@ -16,7 +16,7 @@ from typing import Final, cast
 
 from fabricd.nic.objects import Ep, Op
 from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_sends, encode_write_rows
-from proto.codec import encode
+from proto.codec import encode_ints
 from proto.constants import CompletionFlags, Dtos
 from proto.frames import FrameType
 from proto.hostif import Opcode
@@ -24,6 +24,7 @@ from proto.plainwqe import COOKIE, FLAGS, LENGTH, R_ADDRESS, R_CONTEXT, R_LENGTH
 
 _KINDS: Final = {int(Opcode.SEND): Dtos.SEND, int(Opcode.RDMA_WRITE): Dtos.RDMA_WRITE}
 _FENCE: Final = int(CompletionFlags.BARRIER_FENCE)
+_WRITE: Final = int(FrameType.WRITE)
 ALONE: Final = -1  # the group of a plain WQE that is an Op (``group``)
 
 
@@ -199,5 +200,5 @@ def _header(kind: Dtos, first: int, wqes: list[PlainWqe], total: int) -> bytes:
         return encode_sends(first, [w[LENGTH] for w in wqes])
     if len(wqes) == 1:
         w = wqes[0]
-        return encode(FrameType.WRITE, first, w[R_ADDRESS], w[R_CONTEXT], payload_len=w[LENGTH])
+        return encode_ints(_WRITE, w[LENGTH], first, w[R_ADDRESS], w[R_CONTEXT])
     return encode_write_rows(first, wqes, (R_ADDRESS, R_CONTEXT, LENGTH), total)

@@ -29,7 +29,7 @@ from fabricd.nic.send_run import SendRun, in_receives
 from fabricd.nic.views import local_views, scatter, truncate, truncate_spans
 from fabricd.nic.wire import Wire
 from proto.batch import parse_sends, parse_writes
-from proto.codec import DISCARD, Frame, Sink, encode
+from proto.codec import DISCARD, Frame, Sink, encode, encode_ints
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import Dtos, MemPriv
 from proto.constants import EpState as S
@@ -42,6 +42,7 @@ log = logging.getLogger("fabricd")
 LANDS: Final = frozenset(
     {FrameType.WRITE, FrameType.WRITES, FrameType.SEND, FrameType.SENDS, FrameType.WRITE_IMM}
 )  # the request frames whose payload ``Target.sink`` lands (the hub routes them here)
+_ACK: Final = int(FrameType.ACK)
 _CONSUMES_RECEIVE: Final = frozenset({FrameType.SEND, FrameType.WRITE_IMM})
 
 
@@ -397,4 +398,4 @@ class Target:
         link.heard = True
         if link.ack_due and not link.closed:
             link.ack_due = False
-            self.wire.send(link, encode(FrameType.ACK, link.acked))
+            self.wire.send(link, encode_ints(_ACK, 0, link.acked))

@@ -40,8 +40,10 @@ EXTENSIONS = [
     ("fabricd._lanes", "fabricd/_lanes.c", "fabricd.nic.lane", "tests/unit/test_lanes.py"),
     ("proto._scatter", "proto/_scatter.c", "proto.codec", "tests/unit/test_scatter.py"),
     ("proto._rows", "proto/_rows.c", "proto.events", "tests/unit/test_rows.py"),
+    ("proto._pack", "proto/_pack.c", "proto.codec", "tests/unit/test_pack.py"),
 ]  # fmt: skip
 """(module, source, the module that imports it, its differential tests)"""
+LIBRARIES = {"fabricd._lanes": ["-lmsgpackc"]}  # as setup.py links them
 
 
 def _runtime(name: str) -> str | None:
@@ -67,7 +69,7 @@ def test_the_c_extension_is_clean_under_asan_and_ubsan(
         ["gcc", "-shared", "-fPIC", "-std=c11", "-O1", "-g", *SANITIZE,
          "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'provider'}",
          f"-I{sysconfig.get_paths()['include']}", str(ROOT / source),
-         "-o", str(built)],
+         *LIBRARIES.get(name, []), "-o", str(built)],
         check=True,
     )  # fmt: skip
     env = dict(

@@ -1,0 +1,3 @@
+"""proto/_pack.c: frame headers of unsigned ints, packed by msgpack-c."""
+
+def ints(ftype: int, payload_len: int, /, *fields: int) -> bytes: ...
