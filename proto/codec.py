@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Concatenate, Final, ParamSpec
+from typing import Any, Final
 
 import msgpack
 
@@ -29,7 +29,6 @@ from proto.frames import (
 )
 
 _LEN = struct.Struct(">I")
-P = ParamSpec("P")
 _KINDS: Final = {int(kind): kind for kind in FrameType}
 """Frame types by number: a dict lookup, where FrameType(n) is two Python calls a frame."""
 _packer = msgpack.Packer(use_bin_type=True)
@@ -207,23 +206,26 @@ class FrameReader:
             self.buffer_updated(n)
             mv = mv[n:]
 
-    def take_head(
-        self,
-        taker: Callable[Concatenate[memoryview, int, int, P], int],
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> None:
-        """Let ``taker`` consume whole frames at the head of the buffered bytes when no frame
-        is in progress: it is given (buffer, start, end, *args) and returns where it stopped
-        (a frame boundary; what it left is decoded here as before). (``args`` rather than a
-        closure: the lanes run on every read.)"""
-        if self._frame is not None or self._start == self._end:
-            return
-        start = taker(self._view, self._start, self._end, *args, **kwargs)
-        if not self._start <= start <= self._end:
-            raise ValueError(f"a taker stopped at {start}, outside {self._start}..{self._end}")
-        self._start = start
-        if start == self._end:
+    @property
+    def view(self) -> memoryview:
+        """The buffer the bytes are read into (``head`` says which of them a lane may take)."""
+        return self._view
+
+    def head(self) -> tuple[int, int]:
+        """Where the buffered bytes a lane may take whole frames from start and end in
+        ``view``: none (an empty range) while a frame is in progress. The lane then says where
+        it stopped (``took``); what it left is decoded here as before."""
+        if self._frame is not None:
+            return 0, 0
+        return self._start, self._end
+
+    def took(self, stop: int) -> None:
+        """A lane consumed the whole frames from ``head``'s start up to ``stop`` (a frame
+        boundary)."""
+        if not self._start <= stop <= self._end:
+            raise ValueError(f"a lane stopped at {stop}, outside {self._start}..{self._end}")
+        self._start = stop
+        if stop == self._end:
             self._start = self._end = 0
 
     @property

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Concatenate, Final, ParamSpec
+from typing import Final
 
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.objects import Consumer, Ep, EventQueue, Op, Srq
@@ -44,12 +44,10 @@ from proto.events import (
 from proto.frames import FrameType
 from proto.hostif import (
     ASYNC_EVD,
-    Ring,
     RingError,
 )
 
 log = logging.getLogger("fabricd")
-P = ParamSpec("P")
 _ARM_AT: Final = EqWord.ARM // 4  # Ring.words' subscript of the driver's ARM word
 _SUPPRESS: Final = int(CompletionFlags.SUPPRESS)  # plain ints: IntFlag operators are slow
 _UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
@@ -116,32 +114,28 @@ class Events:
         fields: tuple[int, int, int, int, int],
         body: bytes = b"",
     ) -> None:
-        def one(ring: Ring, room: int) -> tuple[int, bool]:
-            if room <= 0:
-                return 0, True
-            write_eqe(ring, number, flags, fields, body)
-            return 1, False
+        room = self._room(consumer, eq)
+        if room is None:
+            return
+        if room > 0:
+            write_eqe(eq.ring, number, flags, fields, body)
+        self._filled(consumer, eq, int(room > 0), room <= 0)
 
-        self._fill(consumer, eq, one)
-
-    def _fill(
-        self,
-        consumer: Consumer,
-        eq: EventQueue,
-        write: Callable[Concatenate[Ring, int, P], tuple[int, bool]],
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> None:
-        """Entries into the EVD's queue by ``write`` (given the ring, the room left and
-        ``args``: how many it wrote, and whether one found no room: the EVD overflowed), then
-        published. (``args`` rather than a closure: a call less per completion run.)"""
+    def _room(self, consumer: Consumer, eq: EventQueue) -> int | None:
+        """How many more entries the EVD's queue takes (its qlen less what it holds: 0 or
+        less, full); None when the driver broke its own queue, and that IA is closed. Then
+        the entries are written (``write_eqe``, ``write_dtos``, ``write_rows``: how many, and
+        whether one found no room) and ``_filled`` publishes them."""
         ring = eq.ring
         try:
-            room = eq.qlen - ring.entries + ring.space()  # qlen - queued_events(eq)
-        except RingError as err:  # the driver broke its own queue: that IA closes
+            return eq.qlen - ring.entries + ring.space()  # qlen - queued_events(eq)
+        except RingError as err:
             consumer.channel.close(f"EVD {eq.handle}: {err}")
-            return
-        written, overflow = write(ring, room, *args, **kwargs)
+            return None
+
+    def _filled(self, consumer: Consumer, eq: EventQueue, written: int, overflow: bool) -> None:
+        """``written`` entries are in the EVD's queue, and one more found no room (``overflow``:
+        the EVD overflowed): they are published."""
         if overflow:
             self._overflow(consumer, eq)
         if written:
@@ -277,9 +271,10 @@ class Events:
         completed() does for one, coalesced."""
         retired(ep, receive=False, count=len(ops))
         eq = self._evd(ep.consumer, ep.request_evd)
-        if eq is not None:
-            handle = ep.handle
-            self._fill(ep.consumer, eq, write_dtos, handle, ops)
+        room = self._room(ep.consumer, eq) if eq is not None else None
+        if eq is not None and room is not None:
+            written, overflow = write_dtos(eq.ring, room, ep.handle, ops)
+            self._filled(ep.consumer, eq, written, overflow)
 
     def rows_done(
         self, ep: Ep, kind: Dtos, rows: Sequence[Row], fields: tuple[int, int, int]
@@ -291,8 +286,10 @@ class Events:
         retired(ep, receive=receive, count=len(rows))
         consumer = ep.consumer  # ``_evd``, inline: every completion run asks
         eq = consumer.evds.get(ep.recv_evd if receive else ep.request_evd)
-        if eq is not None and not consumer.closed:
-            self._fill(consumer, eq, write_rows, ep.handle, kind, rows, fields)
+        room = self._room(consumer, eq) if eq is not None and not consumer.closed else None
+        if eq is not None and room is not None:
+            written, overflow = write_rows(eq.ring, room, ep.handle, kind, rows, fields)
+            self._filled(consumer, eq, written, overflow)
 
     def completed(self, ep: Ep, op: Op, status: St) -> None:
         """A request DTO or bind completes: SUPPRESS (success) gives no event, UNSIGNALLED

@@ -81,9 +81,13 @@ def answer(
     if not ((writes or link.reads_in) and _open(link)):
         return False
     if writes:
-        reader.take_head(land, memory, link, before)
+        start, end = reader.head()
+        if start != end:
+            reader.took(land(reader.view, start, end, memory, link, before))
     if link.reads_in:
-        reader.take_head(reads, link, read)
+        start, end = reader.head()
+        if start != end:
+            reader.took(reads(reader.view, start, end, link, read))
     return reader.drained
 
 
@@ -119,7 +123,9 @@ def take_acks(
     requests outstanding and nothing about the link needs the long way."""
     ep = link.ep
     if ep is not None and ep.ops and _open(link):
-        reader.take_head(acks, ep, acked, landed)
+        start, end = reader.head()
+        if start != end:
+            reader.took(acks(reader.view, start, end, ep, acked, landed))
 
 
 def acks(

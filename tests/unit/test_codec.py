@@ -738,31 +738,28 @@ def test_a_whole_batch_of_small_writes_lands_from_one_read(grows_to: int, reads:
     assert per_window[-1] == reads
 
 
-def test_take_head_gives_a_taker_the_whole_frames_and_decodes_what_it_left() -> None:
-    """FrameReader.take_head: the taker sees the buffered bytes and consumes the first frame
-    (it must stop at a boundary it returns); the reader decodes the second as before; while
-    a payload is in progress, or with nothing buffered, the taker is not asked."""
+def test_a_lane_takes_whole_frames_at_the_head_and_the_reader_decodes_what_it_left() -> None:
+    """FrameReader.head and took: a lane sees the buffered bytes and consumes the first frame
+    (it says where it stopped, a boundary); the reader decodes the second as before; while a
+    payload is in progress, or with nothing buffered, the head is empty."""
     first = encode_frame(FrameType.WRITE, 1, 2, 3, payload=b"abcd")
     second = encode_frame(FrameType.ACK, 7)
     reader = FrameReader()
-    seen: list[bytes] = []
-
-    def taker(view: memoryview, start: int, end: int) -> int:
-        seen.append(bytes(view[start:end]))
-        return start + len(first)
-
-    reader.take_head(taker)
-    assert seen == []  # nothing buffered
+    start, end = reader.head()
+    assert start == end  # nothing buffered
     reader.feed(first + second)
-    reader.take_head(taker)
-    assert seen == [first + second]
+    start, end = reader.head()
+    assert bytes(reader.view[start:end]) == first + second
+    reader.took(start + len(first))
     frame = reader.next_event()
     assert frame is not None and (frame.type, frame.fields) == (FrameType.ACK, [7])
     assert reader.next_event() is None and reader.pending == 0
+    start, end = reader.head()
+    assert start == end and reader.drained  # all taken: the buffer starts again
     reader.feed(first[:-2])  # a payload in progress
     assert reader.next_event() is None
-    reader.take_head(taker)
-    assert len(seen) == 1
+    start, end = reader.head()
+    assert start == end
 
 
 def test_a_payload_landed_in_its_place_leaves_its_frame_to_handle() -> None:
@@ -786,10 +783,12 @@ def test_a_payload_landed_in_its_place_leaves_its_frame_to_handle() -> None:
     assert reader.drained
 
 
-def test_a_taker_that_stops_outside_the_buffered_bytes_is_refused() -> None:
+def test_a_lane_that_stops_outside_the_buffered_bytes_is_refused() -> None:
     reader = FrameReader()
     reader.feed(encode_frame(FrameType.ACK, 7))
-    with pytest.raises(ValueError, match="outside"):
-        reader.take_head(lambda view, start, end: end + 1)
+    start, end = reader.head()
+    for stop in (start - 1, end + 1):
+        with pytest.raises(ValueError, match="outside"):
+            reader.took(stop)
     frame = reader.next_event()
     assert frame is not None and frame.type == FrameType.ACK, "the reader's place is kept"
