@@ -19,31 +19,21 @@
 
 #include "lanes_head.h"
 
-static PyObject *s_start, *s_end, *s_origin, *s_target, *s_pid;
+/* A grant's items (fabricd/memory.py's Grant, a Reach as the lane reads it). */
+enum { G_START, G_END, G_ORIGIN, G_TARGET, G_PID, G_ITEMS };
 
-/* Attribute ``name`` of ``reach`` as a u64; false (no exception left) if it is not one. */
-static bool attr_u64(PyObject *reach, PyObject *name, unsigned long long *out)
-{
-	PyObject *o = PyObject_GetAttr(reach, name);
-	bool ok = o && as_u64(o, out);
-
-	Py_XDECREF(o);
-	PyErr_Clear();
-	return ok;
-}
-
-/* A process's memory under ``reach`` (its ``pid`` not 0: the target is the daemon's mirror of
- * it) gets the bytes just landed in the mirror, [offset, +size) of ``view`` to ``address``:
+/* A process's memory under the grant (its ``pid`` not 0: the target is the daemon's mirror
+ * of it) gets the bytes just landed in the mirror, [offset, +size) of ``view`` to ``address``:
  * put(pid, address, view, offset, size) must answer True. False (no exception left) when it
  * does not, or when there is no ``put``: the long way then lands the Write again and decides. */
-static bool reached(PyObject *reach, PyObject *put, unsigned long long address, PyObject *view,
+static bool reached(PyObject *grant, PyObject *put, unsigned long long address, PyObject *view,
 		    unsigned long long offset, unsigned long long size)
 {
-	PyObject *pid = PyObject_GetAttr(reach, s_pid), *argv[5] = {NULL}, *r = NULL;
+	PyObject *pid = PyTuple_GET_ITEM(grant, G_PID), *argv[5] = {NULL}, *r = NULL;
 	unsigned long long n;
 	bool ok = false;
 
-	if (!pid || !as_u64(pid, &n))
+	if (!as_u64(pid, &n))
 		goto done;
 	if (!n) {
 		ok = true; /* a segment: the landing was all */
@@ -63,15 +53,14 @@ static bool reached(PyObject *reach, PyObject *put, unsigned long long address, 
 	Py_XDECREF(argv[4]);
 done:
 	Py_XDECREF(r);
-	Py_XDECREF(pid);
 	PyErr_Clear();
 	return ok;
 }
 
 /* The lone Write whose header is ``fields`` ([type, size, seq, address, rmr_context]) and
  * whose payload is the ``available`` bytes at ``payload``, landed if it is the common one:
- * a WRITE, ``seq`` == ``acked`` + 1, a payload that is all there, a key in ``grants`` whose
- * range holds [address, +size) inside its target, and in a process's memory the bytes put
+ * a WRITE, ``seq`` == ``acked`` + 1, a payload that is all there, a key in ``grants`` (a
+ * Grant each) whose range holds [address, +size) inside its target, and in a process's memory the bytes put
  * there (``reached``). Its payload size, 0 when it is not (no exception left; a process's
  * mirror may hold the bytes, which the long way lands again); ``before`` is called once,
  * before the first landing (-1 when it raised). */
@@ -80,7 +69,7 @@ static long long land_one(const unsigned long long *fields, const char *payload,
 			  unsigned long long write_type, PyObject *before, PyObject *put, bool *ready)
 {
 	unsigned long long start, end, origin;
-	PyObject *key, *reach, *view = NULL;
+	PyObject *key, *grant, *view;
 	long long size = 0;
 	Py_buffer *target;
 
@@ -90,14 +79,16 @@ static long long land_one(const unsigned long long *fields, const char *payload,
 	key = PyLong_FromUnsignedLongLong(fields[4]);
 	if (!key)
 		return -1;
-	reach = PyDict_GetItemWithError(grants, key);
+	grant = PyDict_GetItemWithError(grants, key);
 	Py_DECREF(key);
-	Py_XINCREF(reach); /* held, with its target, across before() and put() */
-	if (!reach || !attr_u64(reach, s_start, &start) || !attr_u64(reach, s_end, &end) ||
-	    !attr_u64(reach, s_origin, &origin))
+	Py_XINCREF(grant); /* held, with its target, across before() and put() */
+	if (!grant || !PyTuple_CheckExact(grant) || PyTuple_GET_SIZE(grant) != G_ITEMS ||
+	    !as_u64(PyTuple_GET_ITEM(grant, G_START), &start) ||
+	    !as_u64(PyTuple_GET_ITEM(grant, G_END), &end) ||
+	    !as_u64(PyTuple_GET_ITEM(grant, G_ORIGIN), &origin))
 		goto done;
-	view = PyObject_GetAttr(reach, s_target);
-	target = view ? byte_buffer(view, true) : NULL;
+	view = PyTuple_GET_ITEM(grant, G_TARGET);
+	target = byte_buffer(view, true);
 	/* Reach.covers, and the range inside the target, so the copy below stays in it */
 	if (!target || fields[3] < start || fields[3] > end || fields[1] > end - fields[3] ||
 	    start < origin || end - origin > (unsigned long long)target->len)
@@ -113,13 +104,12 @@ static long long land_one(const unsigned long long *fields, const char *payload,
 		*ready = true;
 	}
 	memcpy((char *)target->buf + (fields[3] - origin), payload, (size_t)fields[1]);
-	if (reached(reach, put, fields[3], view, fields[3] - origin, fields[1]))
+	if (reached(grant, put, fields[3], view, fields[3] - origin, fields[1]))
 		size = (long long)fields[1];
 done:
 	if (size >= 0)
 		PyErr_Clear();
-	Py_XDECREF(view);
-	Py_XDECREF(reach);
+	Py_XDECREF(grant);
 	return size;
 }
 
@@ -336,13 +326,5 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__lanes(void)
 {
-	static const char *names[] = {"start", "end", "origin", "target", "pid"};
-	PyObject **slots[] = {&s_start, &s_end, &s_origin, &s_target, &s_pid};
-
-	for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {
-		*slots[i] = PyUnicode_InternFromString(names[i]);
-		if (!*slots[i])
-			return NULL;
-	}
 	return PyModule_Create(&module);
 }

@@ -11,6 +11,8 @@
 
 #include "pyu64.h"
 
+#define HEADER_ZONE 256 /* bytes: a header's array of up to 8 msgpack_objects (16 bytes each) */
+
 /* A writable, contiguous byte buffer's Py_buffer, or NULL (no exception left). */
 static Py_buffer *byte_buffer(PyObject *view, bool writable)
 {
@@ -51,7 +53,8 @@ static bool header_at(const Py_buffer *buf, Py_ssize_t start, Py_ssize_t end,
 {
 	const unsigned char *at = (const unsigned char *)buf->buf + start;
 	unsigned long long hlen;
-	msgpack_unpacked header;
+	msgpack_zone zone;
+	msgpack_object header;
 	msgpack_object_array items;
 	size_t off = 0;
 	bool ok;
@@ -62,17 +65,19 @@ static bool header_at(const Py_buffer *buf, Py_ssize_t start, Py_ssize_t end,
 	       (unsigned long long)at[2] << 8 | at[3];
 	if (!hlen || hlen > max_header || hlen > (unsigned long long)(end - start - 4))
 		return false;
-	msgpack_unpacked_init(&header);
-	ok = msgpack_unpack_next(&header, (const char *)at + 4, (size_t)hlen, &off) ==
+	/* a zone of one small chunk for the array (msgpack_unpack_next makes one of 8 KiB and
+	 * its own header each call: two mallocs, one of them too large for glibc's tcache) */
+	if (!msgpack_zone_init(&zone, HEADER_ZONE))
+		return false;
+	ok = msgpack_unpack((const char *)at + 4, (size_t)hlen, &off, &zone, &header) ==
 		     MSGPACK_UNPACK_SUCCESS &&
-	     off == hlen && header.data.type == MSGPACK_OBJECT_ARRAY &&
-	     header.data.via.array.size == count;
-	items = header.data.via.array;
+	     off == hlen && header.type == MSGPACK_OBJECT_ARRAY && header.via.array.size == count;
+	items = header.via.array;
 	for (size_t i = 0; ok && i < count; i++) {
 		ok = items.ptr[i].type == MSGPACK_OBJECT_POSITIVE_INTEGER;
 		fields[i] = items.ptr[i].via.u64;
 	}
-	msgpack_unpacked_destroy(&header);
+	msgpack_zone_destroy(&zone);
 	if (ok)
 		*head = start + 4 + (Py_ssize_t)hlen;
 	return ok;

@@ -70,6 +70,13 @@ Span = tuple[Lmr, int, int]
 """(LMR, address, length): part of an LMR that a DTO reads or writes."""
 
 
+Grant = tuple[int, int, int, View, int]
+"""A Reach as the target's Write lane reads it (lane.grant; fabricd/_lanes.c): its range's
+start and end, its LMR's first address (origin), the LMR's target bytes, the pid of a
+process's memory (0: a segment). Items of a tuple, where a Reach's attributes took a look-up
+each (five a landed Write)."""
+
+
 class Reach:
     """A remote key that passed its checks: the range it opens, in the LMR under it."""
 
@@ -81,6 +88,10 @@ class Reach:
         self.origin = lmr.region.address  # the address of the LMR's first byte
         self.target = lmr.target  # what remote RDMA reaches in it
         self.pid = lmr.pid  # a process's own memory: the target is its mirror
+
+    def grant(self) -> Grant:
+        """What the target's Write lane reads of this key in C (fabricd/_lanes.c)."""
+        return self.start, self.end, self.origin, self.target, self.pid
 
     def covers(self, address: int, length: int) -> bool:
         """Does the key's range hold [address, +length)?"""

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Final
 
 from fabricd import _lanes as lanes
-from fabricd.memory import MemoryRegistry, Reach
+from fabricd.memory import Grant, MemoryRegistry, Reach
 from fabricd.nic.objects import Ep, Op, PeerLink
 from proto.codec import FrameReader
 from proto.constants import Dtos
@@ -35,7 +35,7 @@ _READ_RESP: Final = int(FrameType.READ_RESP)
 _READ_REQ: Final = int(FrameType.READ_REQ)
 
 
-def _current(memory: MemoryRegistry, link: PeerLink) -> dict[int, Reach]:
+def _current(memory: MemoryRegistry, link: PeerLink) -> dict[int, Grant]:
     """The link's grants, emptied when a key was revoked or the link's EP changed since."""
     if link.grants_revoked != memory.revoked or link.grants_ep is not link.ep:
         link.grants.clear()
@@ -48,7 +48,7 @@ def grant(memory: MemoryRegistry, link: PeerLink, ep: Ep, rmr_context: int, reac
     Writes under it may take the lane, within the key's range (in a C program's own memory
     too: ``land`` puts them there)."""
     if ep is link.ep:
-        _current(memory, link)[rmr_context] = reach
+        _current(memory, link)[rmr_context] = reach.grant()
 
 
 def _open(link: PeerLink) -> bool:

@@ -24,7 +24,7 @@ from fabricd import _landing as landing
 from fabricd import _lanes as lanes
 from fabricd import _plaintake as plaintake
 from fabricd import _receives as receives
-from fabricd.memory import Lmr, Reach
+from fabricd.memory import Grant, Lmr, Reach
 from fabricd.nic.objects import Recv
 from proto import _rows as rows_c
 from proto import _scatter as scatter
@@ -193,9 +193,9 @@ def _receives_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...
 def _lanes_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]]]:
     start, payload = lt.WINDOW.address, bytes(range(64))
     lane_target = Lmr(1, 1, lt.LMR.region, "seg", memoryview(bytearray(lt.LENGTH)), 1, 11)
-    grants = {lt.KEY: Reach(lt.WINDOW, lane_target)}
+    grants = {lt.KEY: Reach(lt.WINDOW, lane_target).grant()}
     mirror = Lmr(1, 1, lt.LMR.region, "", memoryview(bytearray(lt.LENGTH)), 1, 11, pid=77)
-    process_grants = {lt.KEY: Reach(lt.WINDOW, mirror)}
+    process_grants = {lt.KEY: Reach(lt.WINDOW, mirror).grant()}
     writes = memoryview(
         b"".join(
             encode(FrameType.WRITE, seq, start, lt.KEY, payload_len=64) + payload[:64]
@@ -204,7 +204,7 @@ def _lanes_cases() -> dict[str, tuple[Callable[[], object], tuple[object, ...]]]
         + encode(FrameType.ACK, 2)
     )
 
-    def lane(before: Callable[[], None], to: dict[int, Reach] = grants, ok: bool = True) -> object:
+    def lane(before: Callable[[], None], to: dict[int, Grant] = grants, ok: bool = True) -> object:
         def into(*args: object) -> bool:
             return ok
 

@@ -138,7 +138,8 @@ def test_the_lane_lands_what_the_rule_lands_and_stops_where_it_stops() -> None:
             grants = {KEY: Reach(WINDOW, lmr), KEY + 1: Reach(LMR.region, lmr)}
             calls: list[object] = []
             sides.append((memory, grants, calls))
-        (want_mem, want_grants, want_calls), (got_mem, got_grants, got_calls) = sides
+        (want_mem, want_grants, want_calls), (got_mem, got_reach, got_calls) = sides
+        got_grants = {key: reach.grant() for key, reach in got_reach.items()}  # lane.grant's
 
         want = _lane_by_the_rules(
             buf, start, end, want_grants, acked, functools.partial(want_calls.append, 1),
@@ -162,8 +163,8 @@ def test_a_process_write_without_a_way_in_takes_the_long_way() -> None:
     lmr = Lmr(1, 1, LMR.region, "", mirror, 1, 11, pid=4242)
     write = encode(FrameType.WRITE, 1, WINDOW.address, KEY, payload_len=4) + b"land"
     buf = memoryview(write)
-    assert lanes.lane(buf, 0, len(buf), {KEY: Reach(WINDOW, lmr)}, 0, lambda: None, WRITE,
-                      MAX_HEADER_LEN, None) == (0, 0)  # fmt: skip
+    assert lanes.lane(buf, 0, len(buf), {KEY: Reach(WINDOW, lmr).grant()}, 0, lambda: None,
+                      WRITE, MAX_HEADER_LEN, None) == (0, 0)  # fmt: skip
 
 
 def test_put_process_writes_into_a_process_and_answers_false_where_nothing_is_mapped() -> None:
@@ -184,7 +185,7 @@ def test_put_process_writes_into_a_process_and_answers_false_where_nothing_is_ma
 
 
 def test_the_lane_stops_at_a_header_length_outside_its_bounds() -> None:
-    reach = {KEY: Reach(WINDOW, LMR)}
+    reach = {KEY: Reach(WINDOW, LMR).grant()}
     write = encode(FrameType.WRITE, 1, WINDOW.address, KEY, payload_len=4) + b"land"
     for head in [struct.pack(">I", 0), struct.pack(">I", MAX_HEADER_LEN + 1), b"\0\0"]:
         buf = memoryview(bytearray(write + head + b"\x94" * 8))
@@ -205,9 +206,25 @@ def test_an_exception_in_before_lands_nothing_and_propagates() -> None:
         raise RuntimeError("the flush failed")
 
     with pytest.raises(RuntimeError, match="the flush failed"):
-        lanes.lane(memoryview(write), 0, len(write), {KEY: Reach(WINDOW, lmr)}, 0, before,
-                     WRITE, MAX_HEADER_LEN, None)  # fmt: skip
+        lanes.lane(memoryview(write), 0, len(write), {KEY: Reach(WINDOW, lmr).grant()}, 0,
+                   before, WRITE, MAX_HEADER_LEN, None)  # fmt: skip
     assert memory == LMR.view
+
+
+def test_a_grant_of_another_shape_lands_nothing() -> None:
+    """A key's grant is a Grant tuple (Reach.grant); anything else under it (a Reach itself, a
+    tuple of another length or of other items) is declined: the long way decides."""
+    memory = memoryview(bytearray(LMR.view))
+    lmr = Lmr(1, 1, LMR.region, "seg", memory, 1, 11)
+    reach = Reach(WINDOW, lmr)
+    good = reach.grant()
+    write = memoryview(encode(FrameType.WRITE, 1, WINDOW.address, KEY, payload_len=4) + b"land")
+    for grant in [reach, good[:4], (*good, 0), ("0", *good[1:]), (*good[:3], b"x" * 64, 0)]:
+        grants: dict[int, Any] = {KEY: grant}
+        got = lanes.lane(write, 0, len(write), grants, 0, lambda: None, WRITE, MAX_HEADER_LEN, None)
+        assert got == (0, 0) and memory == LMR.view
+    assert lanes.lane(write, 0, len(write), {KEY: good}, 0, lambda: None, WRITE, MAX_HEADER_LEN,
+                      None) == (len(write), 1)  # fmt: skip
 
 
 def test_the_lane_refuses_arguments_of_the_wrong_kind() -> None:
