@@ -8,6 +8,7 @@
 #include <Python.h>
 
 #include <msgpack.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -32,52 +33,100 @@ static int append(void *data, const char *buf, size_t len)
 	return 0;
 }
 
-/* ints(type, payload_len, *fields) -> bytes
- *
- * The framed header [type, payload_len, *fields]: each an int from 0 to 2**64 - 1 (an IntEnum
- * member too: FrameType); TypeError for anything else or more than MAX_ITEMS items,
+/* The framed header of ``count`` items into ``p``: ``first`` (when not NULL: the payload's
+ * length, packed second), then ``items``, each an int from 0 to 2**64 - 1 (an IntEnum member
+ * too: FrameType). False with TypeError for anything else or more than MAX_ITEMS items,
  * OverflowError for an int outside that range. */
-static PyObject *ints(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static bool pack_header(struct packed *p, PyObject *const *items, Py_ssize_t count,
+			const unsigned long long *payload_len)
 {
-	struct packed p = {.len = PREFIX};
+	Py_ssize_t all = count + (payload_len != NULL);
 	msgpack_packer pk;
 	size_t body;
 
-	(void)self;
-	if (nargs < 2 || nargs > MAX_ITEMS) {
-		PyErr_SetString(PyExc_TypeError, "ints() takes a type, a payload length, 0-6 fields");
-		return NULL;
+	if (count < 1 || all < 2 || all > MAX_ITEMS) {
+		PyErr_SetString(PyExc_TypeError, "a header of a type, a payload length, 0-6 fields");
+		return false;
 	}
-	msgpack_packer_init(&pk, &p, append);
-	if (msgpack_pack_array(&pk, (size_t)nargs))
+	p->len = PREFIX;
+	msgpack_packer_init(&pk, p, append);
+	if (msgpack_pack_array(&pk, (size_t)all))
 		goto full;
-	for (Py_ssize_t i = 0; i < nargs; i++) {
+	for (Py_ssize_t i = 0; i < count; i++) {
 		unsigned long long v;
 
-		if (!PyLong_Check(args[i])) {
-			PyErr_SetString(PyExc_TypeError, "ints(): every item is an int");
-			return NULL;
+		if (!PyLong_Check(items[i])) {
+			PyErr_SetString(PyExc_TypeError, "every item of the header is an int");
+			return false;
 		}
-		v = PyLong_AsUnsignedLongLong(args[i]);
+		v = PyLong_AsUnsignedLongLong(items[i]);
 		if (v == (unsigned long long)-1 && PyErr_Occurred())
-			return NULL; /* OverflowError: negative, or past u64 */
+			return false; /* OverflowError: negative, or past u64 */
 		if (msgpack_pack_uint64(&pk, (uint64_t)v))
 			goto full;
+		if (!i && payload_len && msgpack_pack_uint64(&pk, (uint64_t)*payload_len))
+			goto full;
 	}
-	body = p.len - PREFIX;
-	p.bytes[0] = (char)(body >> 24);
-	p.bytes[1] = (char)(body >> 16);
-	p.bytes[2] = (char)(body >> 8);
-	p.bytes[3] = (char)body;
-	return PyBytes_FromStringAndSize(p.bytes, (Py_ssize_t)p.len);
+	body = p->len - PREFIX;
+	p->bytes[0] = (char)(body >> 24);
+	p->bytes[1] = (char)(body >> 16);
+	p->bytes[2] = (char)(body >> 8);
+	p->bytes[3] = (char)body;
+	return true;
 full:
-	PyErr_SetString(PyExc_SystemError, "ints(): the header outgrew its buffer");
-	return NULL;
+	PyErr_SetString(PyExc_SystemError, "the header outgrew its buffer");
+	return false;
+}
+
+/* ints(type, payload_len, *fields) -> bytes
+ *
+ * The framed header [type, payload_len, *fields] (``pack_header``'s rules). */
+static PyObject *ints(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	struct packed p;
+
+	(void)self;
+	if (!pack_header(&p, args, nargs, NULL))
+		return NULL;
+	return PyBytes_FromStringAndSize(p.bytes, (Py_ssize_t)p.len);
+}
+
+/* framed(payload, type, *fields) -> bytes
+ *
+ * A whole frame in one bytes object: the framed header [type, len(payload), *fields]
+ * (``pack_header``'s rules), then a copy of ``payload`` (any contiguous buffer). A small
+ * request's frame then leaves as one buffer, with nothing to join at the flush. */
+static PyObject *framed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	struct packed p;
+	Py_buffer payload;
+	unsigned long long length;
+	PyObject *out = NULL;
+
+	(void)self;
+	if (nargs < 2) {
+		PyErr_SetString(PyExc_TypeError, "framed() takes a payload, a type, 0-6 fields");
+		return NULL;
+	}
+	if (PyObject_GetBuffer(args[0], &payload, PyBUF_SIMPLE))
+		return NULL;
+	length = (unsigned long long)payload.len;
+	if (pack_header(&p, args + 1, nargs - 1, &length)) {
+		out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)p.len + payload.len);
+		if (out) {
+			memcpy(PyBytes_AS_STRING(out), p.bytes, p.len);
+			memcpy(PyBytes_AS_STRING(out) + p.len, payload.buf, (size_t)payload.len);
+		}
+	}
+	PyBuffer_Release(&payload);
+	return out;
 }
 
 static PyMethodDef methods[] = {
 	{"ints", (PyCFunction)(void (*)(void))ints, METH_FASTCALL,
 	 "A framed header whose type, payload length and fields are all u64s."},
+	{"framed", (PyCFunction)(void (*)(void))framed, METH_FASTCALL,
+	 "A whole frame: a header of u64s, then a copy of the payload."},
 	{NULL, NULL, 0, NULL},
 };
 

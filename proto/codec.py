@@ -72,6 +72,9 @@ encode_ints: Final = _pack.ints
 unsigned ints (an ACK, WRITE, READ_REQ, READ_RESP: the data path's), the same bytes packed in
 C by msgpack-c (proto/_pack.c): an ACK's header ~1.8 -> ~0.6 us in the target's daemon (its
 cache cold, timestamps around the call in a window-1 run)."""
+encode_framed: Final = _pack.framed
+"""``encode_framed(payload, ftype, *fields)``: ``encode_ints(ftype, len(payload), *fields)``
+and the payload after it, one bytes object (a small request's whole frame)."""
 
 
 def pack(obj: Any) -> bytes:

@@ -135,7 +135,7 @@ class Initiator:
             )
             if took := len(wqes):
                 if took == 1 and not ep.ops and not mixed and not self.faults.active:
-                    self.wire.send(link, lone(ep, wqes[0], views[0]), views)  # at once
+                    self.wire.send(link, *lone(ep, wqes[0], views[0]))  # at once
                 else:
                     queue(ep, wqes, views, total, mixed)
                 sq.publish(took)

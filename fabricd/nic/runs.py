@@ -16,7 +16,7 @@ from typing import Final, cast
 
 from fabricd.nic.objects import Ep, Op
 from proto.batch import MAX_BATCH_BYTES, MAX_OP_BYTES, MAX_OPS, encode_sends, encode_write_rows
-from proto.codec import encode_ints
+from proto.codec import encode_framed, encode_ints
 from proto.constants import CompletionFlags, Dtos
 from proto.frames import FrameType
 from proto.hostif import Opcode
@@ -181,16 +181,19 @@ def take_batch(ep: Ep) -> tuple[bytes, list[memoryview]]:
     return _header(kind, first, wqes, total), views
 
 
-def lone(ep: Ep, wqe: PlainWqe, view: memoryview) -> bytes:
+def lone(ep: Ep, wqe: PlainWqe, view: memoryview) -> tuple[bytes, list[memoryview]]:
     """A plain WQE posted while none of the EP's requests is outstanding (a request-reply
-    consumer's next post): queued as a Run already on the wire, not held, and its frame's
-    header (sent by the caller), without ``queue``'s and ``take_batch``'s steps: nothing can
-    join it or hold it back (no cork with nothing unacknowledged)."""
+    consumer's next post): queued as a Run already on the wire, not held, and its frame (sent
+    by the caller: a header and its payload's views; a Write's whole frame in one buffer, as
+    the stream's flush would have joined it), without ``queue``'s and ``take_batch``'s steps:
+    nothing can join it or hold it back (no cork with nothing unacknowledged)."""
     seq = ep.next_seq
     ep.next_seq = seq + 1
     run = Run(_KINDS[wqe[0]], seq, [wqe], [view], wqe[LENGTH], 1)
     ep.ops.append(run)
-    return _header(run.kind, seq, run.wqes, run.nbytes)
+    if run.kind == Dtos.RDMA_WRITE and run.nbytes <= MAX_OP_BYTES:  # (larger: its views alone)
+        return encode_framed(view, _WRITE, seq, wqe[R_ADDRESS], wqe[R_CONTEXT]), []
+    return _header(run.kind, seq, run.wqes, run.nbytes), run.views
 
 
 def _header(kind: Dtos, first: int, wqes: list[PlainWqe], total: int) -> bytes:

@@ -26,6 +26,16 @@ def test_the_bytes_are_the_codecs(ftype: FrameType) -> None:
                 )
 
 
+def test_a_whole_frame_is_its_header_and_its_payload() -> None:
+    """framed: the header ints packs with the payload's length second, then the payload's
+    bytes (from any contiguous buffer)."""
+    for payload in (b"", b"x", bytes(range(256)) * 64):
+        for fields in ([], [0], [7, 2**40, 3], list(EDGES[:5])):
+            want = encode(FrameType.WRITE, *fields, payload_len=len(payload)) + payload
+            assert _pack.framed(payload, FrameType.WRITE, *fields) == want
+            assert _pack.framed(memoryview(bytearray(payload)), FrameType.WRITE, *fields) == want
+
+
 def test_a_reader_decodes_what_it_packed() -> None:
     reader = FrameReader(lambda frame: None)
     data = _pack.ints(FrameType.READ_REQ, 0, 7, 2**40, 3, 4096, 1)
@@ -52,3 +62,16 @@ def test_a_reader_decodes_what_it_packed() -> None:
 def test_anything_but_u64s_is_refused(args: tuple[object, ...], error: type[Exception]) -> None:
     with pytest.raises(error):
         _pack.ints(*args)  # type: ignore[arg-type]
+    if len(args) >= 2 and args[1] == 0:  # the same fields after a payload (its length for 0)
+        with pytest.raises(error):
+            _pack.framed(b"pay", args[0], *args[2:])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "args", [(), (b"pay",), ("pay", FrameType.WRITE), (b"pay", FrameType.WRITE, *range(7))]
+)
+def test_a_frame_without_a_buffer_or_a_type_or_with_too_many_items_is_refused(
+    args: tuple[object, ...],
+) -> None:
+    with pytest.raises(TypeError):
+        _pack.framed(*args)  # type: ignore[arg-type]
