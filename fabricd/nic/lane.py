@@ -36,11 +36,20 @@ _READ_REQ: Final = int(FrameType.READ_REQ)
 
 
 def _current(memory: MemoryRegistry, link: PeerLink) -> dict[int, Grant]:
-    """The link's grants, emptied when a key was revoked or the link's EP changed since."""
+    """The link's grants, emptied (with the Reads' keys) when a key was revoked or the link's
+    EP changed since."""
     if link.grants_revoked != memory.revoked or link.grants_ep is not link.ep:
         link.grants.clear()
+        link.readable.clear()
         link.grants_revoked, link.grants_ep = memory.revoked, link.ep
     return link.grants
+
+
+def read_grants(memory: MemoryRegistry, link: PeerLink) -> dict[int, Reach]:
+    """The keys RDMA Reads on the link passed the checks under (remote_access.readable keeps
+    them), emptied as the Writes' grants are."""
+    _current(memory, link)
+    return link.readable
 
 
 def grant(memory: MemoryRegistry, link: PeerLink, ep: Ep, rmr_context: int, reach: Reach) -> None:
@@ -140,24 +149,24 @@ def acks(
     (fabricd/_lanes.c's acks: each [ACK, 0, seq] with ``seq`` below the EP's next sequence
     number); ``acked(ep, seq)`` with the highest once it took some, as Answers.acked would
     have been called for each (an ACK is cumulative). Any other frame, a malformed one or an
-    ACK of a request never sent, ends it: the long way takes it. With no ACK there, the
-    READ_RESP of the EP's oldest request when that is an RDMA Read not yet answered, into
-    its one local buffer (_lanes.c's read_resp: the whole payload in this read, no larger
-    than the buffer, which the Read's remote length covers), then ``landed(ep, op, size)``,
-    as Answers.read_landed. Returns where it stopped."""
+    ACK of a request never sent, ends it: the long way takes it. First, when the EP's oldest
+    request is an RDMA Read not yet answered (then its answer is what comes next: the target
+    acknowledges in order), its READ_RESP, into its one local buffer (_lanes.c's read_resp:
+    the whole payload in this read, no larger than the buffer, which the Read's remote length
+    covers), then ``landed(ep, op, size)``, as Answers.read_landed; the ACKs' lane only when
+    that took nothing (each lane decodes the header it meets: window-1 Reads decoded theirs
+    twice). Returns where it stopped."""
+    op = ep.ops[0]
+    if type(op) is Op and op.kind == Dtos.RDMA_READ and not op.done and len(op.views) == 1:
+        sink = op.views[0]
+        if len(sink) <= op.length:  # (a larger answer than asked for is the long way's error)
+            stop, size = lanes.read_resp(view, start, end, op.seq, sink, _READ_RESP, MAX_HEADER_LEN)
+            if stop != start:
+                landed(ep, op, size)
+                return stop
     stop, seq = lanes.acks(view, start, end, ep.acked, ep.next_seq, _ACK, MAX_HEADER_LEN)
     if stop != start:
         acked(ep, seq)
-        return stop
-    op = ep.ops[0]
-    if type(op) is not Op or op.kind != Dtos.RDMA_READ or op.done or len(op.views) != 1:
-        return stop
-    sink = op.views[0]
-    if len(sink) > op.length:
-        return stop  # a larger answer than the Read asked for is the long way's error
-    stop, size = lanes.read_resp(view, start, end, op.seq, sink, _READ_RESP, MAX_HEADER_LEN)
-    if stop != start:
-        landed(ep, op, size)
     return stop
 
 

@@ -18,6 +18,7 @@ from proto.hostif import ATOMIC_BYTES
 
 log = logging.getLogger("fabricd")
 _REMOTE_WRITE: Final = MemPriv.REMOTE_WRITE
+_REMOTE_READ: Final = MemPriv.REMOTE_READ
 DIRECT_MAX: Final = 16 * 1024  # most bytes a WRITES batch goes with straight to a process
 
 
@@ -159,14 +160,29 @@ def atomic_target(
 
 
 def readable(
-    memory: MemoryRegistry, ep: Ep, address: object, rmr_context: object, length: object
+    memory: MemoryRegistry,
+    ep: Ep,
+    address: object,
+    rmr_context: object,
+    length: object,
+    known: dict[int, Reach],
 ) -> memoryview | None:
-    """The bytes an RDMA Read may take, or None (key, privilege, PZ or range fails)."""
+    """The bytes an RDMA Read may take, or None (key, privilege, PZ or range fails). A key
+    whose checks passed for ``ep`` is kept in ``known`` (the link's: lane.read_grants, emptied
+    when a key is revoked or the link's EP changes) when it reaches a segment in coherent
+    memory, where nothing but its range is left to check: the next Reads under it skip the
+    key's look-up and its Reach."""
     if type(address) is not int or type(rmr_context) is not int or type(length) is not int:
         return None
     if not 0 <= length <= ep.attr.max_rdma_size:
         return None
-    view = memory.remote(rmr_context, address, length, MemPriv.REMOTE_READ, ep.pz, ep.handle)
+    reach = known.get(rmr_context)
+    if reach is not None:
+        return reach.bytes(address, length)
+    reach = memory.reach(rmr_context, _REMOTE_READ, ep.pz, ep.handle)
+    if reach is not None and not reach.pid and memory.coherent:
+        known[rmr_context] = reach
+    view = None if reach is None else reach.bytes(address, length)
     spans = memory.remote_spans(rmr_context, address, length) if view else []
     if spans and not memory.fetch(spans):
         log.info("RDMA Read of %#x+%d: the buffer is gone from its process", address, length)

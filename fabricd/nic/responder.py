@@ -10,10 +10,12 @@ from collections.abc import Callable
 from typing import Final
 
 from fabricd.memory import MemoryRegistry
+from fabricd.nic.lane import read_grants
 from fabricd.nic.objects import Ep, PeerLink
 from fabricd.nic.remote_access import atomic_target, readable
 from fabricd.nic.wire import Wire
-from proto.codec import encode, encode_ints
+from proto.batch import MAX_OP_BYTES
+from proto.codec import encode, encode_framed, encode_ints
 from proto.constants import DtoCompletionStatus as St
 from proto.errors import MalformedFrame, UnexpectedFrame
 from proto.frames import FrameType
@@ -21,6 +23,7 @@ from proto.hostif import ATOMIC_BYTES, Opcode
 
 log = logging.getLogger("fabricd")
 _U64: Final = (1 << 64) - 1
+_READ_RESP: Final = int(FrameType.READ_RESP)
 
 
 class Responder:
@@ -57,12 +60,19 @@ class Responder:
         if ep is None:
             return
         assert type(seq) is int
-        view = readable(self.memory, ep, address, rmr_context, length)
+        view = readable(
+            self.memory, ep, address, rmr_context, length, read_grants(self.memory, link)
+        )
         if view is None:
             link.fault = (seq, St.DTO_ERR_REMOTE_ACCESS)
             self.refuse(link)
             return
-        self.wire.send(link, encode_ints(FrameType.READ_RESP, len(view), seq), [view])
+        if len(view) <= MAX_OP_BYTES and not self.wire.faults.active:
+            # copied now, the frame whole: one buffer to flush (the fault rules see the
+            # header alone: with rules installed, the header and its view)
+            self.wire.send(link, encode_framed(view, _READ_RESP, seq))
+        else:
+            self.wire.send(link, encode_ints(_READ_RESP, len(view), seq), [view])
         link.acked, link.ack_due = seq, False  # the response acknowledges it and all before
 
     def atomic(self, link: PeerLink, fields: list[object]) -> None:

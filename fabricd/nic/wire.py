@@ -41,7 +41,9 @@ class Wire:
         self.on_reset: Callable[[PeerLink, str], None] = _ignore_reset
 
     def send(self, link: PeerLink, header: bytes, payload: Sequence[memoryview] = ()) -> None:
-        """Send one frame to the peer of ``link`` (nothing once it is closed)."""
+        """Send one frame to the peer of ``link`` (nothing once it is closed). Without fault
+        rules, ``header`` may be the whole frame (codec.encode_framed); the rules read the
+        header alone."""
         if link.channel is None or link.closed:
             return
         if not self.faults.active:

@@ -258,6 +258,36 @@ def test_a_key_revoked_after_its_writes_took_the_lane_refuses_the_next(
     assert sum(laned) == 1
 
 
+def _read_64(fabric: Fabric, a: Side, cookie: int, remote: list[int]) -> tuple[St, bytes]:
+    """One 64 B RDMA Read at window 1: its completion's status and the bytes it brought."""
+    a.memory(0, 64)[:] = bytes(64)
+    a.c.post(Dtos.RDMA_READ, a.ep, [a.triplet(0, 64)], cookie, remote, 0)
+    fabric.run()
+    [done] = [e for e in a.events() if e.event_number == E.DTO_COMPLETION_EVENT]
+    assert done.cookie == cookie
+    return St(done.status), bytes(a.memory(0, 64))
+
+
+@pytest.mark.parametrize("stop", [_lmr_free, _revoke], ids=["lmr_free", "rmr_revoke"])
+def test_no_read_under_a_key_outlives_it(stop: Callable[[Side], None]) -> None:
+    """The target keeps a key its RDMA Reads passed the checks under (remote_access.readable:
+    the next Reads check only their range); after the key is revoked, the next Read is a
+    remote access error that brings nothing, and one outside the key's range fails too."""
+    fabric, a, b = pair()
+    view = b.c.view(b.address, b.size)
+    view[:] = bytes(range(256)) * 16
+    for i in range(3):
+        assert _read_64(fabric, a, i, b.rmr(64 * i, 64)) == (OK, bytes(view[64 * i : 64 * i + 64]))
+    key = b.rmr(0, 64)
+    assert _read_64(fabric, a, 3, [key[0] + b.size, 64, key[2]])[0] == St.DTO_ERR_REMOTE_ACCESS
+    fabric, a, b = pair()
+    view = b.c.view(b.address, b.size)
+    view[:] = bytes(range(256)) * 16
+    assert _read_64(fabric, a, 1, b.rmr(0, 64)) == (OK, bytes(view[0:64]))
+    stop(b)
+    assert _read_64(fabric, a, 2, b.rmr(64, 64)) == (St.DTO_ERR_REMOTE_ACCESS, bytes(64))
+
+
 def test_a_write_outside_the_keys_range_takes_the_long_way_and_fails(laned: list[int]) -> None:
     fabric, a, b = pair()
     assert _write(fabric, a, 1, b.rmr(0, 64), 1) == OK
