@@ -56,10 +56,13 @@ class LocalChannel:
         peer = self.peer
         if self.closed or peer is None or peer.closed:
             return
-        frame = decode_header(memoryview(header)[4:])
+        data = memoryview(header)
+        end = 4 + int.from_bytes(data[:4], "big")
+        frame = decode_header(data[4:end])
         if not peer.inbox:
             self.loop.call_soon(peer.deliver)
-        peer.inbox.append((frame, list(payload)))
+        # a whole frame (codec.encode_framed) carries its payload after its header
+        peer.inbox.append((frame, [data[end:], *payload] if len(data) > end else list(payload)))
 
     def deliver(self) -> None:
         """Hand every queued frame to the NIC, landing payloads straight in their sinks."""

@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 class Channel(Protocol):
     """One stream as the core sees it (a consumer's unix socket or a peer's TCP stream)."""
 
-    def send(self, header: bytes, payload: Sequence[memoryview] = ()) -> None: ...
+    def send(self, header: bytes, payload: Sequence[memoryview] = ()) -> None:
+        """One frame: its header (or the whole frame: ``codec.encode_framed``), then the views
+        of its payload."""
 
     def close(self, reason: str) -> None: ...
 

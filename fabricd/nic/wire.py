@@ -42,8 +42,9 @@ class Wire:
 
     def send(self, link: PeerLink, header: bytes, payload: Sequence[memoryview] = ()) -> None:
         """Send one frame to the peer of ``link`` (nothing once it is closed). Without fault
-        rules, ``header`` may be the whole frame (codec.encode_framed); the rules read the
-        header alone."""
+        rules, ``header`` may be the whole frame (codec.encode_framed: a stream writes it as
+        it is, the local path finds the payload after the header); the rules read the header
+        alone."""
         if link.channel is None or link.closed:
             return
         if not self.faults.active:
