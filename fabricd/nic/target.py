@@ -42,7 +42,6 @@ log = logging.getLogger("fabricd")
 LANDS: Final = frozenset(
     {FrameType.WRITE, FrameType.WRITES, FrameType.SEND, FrameType.SENDS, FrameType.WRITE_IMM}
 )  # the request frames whose payload ``Target.sink`` lands (the hub routes them here)
-_ACK: Final = int(FrameType.ACK)
 _CONSUMES_RECEIVE: Final = frozenset({FrameType.SEND, FrameType.WRITE_IMM})
 
 
@@ -398,4 +397,4 @@ class Target:
         link.heard = True
         if link.ack_due and not link.closed:
             link.ack_due = False
-            self.wire.send(link, encode_ints(_ACK, 0, link.acked))
+            self.wire.send(link, encode_ints(FrameType.ACK, 0, link.acked))
