@@ -54,7 +54,7 @@ static bool header_at(const Py_buffer *buf, Py_ssize_t start, Py_ssize_t end,
 	const unsigned char *at = (const unsigned char *)buf->buf + start;
 	unsigned long long hlen;
 	msgpack_zone zone;
-	msgpack_object header;
+	msgpack_object header = {.type = MSGPACK_OBJECT_NIL}; /* read below only if decoded */
 	msgpack_object_array items;
 	size_t off = 0;
 	bool ok;
