@@ -6,12 +6,13 @@ Target.post_recv_plain; and ShmMapper.fence's full barrier), fabricd/_landing.c 
 batch of RDMA Writes lands: remote_access.write_targets and stored_writes),
 fabricd/_receives.c (where the Sends of a batch land: Target._sends),
 fabricd/_lanes.c (the lone Writes, ACKs and RDMA Read requests and answers at a read's head:
-fabricd/nic/lane.py; what each reads first in fabricd/lanes_head.h; the extensions of fabricd/
-share fabricd/pyu64.h),
-proto/_scatter.c (a payload copied into its sink's views: codec.FrameReader) and proto/_rows.c
+fabricd/nic/lane.py and Responder.serve; what each reads first in fabricd/lanes_head.h, a key's
+grant in fabricd/lanes_grant.h; the extensions of fabricd/ share fabricd/pyu64.h),
+proto/_scatter.c (a payload copied into its sink's views: codec.FrameReader), proto/_rows.c
 (completion rows into an event queue, the Write list of a WRITES header: events.write_rows,
-batch.encode_write_rows). Everything else is in pyproject.toml; their layout header is the C
-provider's.
+batch.encode_write_rows) and proto/_pack.c (headers of unsigned ints: codec.encode_ints and
+encode_framed; the packing in proto/pack_u64.h, which _lanes.c shares). Everything else is
+in pyproject.toml; their layout header is the C provider's.
 
 And the daemon's data path compiled from its typed Python by mypyc (the modules of
 proto/native.py: NATIVE), with each source's sha256 written beside them once they are built
@@ -82,12 +83,18 @@ setup(
             (
                 "fabricd._lanes",
                 "fabricd/_lanes.c",
-                ["fabricd/pyu64.h", "fabricd/lanes_head.h"],
+                [
+                    "fabricd/pyu64.h",
+                    "fabricd/lanes_head.h",
+                    "fabricd/lanes_grant.h",
+                    "proto/pack_u64.h",
+                ],
                 ["msgpackc"],  # libmsgpack-dev: msgpack_unpack_next
             ),
             ("proto._scatter", "proto/_scatter.c", [], []),
             ("proto._rows", "proto/_rows.c", [], []),
-            ("proto._pack", "proto/_pack.c", [], []),  # msgpack-c's pack.h alone: no library
+            # msgpack-c's pack.h alone: no library
+            ("proto._pack", "proto/_pack.c", ["proto/pack_u64.h"], []),
         ]
     ],
 )

@@ -2,25 +2,27 @@
  * calls them). lane() lands the lone WRITE frames at the head of a read, in order, each under a
  * key the caller granted, and stops before the first frame it cannot finish whole; acks() reads
  * the lone ACKs at the head of a read for the initiator the same way, and read_resp() lands
- * the answer of its one outstanding RDMA Read; request() finds a lone RDMA Read request for
- * the target. Each header is decoded by msgpack-c (fabricd/lanes_head.h), and anything but
- * the one shape a lane takes is left to the long way (proto.codec.decode_header). So this
- * module can only decline work; it never decides an error. put_process() is the daemon's way into a C
- * program's own memory for the lane (cross-memory attach, fabricd/cma.py's CrossMemory.put). */
+ * the answer of its one outstanding RDMA Read; serve() answers a lone RDMA Read request for
+ * the target (its READ_RESP packed by msgpack-c: proto/pack_u64.h), request() finds one for
+ * the long way's checks. Each header is decoded by msgpack-c (fabricd/lanes_head.h), and
+ * anything but the one shape a lane takes is left to the long way (proto.codec.decode_header).
+ * So this module can only decline work; it never decides an error. put_process() is the
+ * daemon's way into a C program's own memory for the lane (cross-memory attach,
+ * fabricd/cma.py's CrossMemory.put). */
 #define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "../proto/pack_u64.h"
 #include "lanes_head.h"
-
-/* A grant's items (fabricd/memory.py's Grant, a Reach as the lane reads it). */
-enum { G_START, G_END, G_ORIGIN, G_TARGET, G_PID, G_ITEMS };
+#include "lanes_grant.h"
 
 /* A process's memory under the grant (its ``pid`` not 0: the target is the daemon's mirror
  * of it) gets the bytes just landed in the mirror, [offset, +size) of ``view`` to ``address``:
@@ -59,39 +61,25 @@ done:
 
 /* The lone Write whose header is ``fields`` ([type, size, seq, address, rmr_context]) and
  * whose payload is the ``available`` bytes at ``payload``, landed if it is the common one:
- * a WRITE, ``seq`` == ``acked`` + 1, a payload that is all there, a key in ``grants`` (a
- * Grant each) whose range holds [address, +size) inside its target, and in a process's memory the bytes put
- * there (``reached``). Its payload size, 0 when it is not (no exception left; a process's
- * mirror may hold the bytes, which the long way lands again); ``before`` is called once,
- * before the first landing (-1 when it raised). */
+ * a WRITE, ``seq`` == ``acked`` + 1, a payload that is all there, a key ``granted``, and in a
+ * process's memory the bytes put there (``reached``). Its payload size, 0 when it is not (no
+ * exception left; a process's mirror may hold the bytes, which the long way lands again);
+ * ``before`` is called once, before the first landing (-1 when it raised). */
 static long long land_one(const unsigned long long *fields, const char *payload,
 			  Py_ssize_t available, PyObject *grants, long long acked,
 			  unsigned long long write_type, PyObject *before, PyObject *put, bool *ready)
 {
-	unsigned long long start, end, origin;
-	PyObject *key, *grant, *view;
+	unsigned long long offset;
+	PyObject *grant;
 	long long size = 0;
 	Py_buffer *target;
 
 	if (fields[0] != write_type || !fields[1] || fields[1] > (unsigned long long)available ||
 	    acked < 0 || fields[2] != (unsigned long long)acked + 1)
 		return 0;
-	key = PyLong_FromUnsignedLongLong(fields[4]);
-	if (!key)
-		return -1;
-	grant = PyDict_GetItemWithError(grants, key);
-	Py_DECREF(key);
-	Py_XINCREF(grant); /* held, with its target, across before() and put() */
-	if (!grant || !PyTuple_CheckExact(grant) || PyTuple_GET_SIZE(grant) != G_ITEMS ||
-	    !as_u64(PyTuple_GET_ITEM(grant, G_START), &start) ||
-	    !as_u64(PyTuple_GET_ITEM(grant, G_END), &end) ||
-	    !as_u64(PyTuple_GET_ITEM(grant, G_ORIGIN), &origin))
-		goto done;
-	view = PyTuple_GET_ITEM(grant, G_TARGET);
-	target = byte_buffer(view, true);
-	/* Reach.covers, and the range inside the target, so the copy below stays in it */
-	if (!target || fields[3] < start || fields[3] > end || fields[1] > end - fields[3] ||
-	    start < origin || end - origin > (unsigned long long)target->len)
+	/* held, with its target, across before() and put() */
+	grant = granted(grants, fields[4], fields[3], fields[1], &target, &offset);
+	if (!grant)
 		goto done;
 	if (!*ready) {
 		PyObject *r = PyObject_CallNoArgs(before);
@@ -103,8 +91,8 @@ static long long land_one(const unsigned long long *fields, const char *payload,
 		Py_DECREF(r);
 		*ready = true;
 	}
-	memcpy((char *)target->buf + (fields[3] - origin), payload, (size_t)fields[1]);
-	if (reached(grant, put, fields[3], view, fields[3] - origin, fields[1]))
+	memcpy((char *)target->buf + offset, payload, (size_t)fields[1]);
+	if (reached(grant, put, fields[3], PyTuple_GET_ITEM(grant, G_TARGET), offset, fields[1]))
 		size = (long long)fields[1];
 done:
 	if (size >= 0)
@@ -194,7 +182,7 @@ static PyObject *acks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  * The frame at buffer[start:end]'s head when it is whole, carries no payload, is of
  * ``frame_type`` and its header is ``count`` u64s: where it ends and its header (a list of
  * those ints, as the codec's msgpack decodes it); else (start, None). The target's lane for a lone RDMA
- * Read request (lane.reads). */
+ * Read request that serve() declined (Responder.serve). */
 static PyObject *request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
 	unsigned long long frame_type, count, max_header, fields[8];
@@ -233,6 +221,69 @@ static PyObject *request(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 	out = Py_BuildValue("(nO)", head, header);
 	Py_DECREF(header);
 	return out;
+}
+
+/* serve(buffer, start, end, seq, reads_in, max_in, max_size, grants, req_type, resp_type,
+ *       max_header) -> (stop, frame)
+ *
+ * The target's lane for a lone RDMA Read request: when the frame at buffer[start:end] is all
+ * of it, a READ_REQ ([req_type, 0, seq, address, rmr_context, length, reads_done]) of request
+ * ``seq`` within the read credits (``reads_in`` before it, at most ``max_in`` unanswered by
+ * the initiator's count ``reads_done``: Responder._credited) of 1 to ``max_size`` bytes under
+ * a key ``granted`` to a segment (its pid 0), its READ_RESP: the whole frame, [resp_type,
+ * length, seq] and a copy of the bytes, with ``end``. Else (start, None): the long way reads
+ * it again, and decides. */
+static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	unsigned long long seq, reads_in, max_in, max_size, req_type, resp_type, max_header;
+	unsigned long long fields[7], offset, pid, head_items[3];
+	Py_ssize_t start, end, head;
+	PyObject *grant, *frame;
+	Py_buffer *buf, *target;
+	struct packed p;
+
+	(void)self;
+	if (nargs != 11) {
+		PyErr_SetString(PyExc_TypeError, "serve() takes 11 arguments");
+		return NULL;
+	}
+	if (!lane_range(args, &buf, &start, &end))
+		return NULL;
+	if (!as_u64(args[3], &seq) || !as_u64(args[4], &reads_in) || !as_u64(args[5], &max_in) ||
+	    !as_u64(args[6], &max_size) || !PyDict_Check(args[7]) || !as_u64(args[8], &req_type) ||
+	    !as_u64(args[9], &resp_type) || !as_u64(args[10], &max_header)) {
+		PyErr_SetString(PyExc_TypeError, "serve(): the numbers are u64s, the grants a dict");
+		return NULL;
+	}
+	/* fields: type, payload size, seq, address, rmr_context, length, reads_done */
+	if (!header_at(buf, start, end, max_header, fields, 7, &head) || head != end ||
+	    fields[0] != req_type || fields[1] || fields[2] != seq || !fields[5] ||
+	    fields[5] > max_size || reads_in == ULLONG_MAX ||
+	    (fields[6] <= reads_in && reads_in + 1 - fields[6] > max_in))
+		return Py_BuildValue("(nO)", start, Py_None);
+	grant = granted(args[7], fields[4], fields[3], fields[5], &target, &offset);
+	if (!grant) {
+		if (PyErr_Occurred())
+			return NULL;
+		return Py_BuildValue("(nO)", start, Py_None);
+	}
+	head_items[0] = resp_type;
+	head_items[1] = fields[5];
+	head_items[2] = seq;
+	if (!as_u64(PyTuple_GET_ITEM(grant, G_PID), &pid) || pid || !pack_u64s(&p, head_items, 3)) {
+		Py_DECREF(grant);
+		return Py_BuildValue("(nO)", start, Py_None);
+	}
+	frame = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(p.len + fields[5]));
+	if (frame) {
+		memcpy(PyBytes_AS_STRING(frame), p.bytes, p.len);
+		memcpy(PyBytes_AS_STRING(frame) + p.len, (const char *)target->buf + offset,
+		       (size_t)fields[5]);
+	}
+	Py_DECREF(grant);
+	if (!frame)
+		return NULL;
+	return Py_BuildValue("(nN)", end, frame);
 }
 
 /* read_resp(buffer, start, end, seq, sink, resp_type, max_header) -> (stop, length)
@@ -312,6 +363,8 @@ static PyMethodDef methods[] = {
 	 "The lone ACKs at the head of a read: where they end, the highest."},
 	{"request", (PyCFunction)(void (*)(void))request, METH_FASTCALL,
 	 "The whole frame of one type and no payload at the head of a read: its header."},
+	{"serve", (PyCFunction)(void (*)(void))serve, METH_FASTCALL,
+	 "A lone RDMA Read request at the head of a read, answered: its READ_RESP frame."},
 	{"read_resp", (PyCFunction)(void (*)(void))read_resp, METH_FASTCALL,
 	 "The answer of the one outstanding RDMA Read at the head of a read, landed."},
 	{"put_process", (PyCFunction)(void (*)(void))put_process, METH_FASTCALL,

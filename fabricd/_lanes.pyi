@@ -31,6 +31,19 @@ def request(
     count: int,
     max_header: int,
 ) -> tuple[int, list[object] | None]: ...
+def serve(
+    buffer: memoryview,
+    start: int,
+    end: int,
+    seq: int,
+    reads_in: int,
+    max_in: int,
+    max_size: int,
+    grants: dict[int, Any],
+    req_type: int,
+    resp_type: int,
+    max_header: int,
+) -> tuple[int, bytes | None]: ...
 def read_resp(
     buffer: memoryview,
     start: int,

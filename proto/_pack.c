@@ -1,81 +1,49 @@
 /* proto._pack: the headers of the data path's frames, whose fields are all unsigned ints (an
  * ACK, a WRITE, a READ_REQ, a READ_RESP), framed as proto.codec.encode frames any header: a
  * 4-byte big-endian length, then the msgpack array [type, payload_len, fields...], here packed
- * by msgpack-c (libmsgpack-dev's pack.h) into one bytes object. Byte for byte what
- * codec.encode makes of the same ints (tests/unit/test_pack.py); a window-1 round trip makes
- * two of them, each ~1.8 us through the msgpack package in the daemon (its cache cold). */
+ * by msgpack-c (libmsgpack-dev's pack.h, through proto/pack_u64.h) into one bytes object.
+ * Byte for byte what codec.encode makes of the same ints (tests/unit/test_pack.py); a window-1
+ * round trip makes two of them, each ~1.8 us through the msgpack package in the daemon (its
+ * cache cold). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <msgpack.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_ITEMS 8 /* type, payload length and the fields: a READ_REQ has 7 */
-#define PREFIX 4 /* the header's length, big-endian */
-
-/* The frame being packed: the prefix, then what msgpack-c writes (each u64 9 bytes at most). */
-struct packed {
-	char bytes[PREFIX + 1 + MAX_ITEMS * 9];
-	size_t len;
-};
-
-/* msgpack-c's write callback: append, or refuse what does not fit (never: sized above). */
-static int append(void *data, const char *buf, size_t len)
-{
-	struct packed *p = data;
-
-	if (len > sizeof p->bytes - p->len)
-		return -1;
-	memcpy(p->bytes + p->len, buf, len);
-	p->len += len;
-	return 0;
-}
+#include "pack_u64.h"
 
 /* The framed header of ``count`` items into ``p``: ``first`` (when not NULL: the payload's
  * length, packed second), then ``items``, each an int from 0 to 2**64 - 1 (an IntEnum member
- * too: FrameType). False with TypeError for anything else or more than MAX_ITEMS items,
+ * too: FrameType). False with TypeError for anything else or more than PACK_MAX_ITEMS items,
  * OverflowError for an int outside that range. */
 static bool pack_header(struct packed *p, PyObject *const *items, Py_ssize_t count,
 			const unsigned long long *payload_len)
 {
-	Py_ssize_t all = count + (payload_len != NULL);
-	msgpack_packer pk;
-	size_t body;
+	Py_ssize_t all = count + (payload_len != NULL), at = 0;
+	unsigned long long ints[PACK_MAX_ITEMS];
 
-	if (count < 1 || all < 2 || all > MAX_ITEMS) {
+	if (count < 1 || all < 2 || all > PACK_MAX_ITEMS) {
 		PyErr_SetString(PyExc_TypeError, "a header of a type, a payload length, 0-6 fields");
 		return false;
 	}
-	p->len = PREFIX;
-	msgpack_packer_init(&pk, p, append);
-	if (msgpack_pack_array(&pk, (size_t)all))
-		goto full;
 	for (Py_ssize_t i = 0; i < count; i++) {
-		unsigned long long v;
-
 		if (!PyLong_Check(items[i])) {
 			PyErr_SetString(PyExc_TypeError, "every item of the header is an int");
 			return false;
 		}
-		v = PyLong_AsUnsignedLongLong(items[i]);
-		if (v == (unsigned long long)-1 && PyErr_Occurred())
+		ints[at] = PyLong_AsUnsignedLongLong(items[i]);
+		if (ints[at++] == (unsigned long long)-1 && PyErr_Occurred())
 			return false; /* OverflowError: negative, or past u64 */
-		if (msgpack_pack_uint64(&pk, (uint64_t)v))
-			goto full;
-		if (!i && payload_len && msgpack_pack_uint64(&pk, (uint64_t)*payload_len))
-			goto full;
+		if (!i && payload_len)
+			ints[at++] = *payload_len;
 	}
-	body = p->len - PREFIX;
-	p->bytes[0] = (char)(body >> 24);
-	p->bytes[1] = (char)(body >> 16);
-	p->bytes[2] = (char)(body >> 8);
-	p->bytes[3] = (char)body;
+	if (!pack_u64s(p, ints, (size_t)all)) {
+		PyErr_SetString(PyExc_SystemError, "the header outgrew its buffer");
+		return false;
+	}
 	return true;
-full:
-	PyErr_SetString(PyExc_SystemError, "the header outgrew its buffer");
-	return false;
 }
 
 /* ints(type, payload_len, *fields) -> bytes

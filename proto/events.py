@@ -185,7 +185,8 @@ RECEIVED_AT: Final = (0, 1, 2)
 def write_rows(
     ring: Ring, room: int, ep: int, kind: int, rows: Sequence[Row], fields: tuple[int, int, int]
 ) -> tuple[int, bool]:
-    """write_dtos of completions of one ``kind`` (a base DTO: a Send, RDMA Write or receive)
+    """write_dtos of completions of one ``kind`` (a base DTO: a Send, RDMA Write or Read, or
+    a receive)
     given as rows (each's flags, cookie and length at the indices ``fields``), read in place:
     no object per completion, one C call for the run (proto/_rows.c)."""
     return rows_c.write_rows(

@@ -12,7 +12,7 @@ from fabricd.nic.epdriver import EpDriver
 from fabricd.nic.initiator import Initiator
 from fabricd.nic.objects import Ep, Op, PeerLink
 from fabricd.nic.requests import ATOMICS
-from fabricd.nic.runs import find
+from fabricd.nic.runs import Run, expand, find
 from fabricd.nic.views import truncate, truncate_spans
 from proto.codec import DISCARD, Frame, Sink
 from proto.constants import DtoCompletionStatus as St
@@ -36,6 +36,7 @@ class Answers:
             return
         if type(seq) is not int or seq >= ep.next_seq:
             raise MalformedFrame(f"ACK of {seq!r}, which was never sent")
+        _unanswered(ep, seq, "ACK")
         self.initiator.ack(ep, seq)
 
     def read_sink(self, link: PeerLink, frame: Frame) -> Sink:
@@ -58,11 +59,19 @@ class Answers:
             return  # a duplicate (its sink was DISCARD)
         self.landed(ep, op, frame.payload_len)
 
-    def landed(self, ep: Ep, op: Op, length: int) -> None:
-        """The answer of RDMA Read ``op`` landed, ``length`` bytes (``read_landed``; the
-        initiator's lane, fabricd.nic.lane.acks, for the oldest outstanding one)."""
-        op.length = length
-        self._answered(ep, op)
+    def landed(self, ep: Ep, item: Op | Run, length: int) -> None:
+        """The answer of RDMA Read ``item`` landed, ``length`` bytes (``read_landed``; the
+        initiator's lane, fabricd.nic.lane.acks, for the oldest outstanding one). A lone
+        Read's Run (runs.lone) filled whole is done as the ACKs' Runs are: the EP's
+        ``acked`` reaches it, its row completes it (Initiator.retire)."""
+        if isinstance(item, Run):
+            if length == item.nbytes:
+                ep.acked = max(ep.acked, item.first)
+                self._credited(ep)
+                return
+            item = expand(ep)[0]  # a shorter answer: its length is the completion's
+        item.length = length
+        self._answered(ep, item)
 
     def atomic_answered(self, link: PeerLink, frame: Frame) -> None:
         """ATOMIC_RESP: the remote's original 8 bytes, into the atomic's local buffer."""
@@ -89,6 +98,11 @@ class Answers:
         ep.acked = max(ep.acked, op.seq)
         if op.spans and not self.memory.store(truncate_spans(op.spans, op.length)):
             op.status = St.DTO_ERR_LOCAL_PROTECTION  # its process's buffer is gone
+        self._credited(ep)
+
+    def _credited(self, ep: Ep) -> None:
+        """An answered Read's or atomic's credit comes back: what waited for it starts, what
+        is done retires (Initiator.transmit)."""
         ep.reads_out -= 1
         ep.reads_done += 1
         self.initiator.transmit(ep)
@@ -103,6 +117,16 @@ class Answers:
         except ValueError:
             raise MalformedFrame(f"NAK with unknown status {status!r}") from None
         if type(seq) is int and seq - 1 > ep.acked:
+            _unanswered(ep, seq - 1, "NAK")
             ep.acked = seq - 1
             self.initiator.retire(ep)
         self.eps.broken(ep, first_status=status)
+
+
+def _unanswered(ep: Ep, seq: int, what: str) -> None:
+    """An answer that acknowledges requests up to ``seq`` while a lone RDMA Read among them
+    (a Run: runs.lone, always the oldest) has had none: the target executes in order, so its
+    READ_RESP came first; taken, the ACK would complete the Read without its bytes."""
+    head = ep.ops[0] if ep.ops else None
+    if type(head) is Run and head.kind == Dtos.RDMA_READ and seq >= head.first:
+        raise MalformedFrame(f"{what} of {seq} before the answer of RDMA Read {head.first}")

@@ -43,6 +43,5 @@ def ack_clocked(ep: Ep) -> bool:
 def _ack_promised(ep: Ep, newest: Op | Run) -> bool:
     """Will an ACK come for ``newest``, the EP's newest request on the wire? Yes for a Write
     or Send not yet acknowledged (a Read's answer is its response, an atomic's too)."""
-    if isinstance(newest, Run):
-        return newest.last > ep.acked
-    return newest.kind in BATCHED and newest.seq > ep.acked
+    last = newest.last if isinstance(newest, Run) else newest.seq
+    return newest.kind in BATCHED and last > ep.acked

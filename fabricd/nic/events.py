@@ -280,8 +280,9 @@ class Events:
         self, ep: Ep, kind: Dtos, rows: Sequence[Row], fields: tuple[int, int, int]
     ) -> None:
         """dtos_done of DTOs of one kind given as rows (proto.events.write_rows): a run's plain
-        Writes or Sends (runs.Run, plainwqe.PLAIN_AT), or receives (no SRQ) that Sends of a run
-        filled (send_run.SendRun, RECEIVED_AT; their completions always notify)."""
+        Writes or Sends, or a lone Read (runs.Run, plainwqe.PLAIN_AT), or receives (no SRQ)
+        that Sends of a run filled (send_run.SendRun, RECEIVED_AT; their completions always
+        notify)."""
         receive = kind == Dtos.RECEIVE
         retired(ep, receive=receive, count=len(rows))
         consumer = ep.consumer  # ``_evd``, inline: every completion run asks

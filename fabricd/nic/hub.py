@@ -107,7 +107,7 @@ class Nic:
         # a peer stream's read: its lanes (lone Writes or Read requests, answered at once if
         # they are all of it; then ACKs or a Read's answer) before its frames are decoded
         self.peer_answer: Callable[[PeerLink, FrameReader, Callable[[], None]], bool]
-        self.peer_answer = partial(lane.answer, self.memory, self.target.responder.read)
+        self.peer_answer = partial(lane.answer, self.memory, self.target.responder.serve)
         self.peer_lane: Callable[[PeerLink, FrameReader], None]
         self.peer_lane = partial(lane.take_acks, self.initiator.ack, self.answers.landed)
         self.peer_batch_end: Callable[[PeerLink], None] = self.target.batch_end

@@ -30,22 +30,14 @@ from proto.constants import DtoCompletionStatus as St
 from proto.constants import EpState as S
 from proto.errors import DatError, DatInvalidParameter
 from proto.hostif import OPCODE_DTOS, SLOTS, Opcode, Ring, Wqe
-from proto.plainwqe import (
-    COOKIE,
-    FLAGS,
-    PLAIN_AT,
-    PLAIN_REQUESTS,
-    R_ADDRESS,
-    R_CONTEXT,
-    R_LENGTH,
-    PlainWqe,
-)
+from proto.plainwqe import PLAIN_AT, PLAIN_REQUESTS, PlainWqe
 
 log = logging.getLogger("fabricd")
 _FENCE = int(CompletionFlags.BARRIER_FENCE)
 _LOCAL_READ = int(MemPriv.LOCAL_READ)  # what a Send or Write needs of its local segment
 _PLAIN = sum(1 << op for op in PLAIN_REQUESTS)  # plaintake.take's opcodes: a bit each
-_READ = 1 << Opcode.RDMA_READ
+_READ_OPCODE = int(Opcode.RDMA_READ)  # a WQE's first byte (proto.hostif.WQE)
+_READ = 1 << _READ_OPCODE
 _LOCAL_WRITE = int(MemPriv.LOCAL_WRITE)  # what a Read needs of its local segment
 
 
@@ -116,10 +108,10 @@ class Initiator:
         queued as one runs.Run (or several: one per kind, and an Op for each Write or Send too
         large to batch; one taken alone while none is outstanding goes on the wire at once,
         runs.lone: window-1 64 B Writes 69-76 -> 66-68 us, `fabricctl bench --mode lat`, four
-        interleaved pairs); how many, and whether it stopped before a WQE it does not take: one
-        not common, whose segment fails a check (``post`` gives the error) or whose bytes are
-        a process's own memory to fetch. Nothing it takes can break the EP or change its
-        state."""
+        interleaved pairs; so does an RDMA Read at the head then, ``_lone_read``); how many,
+        and whether it stopped before a WQE it does not take: one not common, whose segment
+        fails a check (``post`` gives the error) or whose bytes are a process's own memory to
+        fetch. Nothing it takes can break the EP or change its state."""
         link = ep.link
         if ep.state != S.CONNECTED or link is None:
             return 0, True  # ``post`` takes each: ``enqueue`` completes it alone
@@ -130,6 +122,11 @@ class Initiator:
             first = sq.mine & sq.mask
             n = min(count, sq.entries - first)  # to the ring's end: the rest is the next stretch
             at = SLOTS + first * size
+            if sq.view[at] == _READ_OPCODE and not ep.ops and not self.faults.active:
+                if not self._lone_read(ep, link, sq, at, stage):
+                    return taken, True
+                taken += 1
+                continue
             wqes, views, total, mixed, lmr = plaintake.take(
                 sq.view, at, n, size, _PLAIN, lmrs, owner, pz, _LOCAL_READ, lmr, stage
             )
@@ -141,39 +138,26 @@ class Initiator:
                 sq.publish(took)
                 taken += took
             if took < n:
-                if (
-                    ep.ops
-                    or self.faults.active
-                    or not self._lone_read(ep, link, sq, at + took * size, stage)
-                ):
-                    return taken, True
-                taken += 1
+                return taken, True
         return taken, False
 
     def _lone_read(self, ep: Ep, link: PeerLink, sq: Ring, at: int, stage: memoryview) -> bool:
         """``post`` for an RDMA Read posted while none of the EP's requests is outstanding (a
         request-reply consumer's next Read), when it is the common WQE but for its opcode (one
-        segment in the daemon's view with LOCAL_WRITE, unstaged: _plaintake.c's checks): its
-        Op goes on the wire at once, the READ_REQ that ``transmit`` would send (nothing holds
-        it back: no Read in flight, no fence to wait for). False: not such a Read, nothing
-        taken (``post`` takes it). With its answer through the initiator's lane (lane.acks),
-        window-1 64 B Reads 89-91 -> 75-78 us (`fabricctl bench --mode lat`, four interleaved
-        pairs)."""
+        segment in the daemon's view with LOCAL_WRITE, unstaged: _plaintake.c's checks): a
+        Run of its own (runs.lone) whose READ_REQ goes on the wire at once (nothing holds it
+        back: no Read in flight, no fence to wait for), its completion a row (``retire``).
+        False: not such a Read, nothing taken (``post`` takes it). With its answer through
+        the initiator's lane (lane.acks), window-1 64 B Reads 89-91 -> 75-78 us (`fabricctl
+        bench --mode lat`, four interleaved pairs)."""
         lmrs, owner, size = self.memory.by_lmr_context, ep.consumer.id, sq.entry_size
         wqes, views, _, _, _ = plaintake.take(
             sq.view, at, 1, size, _READ, lmrs, owner, ep.pz, _LOCAL_WRITE, None, stage
         )
         if not wqes or wqes[0][1]:  # none, or staged (a Read's bytes land in its segment)
             return False
-        w = wqes[0]
-        remote = (w[R_ADDRESS], w[R_LENGTH], w[R_CONTEXT])
-        op = Op(
-            Dtos.RDMA_READ, w[COOKIE], w[FLAGS], ep.next_seq, w[R_LENGTH], views, False, [], remote
-        )
-        ep.next_seq += 1
-        ep.ops.append(op)
         sq.publish(1)
-        self._start(ep, link, op)
+        self.wire.send(link, *lone(ep, wqes[0], views[0]))
         return True
 
     def enqueue(self, ep: Ep, op: Op, start: bool = True) -> None:

@@ -1,6 +1,7 @@
 """The lanes of a peer's read: the target's for lone RDMA Writes, whole WRITE frames at the
 head of one read from a peer, landed in a call instead of the FrameReader's and Target's path
-(a 64 B Write at window 1 is one such frame a round trip); then the initiator's for the lone
+(a 64 B Write at window 1 is one such frame a round trip), and for a lone RDMA Read request
+(Responder.serve, under a key kept in ``read_grants``); then the initiator's for the lone
 ACKs after them, or the answer of its oldest request when that is an RDMA Read (``acks``).
 A read of nothing but such Writes is answered in the same call (``answer``): its ACK is all
 that is left, sent at once, the read never reaching the FrameReader's decoding or the
@@ -25,14 +26,15 @@ from typing import Final
 from fabricd import _lanes as lanes
 from fabricd.memory import Grant, MemoryRegistry, Reach
 from fabricd.nic.objects import Ep, Op, PeerLink
+from fabricd.nic.runs import Run
 from proto.codec import FrameReader
 from proto.constants import Dtos
 from proto.frames import MAX_HEADER_LEN, FrameType
+from proto.plainwqe import R_LENGTH
 
 _WRITE: Final = int(FrameType.WRITE)
 _ACK: Final = int(FrameType.ACK)
 _READ_RESP: Final = int(FrameType.READ_RESP)
-_READ_REQ: Final = int(FrameType.READ_REQ)
 
 
 def _current(memory: MemoryRegistry, link: PeerLink) -> dict[int, Grant]:
@@ -45,7 +47,7 @@ def _current(memory: MemoryRegistry, link: PeerLink) -> dict[int, Grant]:
     return link.grants
 
 
-def read_grants(memory: MemoryRegistry, link: PeerLink) -> dict[int, Reach]:
+def read_grants(memory: MemoryRegistry, link: PeerLink) -> dict[int, Grant]:
     """The keys RDMA Reads on the link passed the checks under (remote_access.readable keeps
     them), emptied as the Writes' grants are."""
     _current(memory, link)
@@ -75,7 +77,7 @@ def _open(link: PeerLink) -> bool:
 
 def answer(
     memory: MemoryRegistry,
-    read: Callable[[PeerLink, list[object]], None],
+    serve: Callable[[PeerLink, memoryview, int, int], int],
     link: PeerLink,
     reader: FrameReader,
     before: Callable[[], None],
@@ -83,9 +85,9 @@ def answer(
     """The target's lane at the head of a read (Nic.peer_answer), first, when nothing about
     the link needs the long way: its lone Writes (``land``: coherent memory, and a key
     granted: an initiator's link has none, so it never runs there), then a lone RDMA Read
-    request (``reads``: on a link that took one before). True if they were the whole read:
-    all that is left is its ACK (Target.batch_end). Not after a read that ended a payload
-    landing in its place: that frame is still to be handled."""
+    request (``serve``, Responder.serve: on a link that took one before). True if they were
+    the whole read: all that is left is its ACK (Target.batch_end). Not after a read that
+    ended a payload landing in its place: that frame is still to be handled."""
     writes = bool(link.grants) and memory.coherent
     if not ((writes or link.reads_in) and _open(link)):
         return False
@@ -96,34 +98,13 @@ def answer(
     if link.reads_in:
         start, end = reader.head()
         if start != end:
-            reader.took(reads(reader.view, start, end, link, read))
+            reader.took(serve(link, reader.view, start, end))
     return reader.drained
-
-
-def reads(
-    view: memoryview,
-    start: int,
-    end: int,
-    link: PeerLink,
-    read: Callable[[PeerLink, list[object]], None],
-) -> int:
-    """The target's lane for a READ_REQ that is all that is left of the read and the link's
-    next request (its ``acked`` + 1), its header found in C (_lanes.c's request: whole, no
-    payload, five u64 fields): executed by ``read`` (Responder.read, as the long way's
-    Target.request would), whose READ_RESP then leaves at once. Anything else, several
-    requests in one read (their answers leave together the long way) or a duplicate, is the
-    long way's. Window-1 64 B Reads 76-77 -> 72-74 us (`fabricctl bench --mode lat`, four
-    interleaved pairs). Returns where it stopped."""
-    stop, header = lanes.request(view, start, end, _READ_REQ, 7, MAX_HEADER_LEN)
-    if header is None or stop != end or header[2] != link.acked + 1:
-        return start
-    read(link, header[2:])
-    return stop
 
 
 def take_acks(
     acked: Callable[[Ep, int], None],
-    landed: Callable[[Ep, Op, int], None],
+    landed: Callable[[Ep, Op | Run, int], None],
     link: PeerLink,
     reader: FrameReader,
 ) -> None:
@@ -137,13 +118,26 @@ def take_acks(
             reader.took(acks(reader.view, start, end, ep, acked, landed))
 
 
+def _oldest_read(ep: Ep) -> tuple[int, memoryview, int] | None:
+    """The EP's oldest request when it is an RDMA Read not yet answered whose local buffer
+    is one segment: its sequence number, that segment and its remote length (a lone one is
+    a Run, runs.lone; one posted behind others an Op)."""
+    item = ep.ops[0]
+    if item.kind != Dtos.RDMA_READ or item.done:
+        return None
+    if type(item) is Op:
+        return (item.seq, item.views[0], item.length) if len(item.views) == 1 else None
+    assert isinstance(item, Run)
+    return item.first, item.views[0], item.wqes[0][R_LENGTH]
+
+
 def acks(
     view: memoryview,
     start: int,
     end: int,
     ep: Ep,
     acked: Callable[[Ep, int], None],
-    landed: Callable[[Ep, Op, int], None],
+    landed: Callable[[Ep, Op | Run, int], None],
 ) -> int:
     """The initiator's lane: the lone ACKs at ``view[start:end]``'s head, read in C
     (fabricd/_lanes.c's acks: each [ACK, 0, seq] with ``seq`` below the EP's next sequence
@@ -153,18 +147,18 @@ def acks(
     request is an RDMA Read not yet answered (then its answer is what comes next: the target
     acknowledges in order), its READ_RESP, into its one local buffer (_lanes.c's read_resp:
     the whole payload in this read, no larger than the buffer, which the Read's remote length
-    covers), then ``landed(ep, op, size)``, as Answers.read_landed; the ACKs' lane only when
+    covers), then ``landed(ep, item, size)``, as Answers.read_landed; the ACKs' lane only when
     that took nothing (each lane decodes the header it meets: window-1 Reads decoded theirs
     twice). Returns where it stopped."""
-    op = ep.ops[0]
-    if type(op) is Op and op.kind == Dtos.RDMA_READ and not op.done and len(op.views) == 1:
-        sink = op.views[0]
-        if len(sink) <= op.length:  # (a larger answer than asked for is the long way's error)
-            stop, size = lanes.read_resp(view, start, end, op.seq, sink, _READ_RESP, MAX_HEADER_LEN)
+    read, bound = _oldest_read(ep), ep.next_seq
+    if read is not None:
+        bound, sink, length = read  # an ACK of it before its answer is the long way's error
+        if len(sink) <= length:  # (a larger answer than asked for is the long way's error)
+            stop, size = lanes.read_resp(view, start, end, bound, sink, _READ_RESP, MAX_HEADER_LEN)
             if stop != start:
-                landed(ep, op, size)
+                landed(ep, ep.ops[0], size)
                 return stop
-    stop, seq = lanes.acks(view, start, end, ep.acked, ep.next_seq, _ACK, MAX_HEADER_LEN)
+    stop, seq = lanes.acks(view, start, end, ep.acked, bound, _ACK, MAX_HEADER_LEN)
     if stop != start:
         acked(ep, seq)
     return stop

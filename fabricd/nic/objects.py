@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from fabricd.memory import Grant, Lmr, MemoryRegistry, Reach, Span
+from fabricd.memory import Grant, Lmr, MemoryRegistry, Span
 from fabricd.procmem import PlannedWrites
 from proto.attrs import EpAttr
 from proto.batch import last_seq
@@ -306,7 +306,7 @@ class PeerLink:
     # target side: keys whose checks passed for ``grants_ep`` while ``memory.revoked`` was
     # ``grants_revoked`` (fabricd/nic/lane.py), for Writes and for RDMA Reads
     grants: dict[int, Grant] = field(default_factory=dict)
-    readable: dict[int, Reach] = field(default_factory=dict)
+    readable: dict[int, Grant] = field(default_factory=dict)
     grants_ep: Ep | None = None
     grants_revoked: int = -1
     unsent: list[bytes] = field(default_factory=list)  # CM frames waiting for authentication

@@ -7,7 +7,7 @@ import logging
 from typing import Final
 
 from fabricd import _landing as landing
-from fabricd.memory import MemoryRegistry, Reach, Span
+from fabricd.memory import Grant, MemoryRegistry, Reach, Span
 from fabricd.nic.objects import Ep, PeerLink
 from fabricd.nic.views import scratch
 from fabricd.procmem import PlannedWrites, Scatter, add_piece
@@ -165,23 +165,20 @@ def readable(
     address: object,
     rmr_context: object,
     length: object,
-    known: dict[int, Reach],
+    known: dict[int, Grant],
 ) -> memoryview | None:
     """The bytes an RDMA Read may take, or None (key, privilege, PZ or range fails). A key
     whose checks passed for ``ep`` is kept in ``known`` (the link's: lane.read_grants, emptied
     when a key is revoked or the link's EP changes) when it reaches a segment in coherent
-    memory, where nothing but its range is left to check: the next Reads under it skip the
-    key's look-up and its Reach."""
+    memory, where nothing but its range is left to check: the target's Read lane answers the
+    next small Reads under it in C (Responder.serve)."""
     if type(address) is not int or type(rmr_context) is not int or type(length) is not int:
         return None
     if not 0 <= length <= ep.attr.max_rdma_size:
         return None
-    reach = known.get(rmr_context)
-    if reach is not None:
-        return reach.bytes(address, length)
     reach = memory.reach(rmr_context, _REMOTE_READ, ep.pz, ep.handle)
     if reach is not None and not reach.pid and memory.coherent:
-        known[rmr_context] = reach
+        known[rmr_context] = reach.grant()
     view = None if reach is None else reach.bytes(address, length)
     spans = memory.remote_spans(rmr_context, address, length) if view else []
     if spans and not memory.fetch(spans):

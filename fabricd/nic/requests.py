@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from fabricd.nic.objects import Ep, Op
-from fabricd.nic.runs import Run
+from fabricd.nic.runs import Run, read_request
 from proto.codec import encode, encode_ints
 from proto.constants import Dtos
 from proto.frames import FrameType
@@ -45,7 +45,7 @@ def request_frame(op: Op, reads_done: int) -> tuple[bytes, Sequence[memoryview]]
         hdr = encode_ints(FrameType.WRITE_IMM, n, seq, address, rmr_context, immediate)
         return hdr, op.views
     if op.kind == Dtos.RDMA_READ:
-        return encode_ints(FrameType.READ_REQ, 0, seq, address, rmr_context, length, reads_done), ()
+        return read_request(seq, address, rmr_context, length, reads_done), ()
     opcode, (operand, compare) = ATOMICS[op.kind], op.operands
     hdr = encode(FrameType.ATOMIC, seq, address, rmr_context, opcode, operand, compare, reads_done)
     return hdr, ()

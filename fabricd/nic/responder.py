@@ -6,9 +6,10 @@ target's ``refuse``, which breaks the connection."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
+from fabricd import _lanes as lanes
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.lane import read_grants
 from fabricd.nic.objects import Ep, PeerLink
@@ -18,12 +19,13 @@ from proto.batch import MAX_OP_BYTES
 from proto.codec import encode, encode_framed, encode_ints
 from proto.constants import DtoCompletionStatus as St
 from proto.errors import MalformedFrame, UnexpectedFrame
-from proto.frames import FrameType
+from proto.frames import MAX_HEADER_LEN, FrameType
 from proto.hostif import ATOMIC_BYTES, Opcode
 
 log = logging.getLogger("fabricd")
 _U64: Final = (1 << 64) - 1
 _READ_RESP: Final = int(FrameType.READ_RESP)
+_READ_REQ: Final = int(FrameType.READ_REQ)
 
 
 class Responder:
@@ -53,6 +55,35 @@ class Responder:
             return None
         return ep
 
+    def serve(self, link: PeerLink, view: memoryview, start: int, end: int) -> int:
+        """The target's lane for a READ_REQ that is all that is left of the read and the
+        link's next request (its ``acked`` + 1; lane.answer calls it): answered in C
+        (_lanes.c's serve: a key whose checks passed before, lane.read_grants, a range inside
+        it of at most MAX_OP_BYTES, within the read credits; no fault rules), its READ_RESP
+        whole; or, for any other such Read, its header found in C (_lanes.c's request) and
+        executed by ``read``, as the long way's Target.request would. Either READ_RESP leaves
+        at once. Anything else, several requests in one read (their answers leave together
+        the long way) or a duplicate, is the long way's. Returns where it stopped."""
+        ep, seq = link.ep, link.acked + 1
+        if ep is None:
+            return start  # (lane._open: never)
+        if not self.wire.faults.active:
+            most = min(ep.attr.max_rdma_size, MAX_OP_BYTES)
+            known = read_grants(self.memory, link)
+            stop, frame = lanes.serve(
+                view, start, end, seq, link.reads_in, ep.attr.max_rdma_read_in, most, known,
+                _READ_REQ, _READ_RESP, MAX_HEADER_LEN,
+            )  # fmt: skip
+            if frame is not None:
+                link.reads_in += 1
+                self._answer(link, seq, frame)
+                return stop
+        stop, header = lanes.request(view, start, end, _READ_REQ, 7, MAX_HEADER_LEN)
+        if header is None or stop != end or header[2] != seq:
+            return start
+        self.read(link, header[2:])
+        return stop
+
     def read(self, link: PeerLink, fields: list[object]) -> None:
         """An RDMA Read request: its bytes go back in a READ_RESP."""
         seq, address, rmr_context, length, reads_done = fields
@@ -70,10 +101,16 @@ class Responder:
         if len(view) <= MAX_OP_BYTES and not self.wire.faults.active:
             # copied now, the frame whole: one buffer to flush (the fault rules see the
             # header alone: with rules installed, the header and its view)
-            self.wire.send(link, encode_framed(view, _READ_RESP, seq))
+            self._answer(link, seq, encode_framed(view, _READ_RESP, seq))
         else:
-            self.wire.send(link, encode_ints(_READ_RESP, len(view), seq), [view])
-        link.acked, link.ack_due = seq, False  # the response acknowledges it and all before
+            self._answer(link, seq, encode_ints(_READ_RESP, len(view), seq), [view])
+
+    def _answer(
+        self, link: PeerLink, seq: int, header: bytes, payload: Sequence[memoryview] = ()
+    ) -> None:
+        """Send the answer of request ``seq``, which acknowledges it and all before it."""
+        self.wire.send(link, header, payload)
+        link.acked, link.ack_due = seq, False
 
     def atomic(self, link: PeerLink, fields: list[object]) -> None:
         """dat_ib_post_fetch_and_add / cmp_and_swap at the target: the 8 bytes at ``address``
@@ -108,5 +145,4 @@ class Responder:
             return
         if not self.memory.coherent:
             self.memory.mark_written(rmr_context, address, ATOMIC_BYTES)
-        self.wire.send(link, encode(FrameType.ATOMIC_RESP, seq, original))
-        link.acked, link.ack_due = seq, False  # the response acknowledges it and all before
+        self._answer(link, seq, encode(FrameType.ATOMIC_RESP, seq, original))

@@ -22,9 +22,14 @@ from proto.frames import FrameType
 from proto.hostif import Opcode
 from proto.plainwqe import COOKIE, FLAGS, LENGTH, R_ADDRESS, R_CONTEXT, R_LENGTH, PlainWqe
 
-_KINDS: Final = {int(Opcode.SEND): Dtos.SEND, int(Opcode.RDMA_WRITE): Dtos.RDMA_WRITE}
+_KINDS: Final = {
+    int(Opcode.SEND): Dtos.SEND,
+    int(Opcode.RDMA_WRITE): Dtos.RDMA_WRITE,
+    int(Opcode.RDMA_READ): Dtos.RDMA_READ,  # only ever alone (``lone``)
+}
 _FENCE: Final = int(CompletionFlags.BARRIER_FENCE)
 _WRITE: Final = int(FrameType.WRITE)
+_READ_REQ: Final = int(FrameType.READ_REQ)
 ALONE: Final = -1  # the group of a plain WQE that is an Op (``group``)
 
 
@@ -33,7 +38,8 @@ class Run:
     """Requests of one ``kind`` (RDMA_WRITE or SEND), each at most MAX_OP_BYTES and unfenced,
     with sequence numbers ``first`` on: their WQEs' fields, their bytes' views, how many bytes
     in all, how many have gone on the wire (ep.held holds the run until all have) and how many
-    completed (ep.ops holds it until all have)."""
+    completed (ep.ops holds it until all have). Or an RDMA_READ alone (``lone``): done when
+    its answer has landed whole, which raises the EP's ``acked`` to it (answers.Answers)."""
 
     kind: Dtos
     first: int
@@ -49,10 +55,12 @@ class Run:
         return self.first + len(self.wqes) - 1
 
     def ops(self) -> list[Op]:
-        """The requests not yet completed, as Ops."""
+        """The requests not yet completed, as Ops (a Read's length is its remote one, as
+        Initiator.post gives it)."""
         kind, first, views = self.kind, self.first, self.views
+        at = R_LENGTH if kind == Dtos.RDMA_READ else LENGTH
         return [
-            Op(kind, w[COOKIE], w[FLAGS], first + i, w[LENGTH], [views[i]], False, [],
+            Op(kind, w[COOKIE], w[FLAGS], first + i, w[at], [views[i]], False, [],
                (w[R_ADDRESS], w[R_LENGTH], w[R_CONTEXT]))
             for i, w in enumerate(self.wqes[self.done :], self.done)
         ]  # fmt: skip
@@ -186,14 +194,26 @@ def lone(ep: Ep, wqe: PlainWqe, view: memoryview) -> tuple[bytes, list[memoryvie
     consumer's next post): queued as a Run already on the wire, not held, and its frame (sent
     by the caller: a header and its payload's views; a Write's whole frame in one buffer, as
     the stream's flush would have joined it), without ``queue``'s and ``take_batch``'s steps:
-    nothing can join it or hold it back (no cork with nothing unacknowledged)."""
+    nothing can join it or hold it back (no cork with nothing unacknowledged, no Read in
+    flight). An RDMA Read (its segment the local buffer) takes a read credit; its READ_REQ
+    tells the target how many responses came back."""
     seq = ep.next_seq
     ep.next_seq = seq + 1
     run = Run(_KINDS[wqe[0]], seq, [wqe], [view], wqe[LENGTH], 1)
     ep.ops.append(run)
+    if run.kind == Dtos.RDMA_READ:
+        ep.reads_out += 1
+        fields = (seq, wqe[R_ADDRESS], wqe[R_CONTEXT], wqe[R_LENGTH], ep.reads_done)
+        return read_request(*fields), []
     if run.kind == Dtos.RDMA_WRITE and run.nbytes <= MAX_OP_BYTES:  # (larger: its views alone)
         return encode_framed(view, _WRITE, seq, wqe[R_ADDRESS], wqe[R_CONTEXT]), []
     return _header(run.kind, seq, run.wqes, run.nbytes), run.views
+
+
+def read_request(seq: int, address: int, rmr_context: int, length: int, reads_done: int) -> bytes:
+    """An RDMA Read's READ_REQ frame (a header: no payload), telling the target how many
+    read responses have come back (``reads_done``)."""
+    return encode_ints(_READ_REQ, 0, seq, address, rmr_context, length, reads_done)
 
 
 def _header(kind: Dtos, first: int, wqes: list[PlainWqe], total: int) -> bytes:

@@ -19,7 +19,7 @@ import pytest
 
 from fabricd import _lanes as lanes
 from fabricd.memory import Lmr, Reach
-from proto.codec import Frame, decode_header, encode
+from proto.codec import Frame, decode_header, encode, encode_framed
 from proto.errors import ProtocolError
 from proto.frames import MAX_HEADER_LEN, FrameType
 from tests.unit.test_landing import KEY, LMR, WINDOW
@@ -427,3 +427,115 @@ def test_the_read_lanes_refuse_arguments_of_the_wrong_kind() -> None:
     for count in (1, 9, -1, "7"):
         with pytest.raises((TypeError, OverflowError)):
             request(buf, 0, 16, READ_REQ, count, MAX_HEADER_LEN)
+
+
+SERVED = 0x10000  # where the served target's bytes start, as an address
+SERVE_GRANTS: dict[int, tuple[int, int, int, memoryview, int]] = {}
+
+
+def _serve_grants() -> dict[int, tuple[int, int, int, memoryview, int]]:
+    """Grants (memory.Grant) of one target: a key over all of it, one over a part, one of a
+    process's memory (pid 7: never served) and one whose range outruns its target."""
+    if not SERVE_GRANTS:
+        target = memoryview(bytearray(random.Random(15).randbytes(4096)))
+        SERVE_GRANTS.update({
+            1: (SERVED, SERVED + 4096, SERVED, target, 0),
+            2: (SERVED + 1024, SERVED + 2048, SERVED, target, 0),
+            3: (SERVED, SERVED + 4096, SERVED, target, 7),
+            4: (SERVED, SERVED + 8192, SERVED, target, 0),
+        })  # fmt: skip
+    return SERVE_GRANTS
+
+
+def _serve_by_the_rules(
+    view: memoryview, start: int, end: int, seq: int, reads_in: int, max_in: int, most: int,
+    grants: dict[int, tuple[int, int, int, memoryview, int]],
+) -> tuple[int, bytes | None]:  # fmt: skip
+    """Responder.serve's rule for the lane: the whole read one READ_REQ of ``seq``, within
+    the credits (Responder._credited), of 1 to ``most`` bytes under a granted key of a
+    segment, inside its range and its target: its READ_RESP, whole."""
+    found = _request_by_the_rules(view, start, end, READ_REQ, 7)
+    if found[1] is None or found[0] != end:
+        return start, None
+    _, _, rseq, address, key, length, reads_done = found[1]
+    assert type(address) is int and type(length) is int and type(reads_done) is int
+    if rseq != seq or not 0 < length <= most or reads_in + 1 - reads_done > max_in:
+        return start, None
+    if key not in grants:
+        return start, None
+    lo, hi, origin, target, pid = grants[key]
+    if pid or not lo <= address <= address + length <= hi or hi - origin > len(target):
+        return start, None
+    at = address - origin
+    return end, encode_framed(target[at : at + length], READ_RESP, seq)
+
+
+def _serve_frame(rng: random.Random, seq: int, reads_in: int) -> bytes:
+    kind = rng.choices(["req", "seq", "long", "zero", "key", "credit", "other"], [20] + [1] * 6)[0]
+    key = rng.choice([1, 1, 1, 2, 3, 4])
+    length = rng.choice([1, 8, 64, 256])
+    address = SERVED + rng.randrange(0, 4096 + 512 if key == 4 else 4096 - length)
+    reads_done = reads_in - rng.randint(0, 3)
+    if kind == "seq":
+        seq += rng.choice([-1, 1])
+    elif kind == "long":
+        length = rng.choice([4097, 1 << 20])
+    elif kind == "zero":
+        length = 0
+    elif kind == "key":
+        key = 99
+    elif kind == "credit":
+        reads_done = max(0, reads_in - rng.randint(4, 9))
+    elif kind == "other":
+        return encode(FrameType.ACK, seq)
+    return encode(FrameType.READ_REQ, seq, address, key, length, reads_done)
+
+
+def test_the_serving_read_lane_answers_what_the_rule_answers() -> None:
+    rng = random.Random(16)
+    grants, served = _serve_grants(), 0
+    for _ in range(3000):
+        seq, reads_in = rng.randrange(1, 1 << 40), rng.randrange(0, 1 << 20)
+        stream = b"".join(_serve_frame(rng, seq, reads_in) for _ in range(rng.choice([1, 1, 2])))
+        stream = stream[: rng.choice([len(stream)] * 3 + [rng.randrange(len(stream) + 1)])]
+        skip = rng.randint(0, 7)
+        buf = memoryview(bytearray(rng.randbytes(skip)) + stream + bytearray(2))
+        start, end = skip, skip + len(stream)
+        want = _serve_by_the_rules(buf, start, end, seq, reads_in, 4, 4096, grants)
+        args = (buf, start, end, seq, reads_in, 4, 4096, grants, READ_REQ, READ_RESP)
+        assert lanes.serve(*args, MAX_HEADER_LEN) == want
+        served += want[1] is not None
+    assert served > 500, "the draw reaches the common request often"
+
+
+def test_the_serving_read_lane_declines_a_grant_of_another_shape() -> None:
+    request = encode(FrameType.READ_REQ, 5, SERVED, 1, 64, 0)
+    buf = memoryview(bytearray(request))
+    target = memoryview(bytearray(4096))
+    whole = (SERVED, SERVED + 4096, SERVED)
+    shapes: list[object] = [
+        (*whole, target),  # an item short
+        (*whole, bytearray(4096), 0),  # not a memoryview
+        (*whole, target[::2], 0),  # not contiguous
+        [*whole, target, 0],  # a list
+        (-1, 4096, 0, target, 0),  # not a u64
+    ]
+    for grant in shapes:
+        got = lanes.serve(buf, 0, len(buf), 5, 0, 4, 4096, {1: grant}, READ_REQ, READ_RESP, 512)
+        assert got == (0, None)
+
+
+def test_the_serving_read_lane_refuses_arguments_of_the_wrong_kind() -> None:
+    buf = memoryview(bytearray(16))
+    serve: Callable[..., object] = lanes.serve
+    wrong: list[tuple[object, ...]] = [
+        (buf, 0, 17, 1, 0, 4, 64, {}),  # a range past the buffer
+        (buf, 0, 16, -1, 0, 4, 64, {}),  # a negative sequence number
+        (buf, 0, 16, 1, 0, 4, 64, []),  # grants not a dict
+        (buf, 0, 16, 1, "0", 4, 64, {}),  # a count not an int
+    ]
+    for args in wrong:
+        with pytest.raises(TypeError):
+            serve(*args, READ_REQ, READ_RESP, MAX_HEADER_LEN)
+    with pytest.raises(TypeError):
+        serve(buf, 0, 16)
