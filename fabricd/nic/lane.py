@@ -152,7 +152,7 @@ def acks(
     twice). Returns where it stopped."""
     read, bound = _oldest_read(ep), ep.next_seq
     if read is not None:
-        bound, sink, length = read  # an ACK of it before its answer is the long way's error
+        bound, sink, length = read  # an ACK reaching it before its answer: the long way's
         if len(sink) <= length:  # (a larger answer than asked for is the long way's error)
             stop, size = lanes.read_resp(view, start, end, bound, sink, _READ_RESP, MAX_HEADER_LEN)
             if stop != start:
