@@ -203,8 +203,7 @@ def lone(ep: Ep, wqe: PlainWqe, view: memoryview) -> tuple[bytes, list[memoryvie
     ep.ops.append(run)
     if run.kind == Dtos.RDMA_READ:
         ep.reads_out += 1
-        fields = (seq, wqe[R_ADDRESS], wqe[R_CONTEXT], wqe[R_LENGTH], ep.reads_done)
-        return read_request(*fields), []
+        return read_request(seq, wqe[R_ADDRESS], wqe[R_CONTEXT], wqe[R_LENGTH], ep.reads_done), []
     if run.kind == Dtos.RDMA_WRITE and run.nbytes <= MAX_OP_BYTES:  # (larger: its views alone)
         return encode_framed(view, _WRITE, seq, wqe[R_ADDRESS], wqe[R_CONTEXT]), []
     return _header(run.kind, seq, run.wqes, run.nbytes), run.views
