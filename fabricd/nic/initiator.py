@@ -122,7 +122,7 @@ class Initiator:
             first = sq.mine & sq.mask
             n = min(count, sq.entries - first)  # to the ring's end: the rest is the next stretch
             at = SLOTS + first * size
-            if sq.view[at] == _READ_OPCODE and not ep.ops and not self.faults.active:
+            if not ep.ops and sq.view[at] == _READ_OPCODE and not self.faults.active:
                 if not self._lone_read(ep, link, sq, at, stage):
                     return taken, True
                 taken += 1

@@ -123,12 +123,12 @@ def _oldest_read(ep: Ep) -> tuple[int, memoryview, int] | None:
     is one segment: its sequence number, that segment and its remote length (a lone one is
     a Run, runs.lone; one posted behind others an Op)."""
     item = ep.ops[0]
-    if item.kind != Dtos.RDMA_READ or item.done:
-        return None
     if type(item) is Op:
-        return (item.seq, item.views[0], item.length) if len(item.views) == 1 else None
-    assert isinstance(item, Run)
-    return item.first, item.views[0], item.wqes[0][R_LENGTH]
+        if item.kind == Dtos.RDMA_READ and not item.done and len(item.views) == 1:
+            return item.seq, item.views[0], item.length
+    elif isinstance(item, Run) and item.kind == Dtos.RDMA_READ and not item.done:
+        return item.first, item.views[0], item.wqes[0][R_LENGTH]
+    return None
 
 
 def acks(
