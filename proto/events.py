@@ -186,9 +186,8 @@ def write_rows(
     ring: Ring, room: int, ep: int, kind: int, rows: Sequence[Row], fields: tuple[int, int, int]
 ) -> tuple[int, bool]:
     """write_dtos of completions of one ``kind`` (a base DTO: a Send, RDMA Write or Read, or
-    a receive)
-    given as rows (each's flags, cookie and length at the indices ``fields``), read in place:
-    no object per completion, one C call for the run (proto/_rows.c)."""
+    a receive) given as rows (each's flags, cookie and length at the indices ``fields``), read
+    in place: no object per completion, one C call for the run (proto/_rows.c)."""
     return rows_c.write_rows(
         ring.view, ring.mine, ring.mask, ring.entry_size, room, ep, kind, rows, *fields
     )
