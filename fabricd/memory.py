@@ -71,10 +71,10 @@ Span = tuple[Lmr, int, int]
 
 
 Grant = tuple[int, int, int, View, int]
-"""A Reach as the target's Write lane reads it (lane.grant; fabricd/_lanes.c): its range's
-start and end, its LMR's first address (origin), the LMR's target bytes, the pid of a
-process's memory (0: a segment). Items of a tuple, where a Reach's attributes took a look-up
-each (five a landed Write)."""
+"""A Reach as the target's lanes read it (fabricd/_lanes.c: the Write lane lands under it,
+lane.grant; the Read lane answers from it, lane.read_grants): its range's start and end, its
+LMR's first address (origin), the LMR's target bytes, the pid of a process's memory (0: a
+segment). Items of a tuple, where a Reach's attributes took a look-up each (five a Write)."""
 
 
 class Reach:
@@ -90,7 +90,7 @@ class Reach:
         self.pid = lmr.pid  # a process's own memory: the target is its mirror
 
     def grant(self) -> Grant:
-        """What the target's Write lane reads of this key in C (fabricd/_lanes.c)."""
+        """What the target's lanes read of this key in C (fabricd/_lanes.c)."""
         return self.start, self.end, self.origin, self.target, self.pid
 
     def covers(self, address: int, length: int) -> bool:

@@ -6,6 +6,14 @@ that length; a flush completes it as any other request."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from fabricd import _lanes as lanes
+from fabricd.nic.objects import Ep
+from fabricd.nic.runs import Run
 from proto.constants import CloseFlags, Dtos
 from proto.constants import DtoCompletionStatus as St
 from proto.constants import EventNumber as E
@@ -18,6 +26,29 @@ DTO = E.DTO_COMPLETION_EVENT
 BROKEN = E.CONNECTION_EVENT_BROKEN
 
 
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
+    """Whether each call of the target's Read lane in C (_lanes.c's serve, which
+    Responder.serve calls through its module) answered the request."""
+    calls: list[bool] = []
+    serve: Callable[..., tuple[int, bytes | None]] = lanes.serve
+
+    def counted(*args: Any) -> tuple[int, bytes | None]:
+        out = serve(*args)
+        calls.append(out[1] is not None)
+        return out
+
+    monkeypatch.setattr(lanes, "serve", counted)
+    yield calls
+
+
+def _ep(side: Side) -> Ep:
+    """The side's EP as its daemon holds it."""
+    ep = next(iter(side.c.node.nic.wire.links.values())).ep
+    assert ep is not None
+    return ep
+
+
 def _held_read(length: int = 64) -> tuple[Fabric, Side, Side]:
     """A pair whose first request, a lone Read of ``length`` bytes at ``b``'s start (cookie
     1), is on the wire and its answer held back for 100 ms by a rule at the target."""
@@ -27,10 +58,13 @@ def _held_read(length: int = 64) -> tuple[Fabric, Side, Side]:
     a.c.post(Dtos.RDMA_READ, a.ep, [a.triplet(0, length)], 1, b.rmr(0, length), 0)
     fabric.run()
     assert a.log() == []
+    assert [type(item) for item in _ep(a).ops] == [Run]  # runs.lone's, not an Op
     return fabric, a, b
 
 
-def test_a_lone_read_completes_with_its_bytes_and_length() -> None:
+def test_a_lone_read_completes_with_its_bytes_and_length(served: list[bool]) -> None:
+    """The first Read on the link takes the long way at the target, whose checks keep its
+    key (lane.read_grants); the next ones are answered in C."""
     fabric, a, b = pair()
     b.memory()[:] = bytes(range(256)) * 16
     for i in range(3):
@@ -38,6 +72,7 @@ def test_a_lone_read_completes_with_its_bytes_and_length() -> None:
         fabric.run()
         assert a.log() == [(DTO, i, OK, 48)]
         assert bytes(a.memory(0, 48)) == bytes(b.memory(64 * i, 48))
+    assert served == [True, True]
 
 
 def test_writes_posted_behind_a_lone_read_complete_after_it() -> None:
