@@ -67,7 +67,7 @@ class Answers:
         if isinstance(item, Run):
             if length == item.nbytes:
                 ep.acked = max(ep.acked, item.first)
-                self._credited(ep)
+                self._credit_returned(ep)
                 return
             item = expand(ep)[0]  # a shorter answer: its length is the completion's
         item.length = length
@@ -98,9 +98,9 @@ class Answers:
         ep.acked = max(ep.acked, op.seq)
         if op.spans and not self.memory.store(truncate_spans(op.spans, op.length)):
             op.status = St.DTO_ERR_LOCAL_PROTECTION  # its process's buffer is gone
-        self._credited(ep)
+        self._credit_returned(ep)
 
-    def _credited(self, ep: Ep) -> None:
+    def _credit_returned(self, ep: Ep) -> None:
         """An answered Read's or atomic's credit comes back: what waited for it starts, what
         is done retires (Initiator.transmit)."""
         ep.reads_out -= 1
