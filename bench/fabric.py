@@ -136,7 +136,7 @@ class Session:
                 post(posted, flags[posted])
                 posted += 1
             first, more = wait(WAIT_US)
-            for event in [first, *(dequeue() for _ in range(more))]:
+            for event in [first, *(dequeue() for _ in range(more))] if more else (first,):
                 if event.status != success:
                     status = DtoCompletionStatus(event.status).name
                     raise RuntimeError(f"{op} {event.cookie} completed with {status}")
