@@ -14,7 +14,7 @@ import logging
 import os
 import socket
 from collections.abc import Sequence
-from typing import cast
+from typing import Final, cast
 
 from fabricd.nic import Consumer, Nic, PeerLink
 from fabricd.sockdir import peer_pid
@@ -25,9 +25,9 @@ from proto.errors import ProtocolError
 from proto.frames import ROLE_ADMIN, FrameType
 
 log = logging.getLogger("fabricd")
-CLOSE_GRACE = 2.0  # seconds a half-closed stream waits for the peer's end before an abort
-JOIN_LIMIT = 64 * 1024  # a turn's frames up to this size leave copied into one buffer
-READ_AHEAD = 2 * MAX_BATCH_BYTES
+CLOSE_GRACE: Final = 2.0  # seconds a half-closed stream waits for the peer's end before an abort
+JOIN_LIMIT: Final = 64 * 1024  # a turn's frames up to this size leave copied into one buffer
+READ_AHEAD: Final = 2 * MAX_BATCH_BYTES
 """What a stream's FrameReader buffer grows to: room for a whole WRITES batch of small Writes
 (MAX_BATCH_BYTES and its header), which then lands from one read. At 256 KiB, a window of 64
 4 KiB Writes (263,188 bytes on the wire) took two reads and two loop iterations at the target

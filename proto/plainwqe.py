@@ -24,8 +24,14 @@ compare (both 0), then its one segment (virtual_address, length, lmr_context). O
 length to mypy, so the compiled modules keep it the one tuple object it is: as a 14-tuple type
 mypyc made a C struct of it, unboxing all 14 fields wherever it was bound (``runs.lone`` took
 ~3.3 us of a window-1 Write's turn, timestamps around it in situ)."""
-FLAGS, COOKIE, R_ADDRESS, R_LENGTH, R_CONTEXT, LENGTH = 3, 4, 5, 6, 7, 12
-"""Indices of a PlainWqe's fields: its completion flags, cookie, remote triplet and length."""
+# Indices of a PlainWqe's fields: its completion flags, cookie, remote triplet and length
+# (each Final: a compiled module reads it as a number, not from this module's dictionary)
+FLAGS: Final = 3
+COOKIE: Final = 4
+R_ADDRESS: Final = 5
+R_LENGTH: Final = 6
+R_CONTEXT: Final = 7
+LENGTH: Final = 12
 PLAIN_AT: Final = (FLAGS, COOKIE, LENGTH)
 """Where proto.events.write_rows finds a completion's flags, cookie and length in a PlainWqe."""
 PLAIN_REQUESTS: Final = frozenset({int(Opcode.SEND), int(Opcode.RDMA_WRITE)})

@@ -4,13 +4,15 @@ the consumer posts meanwhile in the ring until that ACK retires requests (Intake
 
 from __future__ import annotations
 
+from typing import Final
+
 from fabricd.nic.objects import Ep, Op
 from fabricd.nic.runs import Run
 from proto.constants import Dtos
 
-BATCHED = frozenset({Dtos.RDMA_WRITE, Dtos.SEND})  # small ones leave as WRITES / SENDS frames
-CORK_INFLIGHT = 16  # unacknowledged requests past which a few small ones wait for an ACK
-CORK_MIN = 32  # ...unless this many are waiting: they leave at once
+BATCHED: Final = frozenset({Dtos.RDMA_WRITE, Dtos.SEND})  # small ones leave as WRITES, SENDS
+CORK_INFLIGHT: Final = 16  # unacknowledged requests past which a few small ones wait for an ACK
+CORK_MIN: Final = 32  # ...unless this many are waiting: they leave at once
 
 
 def corked(ep: Ep, seq: int) -> bool:

@@ -53,6 +53,7 @@ _SUPPRESS: Final = int(CompletionFlags.SUPPRESS)  # plain ints: IntFlag operator
 _UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
 MODERATED_BYTES: Final = 16 * 1024  # a bulk completion: its driver sleeps, its NOTIFY waits
 _SRQ_EVENT: Final = E.ASYNC_ERROR_PROVIDER_INTERNAL_ERROR
+_RECEIVE: Final = Dtos.RECEIVE  # (Finals: nic/initiator.py says why)
 """The async event number of an SRQ's events (the reason says which)."""
 
 
@@ -283,7 +284,7 @@ class Events:
         Writes or Sends, or a lone Read (runs.Run, plainwqe.PLAIN_AT), or receives (no SRQ)
         that Sends of a run filled (send_run.SendRun, RECEIVED_AT; their completions always
         notify)."""
-        receive = kind == Dtos.RECEIVE
+        receive = kind == _RECEIVE
         retired(ep, receive=receive, count=len(rows))
         consumer = ep.consumer  # ``_evd``, inline: every completion run asks
         eq = consumer.evds.get(ep.recv_evd if receive else ep.request_evd)

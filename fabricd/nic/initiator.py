@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Final
 
 from fabricd import _plaintake as plaintake
 from fabricd.faults import FaultEngine
@@ -33,12 +34,23 @@ from proto.hostif import OPCODE_DTOS, SLOTS, Opcode, Ring, Wqe
 from proto.plainwqe import PLAIN_AT, PLAIN_REQUESTS, PlainWqe
 
 log = logging.getLogger("fabricd")
-_FENCE = int(CompletionFlags.BARRIER_FENCE)
-_LOCAL_READ = int(MemPriv.LOCAL_READ)  # what a Send or Write needs of its local segment
-_PLAIN = sum(1 << op for op in PLAIN_REQUESTS)  # plaintake.take's opcodes: a bit each
-_READ_OPCODE = int(Opcode.RDMA_READ)  # a WQE's first byte (proto.hostif.WQE)
-_READ = 1 << _READ_OPCODE
-_LOCAL_WRITE = int(MemPriv.LOCAL_WRITE)  # what a Read needs of its local segment
+# The per-request path's constants, each Final: compiled, a Final is a C static, where a
+# module's name is a look-up in its dictionary at each use (an enum's member, an attribute
+# read after it; a C function, ``plaintake.take``, the same). The frames are sent with their
+# header and payload named, not ``send(link, *frame)``: compiled, a starred call is a generic
+# one (an attribute look-up and a tuple), a named one calls the compiled method.
+_FENCE: Final = int(CompletionFlags.BARRIER_FENCE)
+_LOCAL_READ: Final = int(MemPriv.LOCAL_READ)  # what a Send or Write needs of its local segment
+_PLAIN: Final = sum(1 << op for op in PLAIN_REQUESTS)  # plaintake.take's opcodes: a bit each
+_READ_OPCODE: Final = int(Opcode.RDMA_READ)  # a WQE's first byte (proto.hostif.WQE)
+_READ: Final = 1 << _READ_OPCODE
+_LOCAL_WRITE: Final = int(MemPriv.LOCAL_WRITE)  # what a Read needs of its local segment
+_plaintake_take: Final = plaintake.take
+_CONNECTED: Final = S.CONNECTED
+_DISCONNECT_PENDING: Final = S.DISCONNECT_PENDING
+_SUCCESS: Final = St.DTO_SUCCESS
+_RDMA_WRITE: Final = Dtos.RDMA_WRITE
+_BIND_MW: Final = Dtos.BIND_MW
 
 
 class Initiator:
@@ -113,7 +125,7 @@ class Initiator:
         fails a check (``post`` gives the error) or whose bytes are a process's own memory to
         fetch. Nothing it takes can break the EP or change its state."""
         link = ep.link
-        if ep.state != S.CONNECTED or link is None:
+        if ep.state != _CONNECTED or link is None:
             return 0, True  # ``post`` takes each: ``enqueue`` completes it alone
         taken = 0
         lmr: Lmr | None = None
@@ -127,12 +139,13 @@ class Initiator:
                     return taken, True
                 taken += 1
                 continue
-            wqes, views, total, mixed, lmr = plaintake.take(
+            wqes, views, total, mixed, lmr = _plaintake_take(
                 sq.view, at, n, size, _PLAIN, lmrs, owner, pz, _LOCAL_READ, lmr, stage
             )
             if took := len(wqes):
                 if took == 1 and not ep.ops and not mixed and not self.faults.active:
-                    self.wire.send(link, *lone(ep, wqes[0], views[0]))  # at once
+                    header, payload = lone(ep, wqes[0], views[0])
+                    self.wire.send(link, header, payload)  # at once
                 else:
                     queue(ep, wqes, views, total, mixed)
                 sq.publish(took)
@@ -151,13 +164,14 @@ class Initiator:
         the initiator's lane (lane.acks), window-1 64 B Reads 89-91 -> 75-78 us (`fabricctl
         bench --mode lat`, four interleaved pairs)."""
         lmrs, owner, size = self.memory.by_lmr_context, ep.consumer.id, sq.entry_size
-        wqes, views, _, _, _ = plaintake.take(
+        wqes, views, _, _, _ = _plaintake_take(
             sq.view, at, 1, size, _READ, lmrs, owner, ep.pz, _LOCAL_WRITE, None, stage
         )
         if not wqes or wqes[0][1]:  # none, or staged (a Read's bytes land in its segment)
             return False
         sq.publish(1)
-        self.wire.send(link, *lone(ep, wqes[0], views[0]))
+        header, payload = lone(ep, wqes[0], views[0])
+        self.wire.send(link, header, payload)
         return True
 
     def enqueue(self, ep: Ep, op: Op, start: bool = True) -> None:
@@ -204,7 +218,8 @@ class Initiator:
                 if self.faults.active:
                     expand(ep)  # the fault rules see single frames
                 elif not corked(ep, op.first + op.sent):
-                    self.wire.send(link, *take_batch(ep))
+                    header, payload = take_batch(ep)
+                    self.wire.send(link, header, payload)
                     continue
                 else:
                     break
@@ -218,9 +233,9 @@ class Initiator:
                 self._start_batch(ep, link)
                 continue
             ep.held.popleft()
-            if op.kind == Dtos.BIND_MW:
+            if op.kind == _BIND_MW:
                 self._bind(ep, op)
-                if op.status != St.DTO_SUCCESS:
+                if op.status != _SUCCESS:
                     break
             else:
                 self._start(ep, link, op)
@@ -270,7 +285,8 @@ class Initiator:
         """Put one request on the wire (a Read or atomic takes a read credit)."""
         if op.kind in READ_LIKE:
             ep.reads_out += 1
-        self.wire.send(link, *request_frame(op, ep.reads_done))
+        header, payload = request_frame(op, ep.reads_done)
+        self.wire.send(link, header, payload)
 
     def _bind(self, ep: Ep, op: Op) -> None:
         """Execute a bind: the window's previous key dies, the promised one starts to work."""
@@ -303,7 +319,7 @@ class Initiator:
             self.emptying(ep)  # the last one is done: POLL 1 first, its next post rings nothing
         succeeded: list[Op] = []  # (list[Op]() builds a generic alias each call: ~1 us)
         rows: list[PlainWqe] = []  # of the Runs since the last Op, all of ``kind``
-        kind = Dtos.RDMA_WRITE  # read only once ``rows`` holds some
+        kind = _RDMA_WRITE  # read only once ``rows`` holds some
         while ops:
             op = ops[0]
             if isinstance(op, Run):  # a Run's requests are done as the ACK covers them
@@ -331,22 +347,22 @@ class Initiator:
             if rows:  # the Runs before it, first
                 self.eps.events.rows_done(ep, kind, rows, PLAIN_AT)
                 rows = []
-            if op.status == St.DTO_SUCCESS and op.kind != Dtos.BIND_MW:
+            if op.status == _SUCCESS and op.kind != _BIND_MW:
                 ops.popleft()
                 succeeded.append(op)
                 continue
             self.eps.complete_run(ep, succeeded)  # what finished before it, first
             succeeded = []
-            if op.status != St.DTO_SUCCESS:
+            if op.status != _SUCCESS:
                 self.eps.broken(ep, first_status=op.status, notify_peer=True)
                 return
             ops.popleft()
-            self.eps.complete(ep, op, St.DTO_SUCCESS)
+            self.eps.complete(ep, op, _SUCCESS)
         if rows:
             self.eps.events.rows_done(ep, kind, rows, PLAIN_AT)
         if succeeded:
             self.eps.complete_run(ep, succeeded)
-        if ep.state == S.DISCONNECT_PENDING:
+        if ep.state == _DISCONNECT_PENDING:
             self.eps.drained(ep)
         self.retired(ep)
 

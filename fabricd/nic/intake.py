@@ -30,7 +30,8 @@ from proto.constants import EpState as S
 from proto.hostif import RingError
 
 log = logging.getLogger("fabricd")
-LINGER = 200e-6
+_CONNECTED: Final = S.CONNECTED  # (Finals: initiator.py says why)
+LINGER: Final = 200e-6
 """Seconds POLL stays 1 after a look found an EP's queues empty while an ACK is coming
 (``Intake._looks_again``), unless a retire looks first: the most a post made meanwhile waits
 to be taken. So in the NIC core (its clock is the harness's); uvloop, the daemon's loop,
@@ -40,7 +41,7 @@ with perf_counter: uvloop's call_later with 200, 499 and 500 us ran after 51, 8 
 1 ms after 1,146 us; tests/unit/test_shell.py checks the order and the clock).
 `fabricctl bench --size 4096 --window 64 --iters 200000 --cq-mod 16`, four interleaved pairs
 with LINGER = 1e-3 (a real deadline): 608-865 MB/s -> 664-864, within noise: it stays."""
-BUSY_POLL = 50e-6
+BUSY_POLL: Final = 50e-6
 """Seconds POLL stays 1 after the last outstanding request retires, the daemon looking at the
 EP's queues in each loop iteration (Linux's busy polling of a socket): a consumer that posts
 its next request when it sees the last one complete (a request-reply loop, a latency test)
@@ -51,7 +52,7 @@ noise. Not after bulk requests, whose driver sleeps. `fabricctl node status` cou
 (IntakeCounts): 3,050 window-1 Writes started 3,050 busy polls, 2,774-2,833 ended by a take,
 with 1.3-2.5 empty looks each; 20,050 Writes at window 64 started 38-142; 1,050 1 MiB Writes
 at window 16, none."""
-BUSY_LOOKS = 16
+BUSY_LOOKS: Final = 16
 """...and at most this many looks (the bound that also holds under a clock that stands
 still: the in-memory fabric's). The daemon's clock is uvloop's loop.time(), which moves in
 whole milliseconds: there a busy poll ends at this many looks or the clock's next tick, and
@@ -248,7 +249,7 @@ class Intake:
         if q is None:
             return
         if (
-            ep.state == S.CONNECTED
+            ep.state == _CONNECTED
             and not ep.ops
             and q.busy_looks <= 0
             and not self.eps.events.bulk(ep)
@@ -267,7 +268,7 @@ class Intake:
         and posts its next request finds POLL 0 and rings a doorbell. A look at the end of the
         turn clears it again if no busy polling starts (``drain``)."""
         q = ep.queues
-        if q is not None and not q.polling and ep.state == S.CONNECTED:
+        if q is not None and not q.polling and ep.state == _CONNECTED:
             watch(ep, q)
 
     def _busy(self, ep: Ep, q: WorkQueues) -> bool:

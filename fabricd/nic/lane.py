@@ -35,6 +35,10 @@ from proto.plainwqe import R_LENGTH
 _WRITE: Final = int(FrameType.WRITE)
 _ACK: Final = int(FrameType.ACK)
 _READ_RESP: Final = int(FrameType.READ_RESP)
+_RDMA_READ: Final = Dtos.RDMA_READ  # (Finals: initiator.py says why)
+_lanes_lane: Final = lanes.lane
+_lanes_acks: Final = lanes.acks
+_lanes_read_resp: Final = lanes.read_resp
 
 
 def _current(memory: MemoryRegistry, link: PeerLink) -> dict[int, Grant]:
@@ -124,9 +128,9 @@ def _oldest_read(ep: Ep) -> tuple[int, memoryview, int] | None:
     a Run, runs.lone; one posted behind others an Op)."""
     item = ep.ops[0]
     if type(item) is Op:
-        if item.kind == Dtos.RDMA_READ and not item.done and len(item.views) == 1:
+        if item.kind == _RDMA_READ and not item.done and len(item.views) == 1:
             return item.seq, item.views[0], item.length
-    elif isinstance(item, Run) and item.kind == Dtos.RDMA_READ and not item.done:
+    elif isinstance(item, Run) and item.kind == _RDMA_READ and not item.done:
         return item.first, item.views[0], item.wqes[0][R_LENGTH]
     return None
 
@@ -154,11 +158,11 @@ def acks(
     if read is not None:
         bound, sink, length = read  # an ACK reaching it before its answer: the long way's
         if len(sink) <= length:  # (a larger answer than asked for is the long way's error)
-            stop, size = lanes.read_resp(view, start, end, bound, sink, _READ_RESP, MAX_HEADER_LEN)
+            stop, size = _lanes_read_resp(view, start, end, bound, sink, _READ_RESP, MAX_HEADER_LEN)
             if stop != start:
                 landed(ep, ep.ops[0], size)
                 return stop
-    stop, seq = lanes.acks(view, start, end, ep.acked, bound, _ACK, MAX_HEADER_LEN)
+    stop, seq = _lanes_acks(view, start, end, ep.acked, bound, _ACK, MAX_HEADER_LEN)
     if stop != start:
         acked(ep, seq)
     return stop
@@ -180,7 +184,7 @@ def land(
     grants = _current(memory, link)
     if not grants:
         return start
-    stop, acked = lanes.lane(
+    stop, acked = _lanes_lane(
         view, start, end, grants, link.acked, before, _WRITE, MAX_HEADER_LEN, memory.put_process
     )
     if acked != link.acked:

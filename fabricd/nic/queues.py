@@ -10,6 +10,7 @@ RingError, which closes that IA.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Final
 
 from fabricd.memory import MemoryRegistry
 from fabricd.nic.objects import Ep, WorkQueues
@@ -39,11 +40,11 @@ from proto.workq import (
     wq_segment,
 )
 
-_POLL_AT = word_at(Word.POLL)  # Ring.words subscripts: the per-request stores skip set_word
-_DONE_AT = word_at(Word.DONE)
+_POLL_AT: Final = word_at(Word.POLL)  # Ring.words subscripts: the per-request stores skip
+_DONE_AT: Final = word_at(Word.DONE)  # set_word (Finals: initiator.py says why)
 
-SQ_OPCODES = frozenset(Opcode) - {Opcode.RECEIVE}
-RQ_OPCODES = frozenset({Opcode.RECEIVE})
+SQ_OPCODES: Final = frozenset(Opcode) - {Opcode.RECEIVE}
+RQ_OPCODES: Final = frozenset({Opcode.RECEIVE})
 
 
 class Queues:

@@ -30,6 +30,8 @@ _KINDS: Final = {
 _FENCE: Final = int(CompletionFlags.BARRIER_FENCE)
 _WRITE: Final = int(FrameType.WRITE)
 _READ_REQ: Final = int(FrameType.READ_REQ)
+_RDMA_READ: Final = Dtos.RDMA_READ  # (Finals: initiator.py says why)
+_RDMA_WRITE: Final = Dtos.RDMA_WRITE
 ALONE: Final = -1  # the group of a plain WQE that is an Op (``group``)
 
 
@@ -201,10 +203,10 @@ def lone(ep: Ep, wqe: PlainWqe, view: memoryview) -> tuple[bytes, list[memoryvie
     ep.next_seq = seq + 1
     run = Run(_KINDS[wqe[0]], seq, [wqe], [view], wqe[LENGTH], 1)
     ep.ops.append(run)
-    if run.kind == Dtos.RDMA_READ:
+    if run.kind == _RDMA_READ:
         ep.reads_out += 1
         return read_request(seq, wqe[R_ADDRESS], wqe[R_CONTEXT], wqe[R_LENGTH], ep.reads_done), []
-    if run.kind == Dtos.RDMA_WRITE and run.nbytes <= MAX_OP_BYTES:  # (larger: its views alone)
+    if run.kind == _RDMA_WRITE and run.nbytes <= MAX_OP_BYTES:  # (larger: its views alone)
         return encode_framed(view, _WRITE, seq, wqe[R_ADDRESS], wqe[R_CONTEXT]), []
     return _header(run.kind, seq, run.wqes, run.nbytes), run.views
 
