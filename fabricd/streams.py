@@ -13,7 +13,7 @@ import ctypes.util
 import logging
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, cast
 
 from fabricd.nic import Consumer, Nic, PeerLink
@@ -25,6 +25,7 @@ from proto.errors import ProtocolError
 from proto.frames import ROLE_ADMIN, FrameType
 
 log = logging.getLogger("fabricd")
+_os_write: Final = os.write  # (a C static compiled: nic/initiator.py's constants say why)
 CLOSE_GRACE: Final = 2.0  # seconds a half-closed stream waits for the peer's end before an abort
 JOIN_LIMIT: Final = 64 * 1024  # a turn's frames up to this size leave copied into one buffer
 READ_AHEAD: Final = 2 * MAX_BATCH_BYTES
@@ -64,6 +65,9 @@ class _Stream(asyncio.BufferedProtocol):
         self._lost_reported = False
         self._out: list[bytes | memoryview] = []  # corked: goes out in one write per loop turn
         self._fd = -1  # the socket's, written to directly while the transport holds nothing
+        # bound once, not at each frame or read (compiled, ``self._flush`` as a value is an
+        # attribute look-up making a bound method: nic/initiator.py's constants say more)
+        self._flusher: Callable[[], None] = self._flush
 
     # Channel
     @property
@@ -89,7 +93,7 @@ class _Stream(asyncio.BufferedProtocol):
         if payload:
             out.extend(payload)
         if first:
-            self.turn.cork(self._flush)
+            self.turn.cork(self._flusher)
 
     def _flush(self) -> None:
         out, self._out = self._out, []
@@ -112,7 +116,7 @@ class _Stream(asyncio.BufferedProtocol):
         fd = self._fd
         if fd >= 0 and not t.get_write_buffer_size():
             try:
-                sent = os.write(fd, data)
+                sent = _os_write(fd, data)
             except OSError:  # EAGAIN, or the socket's error: the transport's write sees it
                 sent = 0
             if sent == len(data):
@@ -306,6 +310,7 @@ class PeerStream(_Stream):
         super().__init__(turn)
         self.nic = nic
         self.link = link
+        self._landing: Callable[[], None] = self._before_landing  # (bound once: as _flusher)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -329,7 +334,7 @@ class PeerStream(_Stream):
         (``Nic.peer_batch_end``) leaves as it is sent. A window-1 Write's target then runs
         28 Python calls instead of 33 (cProfile)."""
         link = self.link
-        if link is None or not self.nic.peer_answer(link, reader, self._before_landing):
+        if link is None or not self.nic.peer_answer(link, reader, self._landing):
             return False
         if not self.turn.idle:
             return False  # the long way, after the work left for this iteration
