@@ -53,8 +53,8 @@ _SUPPRESS: Final = int(CompletionFlags.SUPPRESS)  # plain ints: IntFlag operator
 _UNSIGNALLED: Final = int(CompletionFlags.UNSIGNALLED)
 MODERATED_BYTES: Final = 16 * 1024  # a bulk completion: its driver sleeps, its NOTIFY waits
 _SRQ_EVENT: Final = E.ASYNC_ERROR_PROVIDER_INTERNAL_ERROR
-_RECEIVE: Final = Dtos.RECEIVE  # (Finals: nic/initiator.py says why)
 """The async event number of an SRQ's events (the reason says which)."""
+_RECEIVE: Final = Dtos.RECEIVE  # (Finals: nic/initiator.py says why)
 
 
 def ends_bulk(eq: EventQueue) -> bool:

@@ -40,8 +40,9 @@ from proto.workq import (
     wq_segment,
 )
 
-_POLL_AT: Final = word_at(Word.POLL)  # Ring.words subscripts: the per-request stores skip
-_DONE_AT: Final = word_at(Word.DONE)  # set_word (Finals: initiator.py says why)
+# Ring.words subscripts: the per-request stores skip set_word (Finals: initiator.py says why)
+_POLL_AT: Final = word_at(Word.POLL)
+_DONE_AT: Final = word_at(Word.DONE)
 
 SQ_OPCODES: Final = frozenset(Opcode) - {Opcode.RECEIVE}
 RQ_OPCODES: Final = frozenset({Opcode.RECEIVE})
