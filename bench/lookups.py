@@ -59,9 +59,10 @@ class Lookups:
 
 
 def generated(root: Path = ROOT) -> Path | None:
-    """The C mypyc generated for the native modules, if the project was built here."""
-    found = sorted((root / "build").glob("__native_*.c"))
-    return found[0] if found else None
+    """The C mypyc generated for the native modules, if the project was built here (the
+    newest: a build for another set of modules leaves the last one's beside it)."""
+    found = list((root / "build").glob("__native_*.c"))
+    return max(found, key=lambda path: path.stat().st_mtime) if found else None
 
 
 def lookups(source: str) -> dict[str, Lookups]:

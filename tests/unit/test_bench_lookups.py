@@ -4,6 +4,9 @@ the data path (a window-1 request's compiled steps read no module dictionary but
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from bench import lookups
@@ -39,6 +42,17 @@ def test_it_reads_each_functions_dictionary_lookups_attribute_reads_and_method_c
         ["append"],
     )
     assert found["lane____open"] == lookups.Lookups()
+
+
+def test_the_generated_c_is_the_newest_build(tmp_path: Path) -> None:
+    assert lookups.generated(tmp_path) is None
+    (tmp_path / "build").mkdir()
+    old, new = tmp_path / "build" / "__native_aaaa.c", tmp_path / "build" / "__native_bbbb.c"
+    new.write_text("")
+    old.write_text("")
+    os.utime(new, (2_000_000_000, 2_000_000_000))
+    os.utime(old, (1_000_000_000, 1_000_000_000))
+    assert lookups.generated(tmp_path) == new
 
 
 def test_a_window_1_requests_compiled_steps_read_no_module_dictionary() -> None:
