@@ -1,7 +1,7 @@
 """What the compiled data path still looks up at run time, read from the C that mypyc generated
 for it (``build/__native_*.c``, written as the project installs: README, "Native modules").
 
-    python -m bench.lookups [FUNCTION...]
+    python -m bench.lookups [--source FILE] [FUNCTION...]
 
 For each compiled function (mypyc's name for it: ``initiator___Initiator___retire``, the
 module, the class and the function; by default ``PATH``, a window-1 Write's and Read's steps)
@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from proto.native import ROOT
+
 PATH = (
     "streams____Stream___buffer_updated", "streams___PeerStream____answered",
     "streams____Stream___send", "streams____Stream____flush", "streams____Stream____write",
@@ -85,8 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m bench.lookups``: one line per function, or why there is nothing to read."""
     p = argparse.ArgumentParser(prog="python -m bench.lookups", description=__doc__.split("\n")[0])
     p.add_argument("functions", nargs="*", help="mypyc's names (default: bench.lookups.PATH)")
+    p.add_argument(
+        "--source",
+        type=Path,
+        help="the generated C to read (default: this checkout's newest;"
+        " another checkout's build/__native_*.c shows its code)",
+    )
     args = p.parse_args(argv)
-    path = generated()
+    path = args.source or generated()
     if path is None:
         print("no build/__native_*.c here: the native modules were not built (make)")
         return 2
